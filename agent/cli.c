@@ -1,0 +1,609 @@
+/*
+ * isoprof - reads an isoprof store: list windows, export pprof, show the
+ * top functions, inspect the store. Read-only transactions only, so it
+ * works while isoprofd writes the same store.
+ *
+ * Exit codes: 0 ok, 1 nothing matched, 2 usage or store error (one line on
+ * stderr saying why).
+ */
+#include "config.h"
+#include "pprof.h"
+#include "store.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define EXIT_NOMATCH 1
+#define EXIT_USAGE 2
+#define CLI_MAX_MERGE 100000
+
+struct cli {
+    const char *store_path;
+    struct store_filter f;
+    const char *id;
+    const char *out;
+    int json;
+    long top_n;
+};
+
+static int die(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "isoprof: ");
+    fprintf(stderr, fmt, a ? a : "", b ? b : "");
+    fputc('\n', stderr);
+    return EXIT_USAGE;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: isoprof windows --store DIR [FILTERS] [--json]\n"
+            "       isoprof export  --store DIR (--id ID | FILTERS) [-o FILE]\n"
+            "       isoprof top     --store DIR [FILTERS] [-n 20]\n"
+            "       isoprof store   stat|check --store DIR\n"
+            "\n"
+            "Reads the windows isoprofd stored. FILTERS:\n"
+            "  --worker W      only worker W          --version V   only version V\n"
+            "  --type cpu|heap only that profile type\n"
+            "  --since T       windows starting at or after T\n"
+            "  --until T       windows starting before T\n"
+            "T is RFC 3339 (2026-12-01T10:00:00Z, offsets and fractions allowed) or relative to\n"
+            "now (-15m, -2h, -7d).\n"
+            "\n"
+            "windows  one line per window (an aligned table, or with --json one JSON object per\n"
+            "         line: id, worker, version, isolate, runtime, type, start, end, samples, bytes)\n"
+            "export   one window (--id) or all matching windows of one type merged, as gzip'd\n"
+            "         pprof, to FILE or stdout (read it with 'go tool pprof')\n"
+            "top      flat and cumulative share per function over the matching windows\n"
+            "store    stat: counts, sizes, schema; check: verify every record and index\n"
+            "\n"
+            "Exit status: 0 ok, 1 nothing matched, 2 usage or store error.\n");
+}
+
+/* --- time --- */
+
+static int parse_time(const char *s, uint64_t *ns)
+{
+    uint64_t now = isoprof_now_wall_ns();
+    if (strcmp(s, "now") == 0) {
+        *ns = now;
+        return 0;
+    }
+    if (s[0] == '-' || s[0] == '+') {
+        uint64_t d;
+        const char *body = s + 1;
+        char buf[64];
+        size_t len = strlen(body);
+        if (len == 0 || len >= sizeof(buf))
+            return -EINVAL;
+        memcpy(buf, body, len + 1);
+        if (buf[len - 1] == 'd') { /* days are not a config unit; the CLI takes them */
+            char *end;
+            double days = strtod(buf, &end);
+            if (end != buf + len - 1 || days < 0 || days > 36500)
+                return -EINVAL;
+            d = (uint64_t)(days * 86400.0 * 1e9);
+        } else if (cfg_parse_duration(buf, &d) != 0) {
+            return -EINVAL;
+        }
+        if (s[0] == '-')
+            *ns = d > now ? 0 : now - d;
+        else
+            *ns = now + d;
+        return 0;
+    }
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (p == NULL)
+        p = strptime(s, "%Y-%m-%d %H:%M:%S", &tm);
+    if (p == NULL)
+        return -EINVAL;
+    uint64_t frac = 0;
+    if (*p == '.') {
+        uint64_t scale = 100000000;
+        p++;
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        while (*p >= '0' && *p <= '9') {
+            frac += (uint64_t)(*p - '0') * scale;
+            scale /= 10;
+            p++;
+        }
+    }
+    long off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p == '-' ? -1 : 1;
+        int hh, mm;
+        if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+            return -EINVAL;
+        off = sign * (hh * 3600L + mm * 60L);
+        p += 6;
+    } else {
+        return -EINVAL;
+    }
+    if (*p != '\0')
+        return -EINVAL;
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1 || (long long)t - off < 0)
+        return -EINVAL;
+    *ns = (uint64_t)((long long)t - off) * 1000000000ull + frac;
+    return 0;
+}
+
+static void format_time(uint64_t ns, char *buf, size_t cap)
+{
+    time_t t = (time_t)(ns / 1000000000ull);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char base[32];
+    strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, cap, "%s.%03uZ", base, (unsigned)((ns / 1000000ull) % 1000));
+}
+
+static const char *type_name(uint8_t t)
+{
+    return t == STORE_TYPE_CPU ? "cpu" : t == STORE_TYPE_HEAP ? "heap" : "unknown";
+}
+
+/* --- options --- */
+
+static int parse_args(struct cli *c, int argc, char **argv, int allow_id, int allow_out,
+                      int allow_json, int allow_n)
+{
+    static const struct option opts[] = {
+        {"store", required_argument, NULL, 's'}, {"worker", required_argument, NULL, 'w'},
+        {"version", required_argument, NULL, 'v'}, {"type", required_argument, NULL, 't'},
+        {"since", required_argument, NULL, 'S'}, {"until", required_argument, NULL, 'U'},
+        {"id", required_argument, NULL, 'i'},    {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":o:n:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            c->store_path = optarg;
+            break;
+        case 'w':
+            c->f.worker = optarg;
+            break;
+        case 'v':
+            c->f.version = optarg;
+            break;
+        case 't':
+            if (strcmp(optarg, "cpu") == 0)
+                c->f.type = STORE_TYPE_CPU;
+            else if (strcmp(optarg, "heap") == 0)
+                c->f.type = STORE_TYPE_HEAP;
+            else
+                return die("--type must be cpu or heap, not '%s'", optarg, NULL);
+            break;
+        case 'S':
+            if (parse_time(optarg, &c->f.since_ns) != 0)
+                return die("--since: '%s' is not RFC 3339 or a relative time like -15m", optarg,
+                           NULL);
+            break;
+        case 'U':
+            if (parse_time(optarg, &c->f.until_ns) != 0)
+                return die("--until: '%s' is not RFC 3339 or a relative time like -15m", optarg,
+                           NULL);
+            break;
+        case 'i':
+            if (!allow_id)
+                return die("--id is not an option of this command", NULL, NULL);
+            c->id = optarg;
+            break;
+        case 'j':
+            if (!allow_json)
+                return die("--json is not an option of this command", NULL, NULL);
+            c->json = 1;
+            break;
+        case 'o':
+            if (!allow_out)
+                return die("-o is not an option of this command", NULL, NULL);
+            c->out = optarg;
+            break;
+        case 'n': {
+            if (!allow_n)
+                return die("-n is not an option of this command", NULL, NULL);
+            char *end;
+            c->top_n = strtol(optarg, &end, 10);
+            if (*end != '\0' || c->top_n <= 0 || c->top_n > 100000)
+                return die("-n: '%s' is not a count between 1 and 100000", optarg, NULL);
+            break;
+        }
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case ':':
+            return die("option %s needs a value", argv[optind - 1], NULL);
+        default:
+            return die("unknown option '%s'; try 'isoprof --help'", argv[optind - 1], NULL);
+        }
+    }
+    if (optind < argc)
+        return die("unexpected argument '%s'", argv[optind], NULL);
+    if (c->store_path == NULL)
+        return die("--store DIR is required", NULL, NULL);
+    if (c->f.since_ns && c->f.until_ns && c->f.until_ns <= c->f.since_ns)
+        return die("--until must be later than --since", NULL, NULL);
+    return 0;
+}
+
+static int open_store(const struct cli *c, struct store **s)
+{
+    struct store_options o = {.readonly = 1};
+    char *why = NULL;
+    int rc = store_open(c->store_path, &o, s, &why);
+    if (rc != 0) {
+        fprintf(stderr, "isoprof: %s\n", why ? why : isoprof_strerror(rc));
+        isoprof_free(why);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* --- windows --- */
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+struct list_ctx {
+    struct store *s;
+    int json;
+    uint64_t count;
+};
+
+static int list_on_window(const struct store_window *w, void *arg)
+{
+    struct list_ctx *l = arg;
+    char id[STORE_ID_LEN + 1], start[40], end[40];
+    store_id_format(l->s, w->id, id);
+    format_time(w->start_ns, start, sizeof(start));
+    format_time(w->end_ns, end, sizeof(end));
+    if (l->json) {
+        fputs("{\"id\":", stdout);
+        json_str(stdout, id);
+        fputs(",\"worker\":", stdout);
+        json_str(stdout, w->worker);
+        fputs(",\"version\":", stdout);
+        json_str(stdout, w->version);
+        printf(",\"isolate\":%" PRIu32 ",\"runtime\":", w->isolate);
+        json_str(stdout, w->runtime);
+        printf(",\"type\":\"%s\",\"start\":\"%s\",\"end\":\"%s\",\"samples\":%" PRIu64
+               ",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"interval\":%" PRIu64
+               ",\"on_demand\":%s}\n",
+               type_name(w->type), start, end, w->samples, w->stored_size, w->raw_size,
+               w->interval, (w->flags & STORE_FLAG_ON_DEMAND) ? "true" : "false");
+    } else {
+        if (l->count == 0)
+            printf("%-36s  %-20s %-12s %-10s %-8s %-4s  %-24s %6s %8s %9s\n", "ID", "WORKER",
+                   "VERSION", "ISOLATE", "RUNTIME", "TYPE", "START", "SECS", "SAMPLES", "BYTES");
+        printf("%-36s  %-20.20s %-12.12s %-10" PRIu32 " %-8.8s %-4s  %-24s %6.1f %8" PRIu64
+               " %9" PRIu64 "\n",
+               id, w->worker, w->version, w->isolate, w->runtime, type_name(w->type), start,
+               (double)(w->end_ns - w->start_ns) / 1e9, w->samples, w->stored_size);
+    }
+    l->count++;
+    return 0;
+}
+
+static int cmd_windows(int argc, char **argv)
+{
+    struct cli c = {0};
+    int rc = parse_args(&c, argc, argv, 1, 0, 1, 0);
+    if (rc)
+        return rc;
+    struct store *s;
+    if ((rc = open_store(&c, &s)) != 0)
+        return rc;
+    if (c.id && store_id_parse(s, c.id, &c.f.id) != 0) {
+        store_close(s);
+        return die("--id: '%s' is not a window id of this store", c.id, NULL);
+    }
+    struct list_ctx l = {.s = s, .json = c.json};
+    rc = store_windows(s, &c.f, list_on_window, &l);
+    store_close(s);
+    if (rc != 0) {
+        fprintf(stderr, "isoprof: reading windows: %s\n", isoprof_strerror(rc));
+        return EXIT_USAGE;
+    }
+    if (l.count == 0) {
+        fprintf(stderr, "isoprof: no window matched\n");
+        return EXIT_NOMATCH;
+    }
+    return 0;
+}
+
+/* --- export / top: load and merge matching windows --- */
+
+struct collect_ctx {
+    uint64_t *ids;
+    size_t n, cap;
+    uint8_t type;
+    int mixed;
+    int overflow;
+};
+
+static int collect_on_window(const struct store_window *w, void *arg)
+{
+    struct collect_ctx *k = arg;
+    if (k->n == 0)
+        k->type = w->type;
+    else if (w->type != k->type)
+        k->mixed = 1;
+    if (k->n == k->cap) {
+        if (k->cap >= CLI_MAX_MERGE) {
+            k->overflow = 1;
+            return 1;
+        }
+        size_t ncap = k->cap ? k->cap * 2 : 64;
+        uint64_t *ni = isoprof_realloc(k->ids, ncap * sizeof(*ni));
+        if (ni == NULL)
+            return -ENOMEM;
+        k->ids = ni;
+        k->cap = ncap;
+    }
+    k->ids[k->n++] = w->id;
+    return 0;
+}
+
+/* The merged raw pprof of the matching windows into *out. Returns an exit code. */
+static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
+{
+    struct store *s;
+    int rc;
+    if ((rc = open_store(c, &s)) != 0)
+        return rc;
+    if (c->id) {
+        if (store_id_parse(s, c->id, &c->f.id) != 0) {
+            store_close(s);
+            return die("--id: '%s' is not a window id of this store", c->id, NULL);
+        }
+    }
+    struct collect_ctx k = {0};
+    rc = store_windows(s, &c->f, collect_on_window, &k);
+    if (rc < 0) {
+        store_close(s);
+        isoprof_free(k.ids);
+        fprintf(stderr, "isoprof: reading windows: %s\n", isoprof_strerror(rc));
+        return EXIT_USAGE;
+    }
+    if (k.n == 0) {
+        store_close(s);
+        isoprof_free(k.ids);
+        fprintf(stderr, "isoprof: no window matched\n");
+        return EXIT_NOMATCH;
+    }
+    if (k.mixed) {
+        store_close(s);
+        isoprof_free(k.ids);
+        return die("matching windows are of both types; add --type cpu or --type heap", NULL,
+                   NULL);
+    }
+    if (k.overflow)
+        fprintf(stderr, "isoprof: more than %d windows matched; using the first %d\n",
+                CLI_MAX_MERGE, CLI_MAX_MERGE);
+    struct pprof_buf *bufs = isoprof_calloc(k.n, sizeof(*bufs));
+    if (bufs == NULL) {
+        store_close(s);
+        isoprof_free(k.ids);
+        return die("out of memory", NULL, NULL);
+    }
+    int exit_code = 0;
+    size_t loaded = 0;
+    for (size_t i = 0; i < k.n; i++) {
+        void *data;
+        size_t len;
+        rc = store_load(s, k.ids[i], &data, &len);
+        if (rc == ISOPROF_ENOTFOUND)
+            continue; /* evicted since we listed it */
+        if (rc != 0) {
+            fprintf(stderr, "isoprof: loading window %" PRIu64 ": %s\n", k.ids[i],
+                    isoprof_strerror(rc));
+            exit_code = EXIT_USAGE;
+            break;
+        }
+        bufs[loaded].data = data;
+        bufs[loaded].len = len;
+        loaded++;
+    }
+    store_close(s);
+    if (exit_code == 0 && loaded == 0) {
+        fprintf(stderr, "isoprof: no window matched\n");
+        exit_code = EXIT_NOMATCH;
+    }
+    if (exit_code == 0) {
+        if (loaded == 1) {
+            *out = bufs[0];
+            bufs[0].data = NULL;
+        } else {
+            char *why = NULL;
+            rc = pprof_merge(bufs, loaded, out, &why);
+            if (rc != 0) {
+                fprintf(stderr, "isoprof: merging %zu windows: %s\n", loaded,
+                        why ? why : isoprof_strerror(rc));
+                isoprof_free(why);
+                exit_code = EXIT_USAGE;
+            }
+        }
+        *type = k.type;
+    }
+    for (size_t i = 0; i < loaded; i++)
+        pprof_buf_free(&bufs[i]);
+    isoprof_free(bufs);
+    isoprof_free(k.ids);
+    return exit_code;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    struct cli c = {0};
+    int rc = parse_args(&c, argc, argv, 1, 1, 0, 0);
+    if (rc)
+        return rc;
+    struct pprof_buf raw = {0}, gz = {0};
+    uint8_t type;
+    if ((rc = load_merged(&c, &raw, &type)) != 0)
+        return rc;
+    rc = pprof_gzip(raw.data, raw.len, &gz);
+    pprof_buf_free(&raw);
+    if (rc != 0)
+        return die("compressing: %s", isoprof_strerror(rc), NULL);
+    FILE *f = stdout;
+    if (c.out && (f = fopen(c.out, "wb")) == NULL) {
+        pprof_buf_free(&gz);
+        return die("%s: %s", c.out, strerror(errno));
+    }
+    size_t w = fwrite(gz.data, 1, gz.len, f);
+    int bad = w != gz.len || fflush(f) != 0;
+    if (c.out && fclose(f) != 0)
+        bad = 1;
+    pprof_buf_free(&gz);
+    if (bad)
+        return die("writing %s: %s", c.out ? c.out : "stdout", strerror(errno));
+    return 0;
+}
+
+static int cmd_top(int argc, char **argv)
+{
+    struct cli c = {.top_n = 20};
+    int rc = parse_args(&c, argc, argv, 1, 0, 0, 1);
+    if (rc)
+        return rc;
+    struct pprof_buf raw = {0};
+    uint8_t type;
+    if ((rc = load_merged(&c, &raw, &type)) != 0)
+        return rc;
+    struct pprof_top t = {0};
+    rc = pprof_top(&raw, -1, &t);
+    pprof_buf_free(&raw);
+    if (rc != 0)
+        return die("reading profile: %s", isoprof_strerror(rc), NULL);
+    const char *unit = t.unit ? t.unit : "";
+    int ns = strcmp(unit, "nanoseconds") == 0;
+    double scale = ns ? 1e6 : 1.0;
+    const char *shown_unit = ns ? "ms" : unit;
+    printf("Type: %s\n", t.type ? t.type : "?");
+    printf("Showing top %zu of %zu functions, total %.2f%s\n",
+           t.n < (size_t)c.top_n ? t.n : (size_t)c.top_n, t.n, (double)t.total / scale,
+           shown_unit);
+    printf("%12s %7s %7s %12s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "function");
+    double sum = 0;
+    for (size_t i = 0; i < t.n && i < (size_t)c.top_n; i++) {
+        const struct pprof_top_row *r = &t.rows[i];
+        double fp = t.total ? 100.0 * (double)r->flat / (double)t.total : 0;
+        double cp = t.total ? 100.0 * (double)r->cum / (double)t.total : 0;
+        sum += fp;
+        printf("%10.2f%-2s %6.2f%% %6.2f%% %10.2f%-2s %6.2f%%  %s", (double)r->flat / scale,
+               shown_unit, fp, sum, (double)r->cum / scale, shown_unit, cp,
+               r->name && *r->name ? r->name : "(anonymous)");
+        if (r->file && *r->file)
+            printf(" %s:%" PRId64, r->file, r->line);
+        putchar('\n');
+    }
+    pprof_top_free(&t);
+    return 0;
+}
+
+/* --- store --- */
+
+static int cmd_store(int argc, char **argv)
+{
+    if (argc < 2 || (strcmp(argv[1], "stat") != 0 && strcmp(argv[1], "check") != 0))
+        return die("usage: isoprof store stat|check --store DIR", NULL, NULL);
+    int check = strcmp(argv[1], "check") == 0;
+    struct cli c = {0};
+    int rc = parse_args(&c, argc - 1, argv + 1, 0, 0, 0, 0);
+    if (rc)
+        return rc;
+    struct store *s;
+    if ((rc = open_store(&c, &s)) != 0)
+        return rc;
+    if (check) {
+        char *why = NULL;
+        rc = store_check(s, &why);
+        store_close(s);
+        if (rc != 0) {
+            fprintf(stderr, "isoprof: store check failed: %s\n%s", isoprof_strerror(rc),
+                    why ? why : "");
+            isoprof_free(why);
+            return EXIT_USAGE;
+        }
+        printf("%s: ok\n", c.store_path);
+        return 0;
+    }
+    struct store_stat st;
+    rc = store_stat(s, &st);
+    store_close(s);
+    if (rc != 0)
+        return die("store stat: %s", isoprof_strerror(rc), NULL);
+    char oldest[40] = "-", newest[40] = "-";
+    if (st.windows) {
+        format_time(st.oldest_ns, oldest, sizeof(oldest));
+        format_time(st.newest_ns, newest, sizeof(newest));
+    }
+    printf("store           %s\n", c.store_path);
+    printf("schema version  %" PRIu32 "\n", st.schema_version);
+    printf("windows         %" PRIu64 " (cpu %" PRIu64 ", heap %" PRIu64 ")\n", st.windows,
+           st.windows_cpu, st.windows_heap);
+    printf("oldest          %s\n", oldest);
+    printf("newest          %s\n", newest);
+    printf("pprof bytes     %" PRIu64 "\n", st.raw_bytes);
+    printf("stored bytes    %" PRIu64 " (%.1f%% of pprof)\n", st.stored_bytes,
+           st.raw_bytes ? 100.0 * (double)st.stored_bytes / (double)st.raw_bytes : 0.0);
+    printf("budget          %" PRIu64 "\n", st.budget);
+    printf("map size        %" PRIu64 "\n", st.map_size);
+    printf("file size       %" PRIu64 "\n", st.file_size);
+    printf("evicted         %" PRIu64 "\n", st.evicted_total);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("isoprof %s\n", ISOPROF_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "windows") == 0)
+        return cmd_windows(argc - 1, argv + 1);
+    if (strcmp(cmd, "export") == 0)
+        return cmd_export(argc - 1, argv + 1);
+    if (strcmp(cmd, "top") == 0)
+        return cmd_top(argc - 1, argv + 1);
+    if (strcmp(cmd, "store") == 0)
+        return cmd_store(argc - 1, argv + 1);
+    fprintf(stderr, "isoprof: unknown command '%s'; try 'isoprof --help'\n", cmd);
+    return EXIT_USAGE;
+}

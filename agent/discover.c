@@ -1,0 +1,242 @@
+/*
+ * discover.c - polls each configured inspector endpoint for its targets.
+ *
+ * Per endpoint: GET /json/version once (names the runtime), then
+ * GET /json/list every discovery.interval. The list is validated entry by
+ * entry and handed to target_sync(), which attaches new targets and
+ * detaches vanished ones. An endpoint that refuses, times out or answers
+ * garbage is retried with capped exponential backoff, and its targets are
+ * detached (their sessions would be dead anyway). Only the path of
+ * webSocketDebuggerUrl is used: the agent always connects to the endpoint
+ * the config names, never to a host a target advertises.
+ */
+#include "internal.h"
+#include "log.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <string.h>
+#include <yajl/yajl_tree.h>
+
+#define DISCOVER_MAX_BODY (4u << 20)
+#define DISCOVER_MAX_TARGETS 4096
+#define DISCOVER_TIMEOUT_MS 3000
+#define DISCOVER_BACKOFF_MIN_MS 500
+#define DISCOVER_BACKOFF_MAX_MS 30000
+#define DISCOVER_MAX_ID 256
+#define DISCOVER_MAX_PATH 512
+
+static void ep_poll(struct endpoint *ep);
+
+static void ep_on_timer(uv_timer_t *t)
+{
+    struct endpoint *ep = container_of(t, struct endpoint, timer);
+    ep_poll(ep);
+}
+
+static void ep_after(struct endpoint *ep, uint64_t ms)
+{
+    if (ep->a->stopping)
+        return;
+    uv_timer_start(&ep->timer, ep_on_timer, ms, 0);
+}
+
+static void ep_failed(struct endpoint *ep, const char *what, int err, const char *why)
+{
+    ep->a->n.discovery_errors++;
+    ep->failures++;
+    if (ep->reachable || ep->failures == 1) {
+        log_warn("endpoint unreachable", "inspector=%s step=%s err=%s why=%s", ep->cfg->inspector,
+                 what, isoprof_strerror(err), why ? why : "");
+    } else {
+        log_debug("endpoint still unreachable", "inspector=%s step=%s why=%s failures=%d",
+                  ep->cfg->inspector, what, why ? why : "", ep->failures);
+    }
+    ep->reachable = 0;
+    isoprof_free(ep->runtime);
+    ep->runtime = NULL;
+    target_sync(ep, NULL, 0);
+    if (ep->backoff_ms == 0)
+        ep->backoff_ms = DISCOVER_BACKOFF_MIN_MS;
+    uint64_t delay = ep->backoff_ms;
+    /* Full jitter on the upper half, so many agents do not retry in step. */
+    delay = delay / 2 + (uint64_t)(agent_rand_unit(ep->a) * (double)(delay / 2));
+    ep->backoff_ms *= 2;
+    if (ep->backoff_ms > DISCOVER_BACKOFF_MAX_MS)
+        ep->backoff_ms = DISCOVER_BACKOFF_MAX_MS;
+    ep_after(ep, delay);
+}
+
+static const char *runtime_from_browser(const char *b)
+{
+    if (strncmp(b, "node.js", 7) == 0 || strncmp(b, "Node", 4) == 0)
+        return "node";
+    if (strncmp(b, "Deno", 4) == 0 || strncmp(b, "deno", 4) == 0)
+        return "deno";
+    if (strncmp(b, "workerd", 7) == 0)
+        return "workerd";
+    return "v8";
+}
+
+static void ep_on_version(int status, long code, const char *body, size_t len, const char *why,
+                          void *arg)
+{
+    (void)len;
+    struct endpoint *ep = arg;
+    ep->inflight = NULL;
+    if (status != 0) {
+        ep_failed(ep, "json/version", status, why);
+        return;
+    }
+    if (code != 200) {
+        ep_failed(ep, "json/version", ISOPROF_EHTTP, "status is not 200");
+        return;
+    }
+    char err[128];
+    yajl_val v = yajl_tree_parse(body, err, sizeof(err));
+    const char *path[] = {"Browser", NULL};
+    yajl_val b = v ? yajl_tree_get(v, path, yajl_t_string) : NULL;
+    const char *rt = b ? runtime_from_browser(YAJL_GET_STRING(b)) : NULL;
+    if (rt == NULL) {
+        yajl_tree_free(v);
+        ep_failed(ep, "json/version", ISOPROF_EJSON, v ? "no Browser field" : err);
+        return;
+    }
+    ep->runtime = isoprof_strdup(rt);
+    yajl_tree_free(v);
+    if (ep->runtime == NULL) {
+        ep_failed(ep, "json/version", -ENOMEM, NULL);
+        return;
+    }
+    ep_poll(ep);
+}
+
+/* The path of ws://host:port/path, validated; NULL when unusable. */
+static const char *ws_path_of(const char *url)
+{
+    const char *p;
+    if (strncmp(url, "ws://", 5) == 0)
+        p = url + 5;
+    else
+        return NULL;
+    p = strchr(p, '/');
+    if (p == NULL || strlen(p) > DISCOVER_MAX_PATH)
+        return NULL;
+    for (const char *q = p; *q; q++) {
+        if ((unsigned char)*q <= ' ' || (unsigned char)*q >= 0x7f)
+            return NULL;
+    }
+    return p;
+}
+
+static const char *str_field(yajl_val o, const char *name)
+{
+    const char *path[] = {name, NULL};
+    yajl_val v = yajl_tree_get(o, path, yajl_t_string);
+    return v ? YAJL_GET_STRING(v) : NULL;
+}
+
+static void ep_on_list(int status, long code, const char *body, size_t len, const char *why,
+                       void *arg)
+{
+    (void)len;
+    struct endpoint *ep = arg;
+    ep->inflight = NULL;
+    if (status != 0) {
+        ep_failed(ep, "json/list", status, why);
+        return;
+    }
+    if (code != 200) {
+        ep_failed(ep, "json/list", ISOPROF_EHTTP, "status is not 200");
+        return;
+    }
+    char err[128];
+    yajl_val v = yajl_tree_parse(body, err, sizeof(err));
+    if (v == NULL || !YAJL_IS_ARRAY(v)) {
+        yajl_tree_free(v);
+        ep_failed(ep, "json/list", ISOPROF_EJSON, v ? "not an array" : err);
+        return;
+    }
+    size_t n = YAJL_GET_ARRAY(v)->len;
+    if (n > DISCOVER_MAX_TARGETS)
+        n = DISCOVER_MAX_TARGETS;
+    struct discovered *d = isoprof_calloc(n ? n : 1, sizeof(*d));
+    if (d == NULL) {
+        yajl_tree_free(v);
+        ep_failed(ep, "json/list", -ENOMEM, NULL);
+        return;
+    }
+    size_t k = 0, skipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        yajl_val o = YAJL_GET_ARRAY(v)->values[i];
+        const char *id = YAJL_IS_OBJECT(o) ? str_field(o, "id") : NULL;
+        const char *ws = YAJL_IS_OBJECT(o) ? str_field(o, "webSocketDebuggerUrl") : NULL;
+        const char *path = ws ? ws_path_of(ws) : NULL;
+        if (id == NULL || path == NULL || *id == '\0' || strlen(id) > DISCOVER_MAX_ID) {
+            skipped++;
+            continue;
+        }
+        d[k].id = id;
+        d[k].path = path;
+        d[k].title = str_field(o, "title");
+        d[k].url = str_field(o, "url");
+        k++;
+    }
+    if (skipped)
+        log_warn("unusable targets in json/list", "inspector=%s skipped=%U", ep->cfg->inspector,
+                 (uint64_t)skipped);
+    if (!ep->reachable)
+        log_info("endpoint reachable", "inspector=%s runtime=%s targets=%U", ep->cfg->inspector,
+                 ep->runtime, (uint64_t)k);
+    ep->reachable = 1;
+    ep->failures = 0;
+    ep->backoff_ms = 0;
+    target_sync(ep, d, k);
+    isoprof_free(d);
+    yajl_tree_free(v);
+    ep_after(ep, ep->a->cfg->discovery.interval_ns / 1000000u);
+}
+
+static void ep_poll(struct endpoint *ep)
+{
+    if (ep->a->stopping || ep->inflight)
+        return;
+    const struct cfg_target *t = ep->cfg;
+    int v6 = strchr(t->host, ':') != NULL;
+    char url[600];
+    snprintf(url, sizeof(url), "http://%s%s%s:%u/json/%s", v6 ? "[" : "", t->host, v6 ? "]" : "",
+             (unsigned)t->port, ep->runtime ? "list" : "version");
+    int rc = http_get(ep->a->http, url, DISCOVER_MAX_BODY, DISCOVER_TIMEOUT_MS,
+                      ep->runtime ? ep_on_list : ep_on_version, ep, &ep->inflight);
+    if (rc != 0)
+        ep_failed(ep, "request", rc, NULL);
+}
+
+int discover_start(struct agent *a)
+{
+    a->nendpoints = a->cfg->ntargets;
+    a->endpoints = isoprof_calloc(a->nendpoints ? a->nendpoints : 1, sizeof(*a->endpoints));
+    if (a->endpoints == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < a->nendpoints; i++) {
+        struct endpoint *ep = &a->endpoints[i];
+        ep->a = a;
+        ep->cfg = &a->cfg->targets[i];
+        uv_timer_init(a->loop, &ep->timer);
+        uv_timer_start(&ep->timer, ep_on_timer, 0, 0);
+    }
+    return 0;
+}
+
+void discover_stop(struct agent *a)
+{
+    for (size_t i = 0; i < a->nendpoints; i++) {
+        struct endpoint *ep = &a->endpoints[i];
+        uv_timer_stop(&ep->timer);
+        if (ep->inflight) {
+            http_cancel(ep->inflight);
+            ep->inflight = NULL;
+        }
+    }
+}

@@ -1,0 +1,332 @@
+/*
+ * http.c - libcurl multi-socket on libuv (see http.h).
+ *
+ * libcurl tells us through CURLMOPT_SOCKETFUNCTION which sockets to watch
+ * for what, and through CURLMOPT_TIMERFUNCTION when to call it back. Each
+ * watched socket gets a struct http_sock holding a uv_poll_t; the one
+ * uv_timer_t is the multi handle's timeout. After every
+ * curl_multi_socket_action we drain curl_multi_info_read for finished
+ * transfers and complete them; callbacks therefore never run inside a
+ * libcurl callback, and may start new requests.
+ *
+ * Closing: requests are removed first, then the socket watchers and the
+ * timer are closed; the client is freed in the last close callback.
+ */
+#include "http.h"
+
+#include "base.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <string.h>
+
+struct http_sock {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    struct http_client *c;
+    struct http_sock *next;
+};
+
+struct http_req {
+    struct http_client *c;
+    CURL *easy;
+    char *buf;
+    size_t len, cap, max;
+    int too_big;
+    http_done_cb cb;
+    void *arg;
+    char errbuf[CURL_ERROR_SIZE];
+    struct http_req *prev, *next;
+};
+
+struct http_client {
+    uv_loop_t *loop;
+    CURLM *multi;
+    uv_timer_t timer;
+    struct http_sock *socks;
+    struct http_req *reqs;
+    int pending_closes;
+    int closing;
+};
+
+static int curl_global_done;
+
+static void client_maybe_free(struct http_client *c)
+{
+    if (c->closing && c->pending_closes == 0)
+        isoprof_free(c);
+}
+
+static void sock_on_close(uv_handle_t *h)
+{
+    struct http_sock *s = container_of((uv_poll_t *)h, struct http_sock, poll);
+    struct http_client *c = s->c;
+    isoprof_free(s);
+    c->pending_closes--;
+    client_maybe_free(c);
+}
+
+static void sock_unlink_close(struct http_client *c, struct http_sock *s)
+{
+    for (struct http_sock **pp = &c->socks; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    uv_poll_stop(&s->poll);
+    c->pending_closes++;
+    uv_close((uv_handle_t *)&s->poll, sock_on_close);
+}
+
+static void req_unlink(struct http_req *r)
+{
+    struct http_client *c = r->c;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->reqs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+}
+
+static void req_free(struct http_req *r)
+{
+    curl_multi_remove_handle(r->c->multi, r->easy);
+    curl_easy_cleanup(r->easy);
+    isoprof_free(r->buf);
+    isoprof_free(r);
+}
+
+static void check_done(struct http_client *c)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        struct http_req *r = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+        CURLcode rc = m->data.result;
+        long code = 0;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+        int status = 0;
+        const char *why = NULL;
+        if (r->too_big) {
+            status = ISOPROF_ETOOBIG;
+            why = "response body over its cap";
+        } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+            status = ISOPROF_ETIMEDOUT;
+            why = "timed out";
+        } else if (rc == CURLE_COULDNT_CONNECT) {
+            status = -ECONNREFUSED;
+            why = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
+        } else if (rc != CURLE_OK) {
+            status = ISOPROF_ECURL;
+            why = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
+        }
+        req_unlink(r);
+        http_done_cb cb = r->cb;
+        void *arg = r->arg;
+        if (r->buf == NULL)
+            r->buf = isoprof_strdup("");
+        /* The body stays ours until the callback returns. */
+        cb(status, code, r->buf ? r->buf : "", r->buf ? r->len : 0, why, arg);
+        req_free(r);
+    }
+}
+
+static void timer_on_fire(uv_timer_t *t)
+{
+    struct http_client *c = container_of(t, struct http_client, timer);
+    int running;
+    curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    check_done(c);
+}
+
+static int multi_on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    (void)multi;
+    struct http_client *c = userp;
+    if (c->closing)
+        return 0;
+    if (timeout_ms < 0)
+        uv_timer_stop(&c->timer);
+    else
+        uv_timer_start(&c->timer, timer_on_fire, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+static void sock_on_poll(uv_poll_t *p, int status, int events)
+{
+    struct http_sock *s = container_of(p, struct http_sock, poll);
+    struct http_client *c = s->c;
+    int flags = 0;
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    if (events & UV_READABLE)
+        flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE)
+        flags |= CURL_CSELECT_OUT;
+    int running;
+    curl_multi_socket_action(c->multi, s->fd, flags, &running);
+    check_done(c);
+}
+
+static int multi_on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    (void)easy;
+    struct http_client *c = userp;
+    struct http_sock *s = socketp;
+    if (c->closing)
+        return 0;
+    if (what == CURL_POLL_REMOVE) {
+        if (s != NULL) {
+            curl_multi_assign(c->multi, fd, NULL);
+            sock_unlink_close(c, s);
+        }
+        return 0;
+    }
+    if (s == NULL) {
+        s = isoprof_calloc(1, sizeof(*s));
+        if (s == NULL)
+            return -1;
+        if (uv_poll_init_socket(c->loop, &s->poll, fd) != 0) {
+            isoprof_free(s);
+            return -1;
+        }
+        s->fd = fd;
+        s->c = c;
+        s->next = c->socks;
+        c->socks = s;
+        curl_multi_assign(c->multi, fd, s);
+    }
+    int ev = 0;
+    if (what & CURL_POLL_IN)
+        ev |= UV_READABLE;
+    if (what & CURL_POLL_OUT)
+        ev |= UV_WRITABLE;
+    uv_poll_start(&s->poll, ev, sock_on_poll);
+    return 0;
+}
+
+int http_client_init(uv_loop_t *loop, struct http_client **out)
+{
+    if (!curl_global_done) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+            return ISOPROF_ECURL;
+        curl_global_done = 1;
+    }
+    struct http_client *c = isoprof_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    c->loop = loop;
+    c->multi = curl_multi_init();
+    if (c->multi == NULL)
+        goto fail_multi;
+    uv_timer_init(loop, &c->timer);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, multi_on_socket);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, multi_on_timer);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    *out = c;
+    return 0;
+
+fail_multi:
+    isoprof_free(c);
+    return -ENOMEM;
+}
+
+static size_t req_on_write(char *ptr, size_t size, size_t nmemb, void *userp)
+{
+    struct http_req *r = userp;
+    size_t n = size * nmemb;
+    if (r->len + n > r->max) {
+        r->too_big = 1;
+        return 0; /* makes libcurl abort the transfer */
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t ncap = r->cap ? r->cap : 4096;
+        while (ncap < r->len + n + 1)
+            ncap *= 2;
+        if (ncap > r->max + 1)
+            ncap = r->max + 1;
+        char *nb = isoprof_realloc(r->buf, ncap);
+        if (nb == NULL)
+            return 0;
+        r->buf = nb;
+        r->cap = ncap;
+    }
+    memcpy(r->buf + r->len, ptr, n);
+    r->len += n;
+    r->buf[r->len] = '\0';
+    return n;
+}
+
+int http_get(struct http_client *c, const char *url, size_t max_body, uint64_t timeout_ms,
+             http_done_cb done_cb, void *arg, struct http_req **out)
+{
+    struct http_req *r = isoprof_calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -ENOMEM;
+    r->c = c;
+    r->max = max_body;
+    r->cb = done_cb;
+    r->arg = arg;
+    r->easy = curl_easy_init();
+    if (r->easy == NULL) {
+        isoprof_free(r);
+        return -ENOMEM;
+    }
+    CURL *e = r->easy;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, req_on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)max_body);
+    if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
+        curl_easy_cleanup(e);
+        isoprof_free(r);
+        return ISOPROF_ECURL;
+    }
+    r->next = c->reqs;
+    if (c->reqs)
+        c->reqs->prev = r;
+    c->reqs = r;
+    if (out)
+        *out = r;
+    return 0;
+}
+
+void http_cancel(struct http_req *r)
+{
+    req_unlink(r);
+    req_free(r);
+}
+
+static void timer_on_close(uv_handle_t *h)
+{
+    struct http_client *c = container_of((uv_timer_t *)h, struct http_client, timer);
+    c->pending_closes--;
+    client_maybe_free(c);
+}
+
+void http_client_close(struct http_client *c)
+{
+    while (c->reqs)
+        http_cancel(c->reqs);
+    c->closing = 1;
+    curl_multi_cleanup(c->multi);
+    c->multi = NULL;
+    while (c->socks)
+        sock_unlink_close(c, c->socks);
+    c->pending_closes++;
+    uv_close((uv_handle_t *)&c->timer, timer_on_close);
+}

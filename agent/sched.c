@@ -1,0 +1,159 @@
+/*
+ * sched.c - the duty-cycle planner: who is profiled when.
+ *
+ * Each attached isolate gets a CPU window of sampling.cpu.duration every
+ * sampling.cpu.period. The first window starts at a random point within
+ * the first jitter × period after attach (so the first profile comes soon,
+ * and isolates attached together spread out); each later one starts one
+ * period after the previous start, moved by a uniform random offset of
+ * ±jitter × period, so isolates and hosts drift apart instead of lining up.
+ *
+ * At most sampling.cpu.max_concurrent windows hold a slot at once. A window
+ * that falls due while every slot is taken joins a FIFO and starts as soon
+ * as a slot frees; it is counted as delayed, never dropped. Its successor
+ * is planned from its actual start.
+ */
+#include "internal.h"
+#include "log.h"
+
+#include "base.h"
+
+static unsigned slots_used(const struct agent *a)
+{
+    return a->running_windows;
+}
+
+unsigned sched_running(const struct agent *a)
+{
+    return slots_used(a);
+}
+
+static void queue_push(struct agent *a, struct target *t)
+{
+    t->queue_next = NULL;
+    if (a->queue_tail)
+        a->queue_tail->queue_next = t;
+    else
+        a->queue_head = t;
+    a->queue_tail = t;
+}
+
+static void queue_remove(struct agent *a, struct target *t)
+{
+    struct target *prev = NULL;
+    for (struct target *q = a->queue_head; q; prev = q, q = q->queue_next) {
+        if (q != t)
+            continue;
+        if (prev)
+            prev->queue_next = q->queue_next;
+        else
+            a->queue_head = q->queue_next;
+        if (a->queue_tail == q)
+            a->queue_tail = prev;
+        q->queue_next = NULL;
+        return;
+    }
+}
+
+static void sched_start(struct target *t)
+{
+    struct agent *a = t->a;
+    a->running_windows++;
+    a->n.windows_started++;
+    if (target_start_window(t, a->cfg->sampling.cpu.interval_ns) != 0) {
+        a->running_windows--;
+        a->n.windows_skipped++;
+        t->win = WINDOW_NONE;
+    }
+}
+
+static void sched_on_due(uv_timer_t *timer)
+{
+    struct target *t = container_of(timer, struct target, timer);
+    struct agent *a = t->a;
+    if (a->stopping || t->state != TARGET_READY || t->win != WINDOW_NONE)
+        return;
+    if (slots_used(a) < a->cfg->sampling.cpu.max_concurrent) {
+        sched_start(t);
+        return;
+    }
+    t->win = WINDOW_QUEUED;
+    a->n.windows_delayed++;
+    queue_push(a, t);
+    log_debug("window delayed", "worker=%s isolate=%u running=%u", t->worker, t->isolate,
+              slots_used(a));
+}
+
+static void sched_plan(struct target *t, uint64_t delay_ns)
+{
+    uint64_t now = isoprof_now_mono_ns();
+    t->next_due_mono_ns = now + delay_ns;
+    uv_timer_start(&t->timer, sched_on_due, delay_ns / 1000000u, 0);
+}
+
+void sched_target_ready(struct target *t)
+{
+    const struct cfg *c = t->a->cfg;
+    double spread = c->sampling.cpu.jitter * (double)c->sampling.cpu.period_ns;
+    sched_plan(t, (uint64_t)(agent_rand_unit(t->a) * spread));
+}
+
+static void sched_admit(struct agent *a)
+{
+    while (!a->stopping && a->queue_head &&
+           slots_used(a) < a->cfg->sampling.cpu.max_concurrent) {
+        struct target *t = a->queue_head;
+        queue_remove(a, t);
+        t->win = WINDOW_NONE;
+        if (t->state == TARGET_READY && !t->removing)
+            sched_start(t);
+    }
+}
+
+void sched_window_done(struct target *t)
+{
+    struct agent *a = t->a;
+    if (t->win != WINDOW_NONE && t->win != WINDOW_QUEUED && a->running_windows > 0)
+        a->running_windows--;
+    uint64_t started = t->win_start_mono_ns;
+    int had_start = t->win == WINDOW_STOPPING || t->win == WINDOW_RUNNING;
+    t->win = WINDOW_NONE;
+    sched_admit(a);
+    if (a->stopping || t->removing || t->state != TARGET_READY)
+        return;
+    const struct cfg *c = a->cfg;
+    double period = (double)c->sampling.cpu.period_ns;
+    double offset = (agent_rand_unit(a) * 2.0 - 1.0) * c->sampling.cpu.jitter * period;
+    uint64_t now = isoprof_now_mono_ns();
+    uint64_t base = had_start ? started : now;
+    double due = (double)base + period + offset;
+    uint64_t delay = due > (double)now ? (uint64_t)(due - (double)now) : 0;
+    sched_plan(t, delay);
+}
+
+void sched_target_gone(struct target *t)
+{
+    struct agent *a = t->a;
+    if (t->win == WINDOW_QUEUED) {
+        queue_remove(a, t);
+    } else if (t->win != WINDOW_NONE && a->running_windows > 0) {
+        a->running_windows--;
+    }
+    t->win = WINDOW_NONE;
+    sched_admit(a);
+}
+
+void sched_stop_all(struct agent *a)
+{
+    while (a->queue_head) {
+        struct target *t = a->queue_head;
+        queue_remove(a, t);
+        t->win = WINDOW_NONE;
+    }
+    for (struct target *t = a->targets; t; t = t->next) {
+        if (t->win == WINDOW_RUNNING)
+            target_stop_window_now(t);
+        else if (t->win == WINDOW_NONE && t->state == TARGET_READY)
+            uv_timer_stop(&t->timer);
+    }
+}

@@ -1,0 +1,411 @@
+/*
+ * target.c - one isolate: attach, enable the profiler, run the windows the
+ * schedule asks for, reattach after a drop.
+ *
+ * A target is created when its endpoint's /json/list first names it and
+ * removed when the list stops naming it. In between it cycles through
+ * BACKOFF -> CONNECTING -> READY; a dropped session goes back to BACKOFF
+ * with a delay that doubles on every drop and resets once a session has
+ * lived long. workerd allows one session per isolate and evicts the older
+ * one, so a drop of a workerd session while its target is still listed is
+ * taken as an eviction (a person with DevTools, most likely) and backs off
+ * for much longer: the agent yields, it does not fight.
+ *
+ * A window is Profiler.setSamplingInterval, Profiler.start, a timer of
+ * sampling.cpu.duration, then Profiler.stop, whose reply (possibly many
+ * MB) is taken raw and handed to the writer without being parsed here.
+ */
+#include "internal.h"
+#include "log.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TARGET_MAX_MESSAGE (256u << 20)
+#define TARGET_CALL_TIMEOUT_MS 5000
+#define TARGET_STOP_TIMEOUT_MS 30000
+#define TARGET_BACKOFF_MIN_MS 1000
+#define TARGET_BACKOFF_MAX_MS 30000
+#define TARGET_EVICTED_MIN_MS 15000
+#define TARGET_EVICTED_MAX_MS 300000
+#define TARGET_STABLE_NS (60ull * 1000000000ull)
+#define TARGET_LABEL_MAX 255
+
+static void target_connect(struct target *t);
+
+const char *target_runtime(const struct target *t)
+{
+    return t->ep->runtime ? t->ep->runtime : "v8";
+}
+
+/* A label value: valid printable UTF-8-safe ASCII subset, bounded. Bytes
+ * outside printable ASCII (and quotes) become '_' so a hostile title can
+ * neither break the store key (NUL) nor a log line or a Pyroscope label. */
+static char *label_dup(const char *s, size_t n)
+{
+    if (n > TARGET_LABEL_MAX)
+        n = TARGET_LABEL_MAX;
+    char *d = isoprof_malloc(n + 1);
+    if (d == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        d[i] = (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') ? '_' : (char)c;
+    }
+    d[n] = '\0';
+    return d;
+}
+
+static char *worker_name(const struct endpoint *ep, const struct discovered *d)
+{
+    if (ep->cfg->worker)
+        return label_dup(ep->cfg->worker, strlen(ep->cfg->worker));
+    if (ep->runtime && strcmp(ep->runtime, "workerd") == 0)
+        return label_dup(d->id, strlen(d->id));
+    const char *url = d->url && *d->url ? d->url : NULL;
+    if (url) {
+        const char *end = url + strcspn(url, "?#");
+        const char *base = end;
+        while (base > url && base[-1] != '/')
+            base--;
+        if (end > base)
+            return label_dup(base, (size_t)(end - base));
+    }
+    if (d->title && *d->title)
+        return label_dup(d->title, strlen(d->title));
+    return label_dup("unknown", 7);
+}
+
+static void target_free_if_closed(struct target *t)
+{
+    if (!t->removing || t->pending_closes > 0 || t->cdp != NULL)
+        return;
+    struct agent *a = t->a;
+    for (struct target **pp = &a->targets; *pp; pp = &(*pp)->next) {
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    }
+    isoprof_free(t->id);
+    isoprof_free(t->ws_path);
+    isoprof_free(t->worker);
+    isoprof_free(t->version);
+    isoprof_free(t);
+    agent_maybe_finish(a);
+}
+
+static void target_on_timer_close(uv_handle_t *h)
+{
+    struct target *t = container_of((uv_timer_t *)h, struct target, timer);
+    t->pending_closes--;
+    target_free_if_closed(t);
+}
+
+static void target_on_backoff(uv_timer_t *timer)
+{
+    struct target *t = container_of(timer, struct target, timer);
+    target_connect(t);
+}
+
+static void target_backoff(struct target *t, int evicted)
+{
+    uint64_t lo = evicted ? TARGET_EVICTED_MIN_MS : TARGET_BACKOFF_MIN_MS;
+    uint64_t hi = evicted ? TARGET_EVICTED_MAX_MS : TARGET_BACKOFF_MAX_MS;
+    if (t->backoff_ms < lo)
+        t->backoff_ms = lo;
+    uint64_t delay = t->backoff_ms / 2 + (uint64_t)(agent_rand_unit(t->a) * (double)(t->backoff_ms / 2));
+    t->backoff_ms *= 2;
+    if (t->backoff_ms > hi)
+        t->backoff_ms = hi;
+    t->state = TARGET_BACKOFF;
+    if (!t->removing && !t->a->stopping)
+        uv_timer_start(&t->timer, target_on_backoff, delay, 0);
+}
+
+static void target_on_close(struct cdp_session *s, int status, void *arg)
+{
+    (void)s;
+    struct target *t = arg;
+    struct agent *a = t->a;
+    int was_ready = t->state == TARGET_READY;
+    const char *why = cdp_last_error(s);
+    t->cdp = NULL;
+    if (t->win != WINDOW_NONE) {
+        if (t->win != WINDOW_QUEUED)
+            a->n.windows_lost++;
+        sched_target_gone(t);
+    }
+    uv_timer_stop(&t->timer);
+    if (!t->removing && !a->stopping) {
+        a->n.sessions_dropped++;
+        log_warn("session dropped", "worker=%s isolate=%u inspector=%s err=%s why=%s", t->worker,
+                 t->isolate, t->ep->cfg->inspector, isoprof_strerror(status), why ? why : "");
+    }
+    int evicted = was_ready && strcmp(target_runtime(t), "workerd") == 0;
+    if (was_ready && isoprof_now_mono_ns() - t->attached_mono_ns > TARGET_STABLE_NS)
+        t->backoff_ms = 0;
+    t->state = TARGET_BACKOFF;
+    if (t->removing || a->stopping) {
+        target_free_if_closed(t);
+        agent_maybe_finish(a);
+        return;
+    }
+    if (evicted)
+        log_info("session evicted, backing off", "worker=%s isolate=%u", t->worker, t->isolate);
+    target_backoff(t, evicted);
+}
+
+static void target_on_event(struct cdp_session *s, const char *method, yajl_val params, void *arg)
+{
+    (void)s;
+    (void)params;
+    struct target *t = arg;
+    log_debug("cdp event", "worker=%s method=%s", t->worker, method);
+}
+
+static void target_on_enabled(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    struct target *t = arg;
+    struct agent *a = t->a;
+    if (r->status != 0) {
+        log_warn("Profiler.enable failed", "worker=%s err=%s why=%s", t->worker,
+                 isoprof_strerror(r->status), r->error_message ? r->error_message : "");
+        if (r->status != ISOPROF_ECLOSED)
+            cdp_close(s);
+        return;
+    }
+    t->state = TARGET_READY;
+    t->attached_mono_ns = isoprof_now_mono_ns();
+    t->isolate = a->isolate_base + ++a->isolate_seq;
+    a->n.sessions_attached++;
+    log_info("target attached", "worker=%s version=%s isolate=%u runtime=%s inspector=%s id=%s",
+             t->worker, t->version, t->isolate, target_runtime(t), t->ep->cfg->inspector, t->id);
+    sched_target_ready(t);
+}
+
+static void target_on_open(struct cdp_session *s, int status, void *arg)
+{
+    struct target *t = arg;
+    if (status != 0)
+        return; /* target_on_close follows and backs off */
+    int rc = cdp_call(s, "Profiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_enabled, t);
+    if (rc != 0)
+        cdp_close(s);
+}
+
+static void target_connect(struct target *t)
+{
+    struct agent *a = t->a;
+    if (t->removing || a->stopping)
+        return;
+    t->state = TARGET_CONNECTING;
+    int rc = cdp_open(a->loop, t->ep->cfg->host, t->ep->cfg->port, t->ws_path, TARGET_MAX_MESSAGE,
+                      target_on_open, target_on_event, target_on_close, t, &t->cdp);
+    if (rc != 0) {
+        t->cdp = NULL;
+        log_warn("connect failed", "worker=%s inspector=%s err=%e", t->worker, t->ep->cfg->inspector,
+                 rc);
+        target_backoff(t, 0);
+    }
+}
+
+static struct target *target_new(struct endpoint *ep, const struct discovered *d)
+{
+    struct agent *a = ep->a;
+    struct target *t = isoprof_calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->a = a;
+    t->ep = ep;
+    t->id = isoprof_strdup(d->id);
+    t->ws_path = isoprof_strdup(d->path);
+    t->worker = worker_name(ep, d);
+    const char *ver = ep->cfg->version ? ep->cfg->version : "unknown";
+    t->version = label_dup(ver, strlen(ver));
+    if (!t->id || !t->ws_path || !t->worker || !t->version) {
+        isoprof_free(t->id);
+        isoprof_free(t->ws_path);
+        isoprof_free(t->worker);
+        isoprof_free(t->version);
+        isoprof_free(t);
+        return NULL;
+    }
+    uv_timer_init(a->loop, &t->timer);
+    t->next = a->targets;
+    a->targets = t;
+    return t;
+}
+
+void target_remove(struct target *t)
+{
+    if (t->removing)
+        return;
+    t->removing = 1;
+    if (t->win != WINDOW_NONE)
+        sched_target_gone(t);
+    uv_timer_stop(&t->timer);
+    t->pending_closes++;
+    uv_close((uv_handle_t *)&t->timer, target_on_timer_close);
+    if (t->cdp)
+        cdp_close(t->cdp);
+}
+
+void target_sync(struct endpoint *ep, const struct discovered *d, size_t n)
+{
+    struct agent *a = ep->a;
+    for (struct target *t = a->targets; t; t = t->next)
+        if (t->ep == ep)
+            t->listed = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct target *t;
+        for (t = a->targets; t; t = t->next)
+            if (t->ep == ep && !t->removing && strcmp(t->id, d[i].id) == 0)
+                break;
+        if (t != NULL) {
+            t->listed = 1;
+            continue;
+        }
+        t = target_new(ep, &d[i]);
+        if (t == NULL) {
+            log_error("out of memory adding target", "inspector=%s", ep->cfg->inspector);
+            continue;
+        }
+        t->listed = 1;
+        log_info("target found", "worker=%s inspector=%s id=%s", t->worker, ep->cfg->inspector,
+                 t->id);
+        target_connect(t);
+    }
+    for (struct target *t = a->targets, *next; t; t = next) {
+        next = t->next;
+        if (t->ep == ep && !t->listed && !t->removing) {
+            log_info("target detached", "worker=%s isolate=%u inspector=%s id=%s", t->worker,
+                     t->isolate, ep->cfg->inspector, t->id);
+            target_remove(t);
+        }
+    }
+}
+
+/* --- windows --- */
+
+static void target_window_failed(struct target *t, const char *step, struct cdp_reply *r)
+{
+    log_warn("window not taken", "worker=%s isolate=%u step=%s err=%s why=%s", t->worker, t->isolate,
+             step, isoprof_strerror(r->status), r->error_message ? r->error_message : "");
+}
+
+static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    struct target *t = arg;
+    struct agent *a = t->a;
+    if (t->win != WINDOW_STOPPING)
+        return; /* the session went away first; already accounted */
+    if (r->status != 0 || r->raw == NULL) {
+        a->n.windows_lost++;
+        target_window_failed(t, "Profiler.stop", r);
+    } else {
+        struct writer_meta m = {
+            .worker = t->worker,
+            .version = t->version,
+            .runtime = target_runtime(t),
+            .isolate = t->isolate,
+            .type = STORE_TYPE_CPU,
+            .interval_ns = t->win_interval_ns,
+        };
+        char *raw = r->raw;
+        r->raw = NULL;
+        int rc = writer_submit(a->writer, raw, r->raw_len, &m);
+        if (rc != 0) {
+            a->n.windows_dropped++;
+            log_error("window dropped", "worker=%s isolate=%u err=%e", t->worker, t->isolate, rc);
+        }
+    }
+    sched_window_done(t);
+    agent_maybe_finish(a);
+}
+
+int target_stop_window_now(struct target *t)
+{
+    if (t->win != WINDOW_RUNNING || t->cdp == NULL)
+        return 0;
+    uv_timer_stop(&t->timer);
+    t->win = WINDOW_STOPPING;
+    int rc = cdp_call(t->cdp, "Profiler.stop", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW,
+                      target_on_stopped, t);
+    if (rc != 0) {
+        t->a->n.windows_lost++;
+        log_error("Profiler.stop not sent", "worker=%s err=%e", t->worker, rc);
+        sched_window_done(t);
+    }
+    return rc;
+}
+
+static void target_on_window_end(uv_timer_t *timer)
+{
+    struct target *t = container_of(timer, struct target, timer);
+    target_stop_window_now(t);
+}
+
+static void target_on_started(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    struct target *t = arg;
+    if (t->win != WINDOW_STARTING)
+        return;
+    if (r->status != 0) {
+        t->a->n.windows_skipped++;
+        target_window_failed(t, "Profiler.start", r);
+        sched_window_done(t);
+        return;
+    }
+    t->win = WINDOW_RUNNING;
+    t->win_start_mono_ns = isoprof_now_mono_ns();
+    log_debug("window started", "worker=%s isolate=%u interval_ns=%U", t->worker, t->isolate,
+              t->win_interval_ns);
+    if (t->a->stopping) {
+        target_stop_window_now(t);
+        return;
+    }
+    uv_timer_start(&t->timer, target_on_window_end, t->a->cfg->sampling.cpu.duration_ns / 1000000u,
+                   0);
+}
+
+static void target_on_interval(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    struct target *t = arg;
+    if (t->win != WINDOW_STARTING)
+        return;
+    if (r->status != 0) {
+        /* "Cannot change sampling interval when profiling.": another client
+         * is profiling this isolate. Starting now would share (and our stop
+         * would end) its recording, so this window is skipped. */
+        t->a->n.windows_skipped++;
+        target_window_failed(t, "Profiler.setSamplingInterval", r);
+        sched_window_done(t);
+        return;
+    }
+    if (cdp_call(s, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started, t) != 0) {
+        t->a->n.windows_skipped++;
+        sched_window_done(t);
+    }
+}
+
+int target_start_window(struct target *t, uint64_t interval_ns)
+{
+    char params[64];
+    uint64_t us = interval_ns / 1000u;
+    if (us < 100)
+        us = 100; /* config rejects less; a negative or tiny value makes V8's sampler spin */
+    snprintf(params, sizeof(params), "{\"interval\":%llu}", (unsigned long long)us);
+    t->win = WINDOW_STARTING;
+    t->win_interval_ns = us * 1000u;
+    int rc = cdp_call(t->cdp, "Profiler.setSamplingInterval", params, TARGET_CALL_TIMEOUT_MS, 0,
+                      target_on_interval, t);
+    if (rc != 0)
+        t->win = WINDOW_NONE;
+    return rc;
+}

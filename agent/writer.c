@@ -1,0 +1,331 @@
+/*
+ * writer.c - raw CDP profile replies in, stored windows out.
+ *
+ * DESIGN: two stages, each at most one uv_work_t in the thread pool at a
+ * time.
+ *   convert: one job at a time parses the reply and builds the pprof
+ *            (pprof_from_cpu_json); the raw text is freed in the worker as
+ *            soon as it is converted, so peak memory is one raw reply plus
+ *            its pprof.
+ *   store:   every converted job waiting is written in one store_put (one
+ *            short LMDB write transaction for the batch).
+ * Both stages run off the loop thread; the loop only moves jobs between
+ * queues. The bytes waiting for conversion are capped; past the cap a new
+ * window is refused (and counted) rather than growing the daemon. A batch
+ * the store refuses (disk full) stays queued and is retried with backoff.
+ */
+#include "internal.h"
+#include "log.h"
+#include "pprof.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#define WRITER_MAX_PENDING_BYTES (512ull << 20)
+#define WRITER_MAX_BATCH 64
+#define WRITER_RETRY_MIN_MS 500
+#define WRITER_RETRY_MAX_MS 30000
+
+struct writer_job {
+    struct writer_job *next;
+    char *raw;
+    size_t raw_len;
+    char *worker, *version, *runtime;
+    uint32_t isolate;
+    uint8_t type;
+    uint32_t flags;
+    uint64_t interval_ns;
+    int64_t wall_minus_mono_ns;
+    /* filled by the convert stage */
+    int err;
+    char *why;
+    struct pprof_result res;
+    /* filled by the store stage */
+    uint64_t id;
+    uint64_t stored_size;
+};
+
+struct writer {
+    struct agent *a;
+    struct writer_job *conv_head, *conv_tail; /* waiting for conversion */
+    struct writer_job *put_head, *put_tail;   /* converted, waiting for the store */
+    uint64_t pending_bytes;
+    int converting, storing;
+    uv_work_t conv_req;
+    struct writer_job *conv_job;
+    uv_work_t put_req;
+    struct writer_job *put_batch;
+    int put_err;
+    struct store_put_stats put_stats;
+    uv_timer_t retry;
+    uint64_t retry_ms;
+    int retry_armed;
+};
+
+static void writer_kick(struct writer *w);
+
+static void job_free(struct writer_job *j)
+{
+    isoprof_free(j->raw);
+    isoprof_free(j->worker);
+    isoprof_free(j->version);
+    isoprof_free(j->runtime);
+    isoprof_free(j->why);
+    pprof_buf_free(&j->res.pprof);
+    isoprof_free(j);
+}
+
+int writer_init(struct agent *a, struct writer **out)
+{
+    struct writer *w = isoprof_calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    w->a = a;
+    uv_timer_init(a->loop, &w->retry);
+    *out = w;
+    return 0;
+}
+
+static void retry_on_close(uv_handle_t *h)
+{
+    struct writer *w = container_of((uv_timer_t *)h, struct writer, retry);
+    isoprof_free(w);
+}
+
+void writer_free(struct writer *w)
+{
+    struct writer_job *lists[2] = {w->conv_head, w->put_head};
+    for (int i = 0; i < 2; i++) {
+        for (struct writer_job *j = lists[i], *n; j; j = n) {
+            n = j->next;
+            job_free(j);
+        }
+    }
+    uv_close((uv_handle_t *)&w->retry, retry_on_close);
+}
+
+int writer_busy(const struct writer *w)
+{
+    return w->converting || w->storing || w->conv_head || w->put_head;
+}
+
+int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_meta *m)
+{
+    if (w->pending_bytes + len > WRITER_MAX_PENDING_BYTES) {
+        isoprof_free(raw);
+        return -ENOBUFS;
+    }
+    struct writer_job *j = isoprof_calloc(1, sizeof(*j));
+    if (j == NULL) {
+        isoprof_free(raw);
+        return -ENOMEM;
+    }
+    j->raw = raw;
+    j->raw_len = len;
+    j->worker = isoprof_strdup(m->worker);
+    j->version = isoprof_strdup(m->version);
+    j->runtime = isoprof_strdup(m->runtime);
+    if (!j->worker || !j->version || !j->runtime) {
+        job_free(j);
+        return -ENOMEM;
+    }
+    j->isolate = m->isolate;
+    j->type = m->type;
+    j->flags = m->flags;
+    j->interval_ns = m->interval_ns;
+    /* Sampled now, on the host whose CLOCK_MONOTONIC V8 used. */
+    j->wall_minus_mono_ns = (int64_t)(isoprof_now_wall_ns() - isoprof_now_mono_ns());
+    w->pending_bytes += len;
+    if (w->conv_tail)
+        w->conv_tail->next = j;
+    else
+        w->conv_head = j;
+    w->conv_tail = j;
+    writer_kick(w);
+    return 0;
+}
+
+/* --- convert stage (thread pool) --- */
+
+static void conv_on_work(uv_work_t *req)
+{
+    struct writer *w = container_of(req, struct writer, conv_req);
+    struct writer_job *j = w->conv_job;
+    struct pprof_cpu_opts o = {
+        .wall_minus_mono_ns = j->wall_minus_mono_ns,
+        .interval_ns = j->interval_ns,
+    };
+    j->err = pprof_from_cpu_json(j->raw, j->raw_len, &o, &j->res, &j->why);
+    isoprof_free(j->raw);
+    j->raw = NULL;
+}
+
+static void conv_on_done(uv_work_t *req, int status)
+{
+    struct writer *w = container_of(req, struct writer, conv_req);
+    struct writer_job *j = w->conv_job;
+    struct agent *a = w->a;
+    (void)status;
+    w->converting = 0;
+    w->conv_job = NULL;
+    w->pending_bytes -= j->raw_len;
+    if (j->err != 0) {
+        a->n.conversion_errors++;
+        log_error("conversion failed", "worker=%s isolate=%u bytes=%U err=%e why=%s", j->worker,
+                  j->isolate, (uint64_t)j->raw_len, j->err, j->why ? j->why : "");
+        job_free(j);
+    } else {
+        j->next = NULL;
+        if (w->put_tail)
+            w->put_tail->next = j;
+        else
+            w->put_head = j;
+        w->put_tail = j;
+    }
+    writer_kick(w);
+    agent_maybe_finish(a);
+}
+
+/* --- store stage (thread pool) --- */
+
+static void put_on_work(uv_work_t *req)
+{
+    struct writer *w = container_of(req, struct writer, put_req);
+    struct store_record recs[WRITER_MAX_BATCH];
+    size_t n = 0;
+    for (struct writer_job *j = w->put_batch; j && n < WRITER_MAX_BATCH; j = j->next, n++) {
+        struct store_record *r = &recs[n];
+        memset(r, 0, sizeof(*r));
+        r->w.worker = j->worker;
+        r->w.version = j->version;
+        r->w.runtime = j->runtime;
+        r->w.start_ns = j->res.start_ns;
+        r->w.end_ns = j->res.end_ns;
+        r->w.isolate = j->isolate;
+        r->w.type = j->type;
+        r->w.flags = j->flags;
+        r->w.samples = j->res.samples;
+        r->w.interval = j->interval_ns;
+        r->pprof = j->res.pprof.data;
+        r->len = j->res.pprof.len;
+    }
+    memset(&w->put_stats, 0, sizeof(w->put_stats));
+    w->put_err = store_put(w->a->store, recs, n, &w->put_stats);
+    if (w->put_err == 0) {
+        n = 0;
+        for (struct writer_job *j = w->put_batch; j; j = j->next, n++) {
+            j->id = recs[n].w.id;
+            j->stored_size = recs[n].w.stored_size;
+        }
+    }
+}
+
+static void retry_on_timer(uv_timer_t *t)
+{
+    struct writer *w = container_of(t, struct writer, retry);
+    w->retry_armed = 0;
+    writer_kick(w);
+}
+
+static void put_on_done(uv_work_t *req, int status)
+{
+    struct writer *w = container_of(req, struct writer, put_req);
+    struct agent *a = w->a;
+    (void)status;
+    w->storing = 0;
+    struct writer_job *batch = w->put_batch;
+    w->put_batch = NULL;
+    if (w->put_err != 0) {
+        a->n.store_errors++;
+        /* Keep the batch, in order, ahead of newer windows. */
+        struct writer_job *last = batch;
+        while (last->next)
+            last = last->next;
+        last->next = w->put_head;
+        if (w->put_head == NULL)
+            w->put_tail = last;
+        w->put_head = batch;
+        w->retry_ms = w->retry_ms ? w->retry_ms * 2 : WRITER_RETRY_MIN_MS;
+        if (w->retry_ms > WRITER_RETRY_MAX_MS)
+            w->retry_ms = WRITER_RETRY_MAX_MS;
+        log_error("store write failed, will retry", "err=%e retry_ms=%U", w->put_err, w->retry_ms);
+        if (a->stopping) {
+            /* No retry at shutdown: say what is lost. */
+            for (struct writer_job *j = w->put_head, *n; j; j = n) {
+                n = j->next;
+                a->n.windows_dropped++;
+                job_free(j);
+            }
+            w->put_head = w->put_tail = NULL;
+        } else {
+            w->retry_armed = 1;
+            uv_timer_start(&w->retry, retry_on_timer, w->retry_ms, 0);
+        }
+        agent_maybe_finish(a);
+        return;
+    }
+    w->retry_ms = 0;
+    if (w->put_stats.evicted) {
+        a->n.windows_evicted += w->put_stats.evicted;
+        log_info("windows evicted", "count=%U bytes=%U reason=store.max_size", w->put_stats.evicted,
+                 w->put_stats.evicted_bytes);
+    }
+    for (struct writer_job *j = batch, *n; j; j = n) {
+        n = j->next;
+        char id[STORE_ID_LEN + 1];
+        store_id_format(a->store, j->id, id);
+        a->n.windows_stored++;
+        log_info("window stored", "worker=%s version=%s isolate=%u runtime=%s type=%s samples=%U bytes=%U id=%s",
+                 j->worker, j->version, j->isolate, j->runtime,
+                 j->type == STORE_TYPE_HEAP ? "heap" : "cpu", j->res.samples, j->stored_size, id);
+        job_free(j);
+    }
+    writer_kick(w);
+    agent_maybe_finish(a);
+}
+
+static void writer_kick(struct writer *w)
+{
+    uv_loop_t *loop = w->a->loop;
+    if (!w->converting && w->conv_head) {
+        struct writer_job *j = w->conv_head;
+        w->conv_head = j->next;
+        if (w->conv_head == NULL)
+            w->conv_tail = NULL;
+        j->next = NULL;
+        w->conv_job = j;
+        w->converting = 1;
+        if (uv_queue_work(loop, &w->conv_req, conv_on_work, conv_on_done) != 0) {
+            w->converting = 0;
+            w->conv_job = NULL;
+            w->pending_bytes -= j->raw_len;
+            w->a->n.windows_dropped++;
+            job_free(j);
+        }
+    }
+    if (!w->storing && !w->retry_armed && w->put_head) {
+        struct writer_job *batch = w->put_head, *last = batch;
+        size_t n = 1;
+        while (last->next && n < WRITER_MAX_BATCH) {
+            last = last->next;
+            n++;
+        }
+        w->put_head = last->next;
+        if (w->put_head == NULL)
+            w->put_tail = NULL;
+        last->next = NULL;
+        w->put_batch = batch;
+        w->storing = 1;
+        if (uv_queue_work(loop, &w->put_req, put_on_work, put_on_done) != 0) {
+            w->storing = 0;
+            w->put_batch = NULL;
+            last->next = w->put_head;
+            w->put_head = batch;
+            if (w->put_tail == NULL)
+                w->put_tail = last;
+        }
+    }
+}
