@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +34,14 @@ struct cli {
     long top_n;
 };
 
-static int die(const char *fmt, const char *a, const char *b)
+__attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "isoprof: ");
-    fprintf(stderr, fmt, a ? a : "", b ? b : "");
+    vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    va_end(ap);
     return EXIT_USAGE;
 }
 
@@ -187,57 +191,55 @@ static int parse_args(struct cli *c, int argc, char **argv, int allow_id, int al
             else if (strcmp(optarg, "heap") == 0)
                 c->f.type = STORE_TYPE_HEAP;
             else
-                return die("--type must be cpu or heap, not '%s'", optarg, NULL);
+                return die("--type must be cpu or heap, not '%s'", optarg);
             break;
         case 'S':
             if (parse_time(optarg, &c->f.since_ns) != 0)
-                return die("--since: '%s' is not RFC 3339 or a relative time like -15m", optarg,
-                           NULL);
+                return die("--since: '%s' is not RFC 3339 or a relative time like -15m", optarg);
             break;
         case 'U':
             if (parse_time(optarg, &c->f.until_ns) != 0)
-                return die("--until: '%s' is not RFC 3339 or a relative time like -15m", optarg,
-                           NULL);
+                return die("--until: '%s' is not RFC 3339 or a relative time like -15m", optarg);
             break;
         case 'i':
             if (!allow_id)
-                return die("--id is not an option of this command", NULL, NULL);
+                return die("--id is not an option of this command");
             c->id = optarg;
             break;
         case 'j':
             if (!allow_json)
-                return die("--json is not an option of this command", NULL, NULL);
+                return die("--json is not an option of this command");
             c->json = 1;
             break;
         case 'o':
             if (!allow_out)
-                return die("-o is not an option of this command", NULL, NULL);
+                return die("-o is not an option of this command");
             c->out = optarg;
             break;
         case 'n': {
             if (!allow_n)
-                return die("-n is not an option of this command", NULL, NULL);
+                return die("-n is not an option of this command");
             char *end;
             c->top_n = strtol(optarg, &end, 10);
             if (*end != '\0' || c->top_n <= 0 || c->top_n > 100000)
-                return die("-n: '%s' is not a count between 1 and 100000", optarg, NULL);
+                return die("-n: '%s' is not a count between 1 and 100000", optarg);
             break;
         }
         case 'h':
             usage(stdout);
             exit(0);
         case ':':
-            return die("option %s needs a value", argv[optind - 1], NULL);
+            return die("option %s needs a value", argv[optind - 1]);
         default:
-            return die("unknown option '%s'; try 'isoprof --help'", argv[optind - 1], NULL);
+            return die("unknown option '%s'; try 'isoprof --help'", argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return die("unexpected argument '%s'", argv[optind], NULL);
+        return die("unexpected argument '%s'", argv[optind]);
     if (c->store_path == NULL)
-        return die("--store DIR is required", NULL, NULL);
+        return die("--store DIR is required");
     if (c->f.since_ns && c->f.until_ns && c->f.until_ns <= c->f.since_ns)
-        return die("--until must be later than --since", NULL, NULL);
+        return die("--until must be later than --since");
     return 0;
 }
 
@@ -321,7 +323,7 @@ static int cmd_windows(int argc, char **argv)
         return rc;
     if (c.id && store_id_parse(s, c.id, &c.f.id) != 0) {
         store_close(s);
-        return die("--id: '%s' is not a window id of this store", c.id, NULL);
+        return die("--id: '%s' is not a window id of this store", c.id);
     }
     struct list_ctx l = {.s = s, .json = c.json};
     rc = store_windows(s, &c.f, list_on_window, &l);
@@ -380,7 +382,7 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
     if (c->id) {
         if (store_id_parse(s, c->id, &c->f.id) != 0) {
             store_close(s);
-            return die("--id: '%s' is not a window id of this store", c->id, NULL);
+            return die("--id: '%s' is not a window id of this store", c->id);
         }
     }
     struct collect_ctx k = {0};
@@ -400,8 +402,7 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
     if (k.mixed) {
         store_close(s);
         isoprof_free(k.ids);
-        return die("matching windows are of both types; add --type cpu or --type heap", NULL,
-                   NULL);
+        return die("matching windows are of both types; add --type cpu or --type heap");
     }
     if (k.overflow)
         fprintf(stderr, "isoprof: more than %d windows matched; using the first %d\n",
@@ -410,7 +411,7 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
     if (bufs == NULL) {
         store_close(s);
         isoprof_free(k.ids);
-        return die("out of memory", NULL, NULL);
+        return die("out of memory");
     }
     int exit_code = 0;
     size_t loaded = 0;
@@ -471,7 +472,7 @@ static int cmd_export(int argc, char **argv)
     rc = pprof_gzip(raw.data, raw.len, &gz);
     pprof_buf_free(&raw);
     if (rc != 0)
-        return die("compressing: %s", isoprof_strerror(rc), NULL);
+        return die("compressing: %s", isoprof_strerror(rc));
     FILE *f = stdout;
     if (c.out && (f = fopen(c.out, "wb")) == NULL) {
         pprof_buf_free(&gz);
@@ -501,7 +502,7 @@ static int cmd_top(int argc, char **argv)
     rc = pprof_top(&raw, -1, &t);
     pprof_buf_free(&raw);
     if (rc != 0)
-        return die("reading profile: %s", isoprof_strerror(rc), NULL);
+        return die("reading profile: %s", isoprof_strerror(rc));
     const char *unit = t.unit ? t.unit : "";
     int ns = strcmp(unit, "nanoseconds") == 0;
     double scale = ns ? 1e6 : 1.0;
@@ -533,7 +534,7 @@ static int cmd_top(int argc, char **argv)
 static int cmd_store(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "stat") != 0 && strcmp(argv[1], "check") != 0))
-        return die("usage: isoprof store stat|check --store DIR", NULL, NULL);
+        return die("usage: isoprof store stat|check --store DIR");
     int check = strcmp(argv[1], "check") == 0;
     struct cli c = {0};
     int rc = parse_args(&c, argc - 1, argv + 1, 0, 0, 0, 0);
@@ -559,7 +560,7 @@ static int cmd_store(int argc, char **argv)
     rc = store_stat(s, &st);
     store_close(s);
     if (rc != 0)
-        return die("store stat: %s", isoprof_strerror(rc), NULL);
+        return die("store stat: %s", isoprof_strerror(rc));
     char oldest[40] = "-", newest[40] = "-";
     if (st.windows) {
         format_time(st.oldest_ns, oldest, sizeof(oldest));
