@@ -88,11 +88,16 @@ static void agent_on_deadline(uv_timer_t *t)
 static void agent_stop(struct agent *a, int signum)
 {
     if (a->stopping) {
+        /* A supervisor often signals the process and its group at once:
+         * a repeat within half a second is the same request. */
+        if (isoprof_now_mono_ns() - a->stop_mono_ns < 500000000ull)
+            return;
         log_warn("second signal, exiting now", "signal=%d", signum);
         agent_close_all(a);
         return;
     }
     a->stopping = 1;
+    a->stop_mono_ns = isoprof_now_mono_ns();
     log_info("stopping", "signal=%d open_windows=%u", signum, sched_running(a));
     discover_stop(a);
     sched_stop_all(a);

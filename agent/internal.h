@@ -95,7 +95,7 @@ struct agent {
     uv_signal_t sigint, sigterm;
     uv_timer_t shutdown_timer;
     int stopping;
-    int exit_code;
+    uint64_t stop_mono_ns;
     struct agent_counters n;
 };
 

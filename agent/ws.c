@@ -456,7 +456,7 @@ static int ws_handshake_input(struct ws_client *ws, const uint8_t *data, size_t 
     size_t hl = (size_t)(end - ws->hdr) + 4;
     *used = hl - before;
     end[2] = '\0'; /* keep the last header's CRLF for header_value */
-    if (memchr(ws->hdr, '\0', hl - 2) != end + 2)
+    if (memchr(ws->hdr, 0, hl - 2) != NULL)
         return ws_fail_code(ws, ISOPROF_EWS, "NUL byte in upgrade response");
     if (strncmp(ws->hdr, "HTTP/1.1 101", 12) != 0 && strncmp(ws->hdr, "HTTP/1.0 101", 12) != 0) {
         char why[120];
