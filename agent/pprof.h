@@ -1,0 +1,210 @@
+/*
+ * pprof.h - V8 profiles (CDP JSON) to pprof, and the pprof utilities the
+ * agent and the CLI need: merge, top, gzip.
+ *
+ * Every function here is pure: no global state, no logging, no I/O. Each
+ * may be called from any thread, concurrently (the agent runs conversions on
+ * the libuv thread pool). All memory comes from isoprof_malloc & co.
+ *
+ * Errors: 0 on success, or
+ *   -ENOMEM            an allocation failed (nothing leaks, *out untouched)
+ *   -EINVAL            a NULL or out-of-range argument
+ *   ISOPROF_EJSON      the text is not JSON (includes invalid UTF-8 bytes)
+ *   ISOPROF_EPROFILE   JSON, but not a profile we accept (see each function)
+ *   ISOPROF_ECDP       the text is a CDP error reply {"id":N,"error":{...}}
+ *   ISOPROF_ETOOBIG    the output would pass its hard cap
+ *   ISOPROF_EPROTOBUF  a pprof input does not decode
+ *   ISOPROF_ECORRUPT   a gzip input does not inflate
+ * Functions taking `char **why` store there, on failure only, an allocated
+ * message saying what was wrong and where (e.g. "nodes[12] (id 40): child 7
+ * is also a child of node 3"); the caller frees it with isoprof_free. why
+ * may be NULL; *why stays NULL when even the message cannot be allocated.
+ */
+#ifndef ISOPROF_PPROF_H
+#define ISOPROF_PPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A byte buffer. data is owned by whoever holds the struct; free it with
+ * pprof_buf_free. {NULL, 0} is a valid empty buffer. */
+struct pprof_buf {
+    uint8_t *data;
+    size_t len;
+};
+
+/* Frees b->data and sets b to {NULL, 0}. b may be NULL. */
+void pprof_buf_free(struct pprof_buf *b);
+
+/* Caps on what a conversion accepts (bad input hits them, real input does not). */
+#define PPROF_DEFAULT_MAX_NODES ((size_t)4 << 20) /* profile nodes */
+#define PPROF_MAX_SAMPLES ((size_t)64 << 20)      /* entries of samples[] */
+#define PPROF_MAX_DEPTH 16384                     /* heap tree depth, JSON nesting */
+#define PPROF_MAX_STRING 4096                     /* bytes kept of one name or url */
+#define PPROF_MAX_OUTPUT ((size_t)256 << 20)      /* serialized Profile bytes */
+
+struct pprof_cpu_opts {
+    /* wall clock minus CLOCK_MONOTONIC, ns, sampled by the caller near the
+     * stop: V8's times are monotonic µs, pprof's are wall ns. */
+    int64_t wall_minus_mono_ns;
+    /* the sampling interval the profile was taken with; 0: estimated as
+     * (endTime - startTime) / samples.length. */
+    uint64_t interval_ns;
+    /* cap on the node count; 0 = PPROF_DEFAULT_MAX_NODES. */
+    size_t max_nodes;
+};
+
+struct pprof_heap_opts {
+    uint64_t time_ns;        /* wall clock of the snapshot (time_nanos) */
+    uint64_t interval_bytes; /* the sampling interval (period) */
+    size_t max_nodes;        /* 0 = PPROF_DEFAULT_MAX_NODES */
+};
+
+struct pprof_result {
+    struct pprof_buf pprof; /* serialized Profile, not compressed; owned by the caller */
+    uint64_t samples;       /* CPU: sum of hitCount; heap: number of sampled objects */
+    uint64_t start_ns;      /* wall clock */
+    uint64_t end_ns;        /* wall clock; heap: == start_ns */
+};
+
+/*
+ * pprof_from_cpu_json - converts a Profiler.stop reply to a pprof Profile.
+ *
+ * json/len: the whole reply text {"id":N,"result":{"profile":{...}}}, or a
+ * bare profile object {"nodes":[...],"startTime":...}; borrowed, need not
+ * be NUL-terminated. Parsed in one streaming pass (yajl callbacks, no DOM):
+ * memory is the node table, interned strings and the output, not a tree of
+ * the text.
+ *
+ * Output: sample_type [samples/count, cpu/nanoseconds], period_type
+ * cpu/nanoseconds, period = interval; one Sample per distinct stack
+ * (location ids leaf first, the tree's (root) node left out), value
+ * [hits, hits * period] (a root with hits of its own, which V8 never
+ * sends, gets a one-frame stack); one Location per distinct (url, line, column,
+ * function), one Function per (url, name) with start_line. Lines and
+ * columns become 1-based (V8's -1, "unknown", becomes 0). A "file://" url
+ * loses its scheme and is percent-decoded to a path. An empty function
+ * name becomes "(anonymous)". time_nanos = startTime * 1000 +
+ * wall_minus_mono_ns, duration_nanos = (endTime - startTime) * 1000.
+ *
+ * Counts come from each node's hitCount, so the total is sum(hitCount).
+ * samples[] holds a few more entries than that (V8 records the stack at
+ * Profiler.start, and on some other occasions, without counting a hit: 0 to
+ * 3 more in the Node 20, Deno and workerd recordings); samples[] and
+ * timeDeltas are validated and otherwise unused.
+ *
+ * Strings: invalid UTF-8 after JSON unescaping (a lone surrogate \ud800) and
+ * NUL characters are replaced by U+FFFD; raw invalid bytes in the text are
+ * malformed JSON. A name or url longer than PPROF_MAX_STRING is cut there.
+ *
+ * Rejected with ISOPROF_EPROFILE and *why: a missing nodes/startTime/
+ * endTime, a value of the wrong type, a node without id or callFrame, a
+ * duplicate node id, a child id that is unknown or referenced twice, no root
+ * or several, a cycle, a sample naming an unknown node, samples and
+ * timeDeltas of different lengths, sum(hitCount) > samples.length, endTime
+ * before startTime, times that overflow, more nodes than the cap, more
+ * samples than PPROF_MAX_SAMPLES, nesting deeper than PPROF_MAX_DEPTH. A CDP
+ * error reply gives ISOPROF_ECDP with its message; broken JSON ISOPROF_EJSON;
+ * an output larger than PPROF_MAX_OUTPUT ISOPROF_ETOOBIG.
+ *
+ * o: borrowed; NULL means all defaults. out: filled on success only; the
+ * caller owns out->pprof. why: see the top of this file. Any thread.
+ */
+int pprof_from_cpu_json(const char *json, size_t len, const struct pprof_cpu_opts *o,
+                        struct pprof_result *out, char **why);
+
+/*
+ * pprof_from_heap_json - converts a HeapProfiler.getSamplingProfile (or
+ * stopSampling) reply to a pprof Profile.
+ *
+ * json/len: {"id":N,"result":{"profile":{"head":{...},"samples":[...]}}}
+ * or the bare {"head":...,"samples":...}; borrowed. The nested head tree is
+ * walked with an explicit, capped stack: no recursion, so a hostile depth
+ * costs an error, not the thread's stack.
+ *
+ * Output: sample_type [inuse_objects/count, inuse_space/bytes], period_type
+ * space/bytes, period = interval_bytes, time_nanos = time_ns, no duration.
+ * A node's values are the number of samples[] naming it and the sum of
+ * their sizes: what V8 sampled, not scaled up by the sampling rate. A
+ * profile without samples[] (older V8) uses each node's selfSize with an
+ * object count of 0. Stacks, locations, functions and strings as for CPU
+ * (Deno's heap urls are file:// too).
+ *
+ * Rejected (ISOPROF_EPROFILE, *why): no head, wrong types, a node without id
+ * or callFrame, a duplicate node id, a sample naming an unknown node, more
+ * nodes than the cap, tree depth past PPROF_MAX_DEPTH; other errors as for
+ * CPU. out->samples = number of samples[]; start_ns = end_ns = time_ns.
+ * Any thread.
+ */
+int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_opts *o,
+                         struct pprof_result *out, char **why);
+
+/*
+ * pprof_merge - merges n serialized (not compressed) profiles into one.
+ *
+ * in: n >= 1 borrowed buffers. All must have the same sample types (type
+ * and unit, in order), else ISOPROF_EPROFILE with *why. Values of identical
+ * stacks (same functions, files, lines, columns) are summed; samples whose
+ * values are all zero are dropped. time_nanos = the earliest input's,
+ * duration_nanos = latest end - earliest start; period_type and period come
+ * from the first input. Mappings, addresses, labels, comments and
+ * drop/keep_frames are not carried over (V8 profiles have none); a Function
+ * is identified by (name, system_name, filename).
+ * An input that does not decode: ISOPROF_EPROTOBUF; one that decodes but
+ * refers to missing ids or strings: ISOPROF_EPROFILE. out: filled on
+ * success only, owned by the caller. Any thread.
+ */
+int pprof_merge(const struct pprof_buf *in, size_t n, struct pprof_buf *out, char **why);
+
+/* One function of a top listing. name/file are owned by the pprof_top. */
+struct pprof_top_row {
+    char *name;
+    char *file;
+    int64_t
+        line; /* the function's start_line (else its first location's line), 1-based; 0 unknown */
+    int64_t flat; /* value of samples whose leaf frame is this function */
+    int64_t cum;  /* value of samples with this function anywhere in the stack, once per sample */
+};
+
+struct pprof_top {
+    struct pprof_top_row *rows;
+    size_t n;
+    int64_t total; /* sum of the chosen value over all samples */
+    char *type;    /* sample type name, e.g. "cpu" */
+    char *unit;    /* its unit, e.g. "nanoseconds" */
+};
+
+/*
+ * pprof_top - the per-function flat/cum table of a serialized profile, like
+ * `go tool pprof -top` at function granularity.
+ *
+ * in: borrowed, not compressed. sample_index: which value to read, -1 =
+ * the last sample type. Functions are grouped by (name, filename). rows are
+ * sorted by flat, descending (then cum descending, then name, so the order
+ * is stable). A function that recurses counts once per sample in cum.
+ * Errors: -EINVAL (bad argument or sample_index out of range),
+ * ISOPROF_EPROTOBUF, ISOPROF_EPROFILE (dangling ids or string indices),
+ * -ENOMEM. out: filled on success only; free with pprof_top_free.
+ * Any thread.
+ */
+int pprof_top(const struct pprof_buf *in, int sample_index, struct pprof_top *out);
+
+/* Frees everything a successful pprof_top put in t and zeroes it. t may be NULL. */
+void pprof_top_free(struct pprof_top *t);
+
+/*
+ * pprof_gzip - gzip-compresses in[0..len) (the on-disk and on-the-wire
+ * form of a pprof file) into out, owned by the caller. Errors: -ENOMEM,
+ * -EINVAL. Any thread.
+ */
+int pprof_gzip(const void *in, size_t len, struct pprof_buf *out);
+
+/*
+ * pprof_gunzip - inflates one gzip member in[0..len) into out (owned by the
+ * caller). cap: the largest output accepted; past it ISOPROF_ETOOBIG.
+ * Truncated or corrupt data, or bytes after the member: ISOPROF_ECORRUPT.
+ * Errors also -ENOMEM, -EINVAL. Any thread.
+ */
+int pprof_gunzip(const void *in, size_t len, size_t cap, struct pprof_buf *out);
+
+#endif
