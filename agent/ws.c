@@ -1,32 +1,40 @@
 /*
  * ws.c - WebSocket client on libuv with wslay framing (see ws.h).
  *
- * States: CONNECTING (TCP) -> HANDSHAKE (upgrade sent, reading the 101)
- * -> OPEN -> CLOSING (close frame sent, waiting for the peer's or a short
- * timer) -> CLOSED (handles closing). One uv_timer_t bounds the connect +
- * handshake and the closing wait.
+ * States: CONNECTING (TCP connect in flight) -> HANDSHAKE (upgrade request
+ * sent, reading the 101) -> OPEN -> CLOSING (a close frame was sent: we
+ * wait for the peer's close, its EOF or a one-second timer) -> CLOSED
+ * (handles closing; on_close runs from the last close callback, then the
+ * object is freed). One uv_timer_t bounds connect + upgrade and then the
+ * closing wait.
  *
- * Receive path: bytes from uv_read go to ws_input(), which first completes
- * the HTTP upgrade (response headers capped at 16 KiB, Sec-WebSocket-Accept
- * checked) and then runs wslay_frame_recv over them; wslay's recv callback
- * drains the bytes we hold and says WANT_READ when they are used up. Each
- * frame's payload is appended to the message buffer, which grows only as
- * bytes arrive (never to a size a header merely claims) and is checked
- * against max_message from the first chunk of every frame, so a frame
- * announcing 300 MB costs nothing before it is refused.
+ * Receive path: uv_read fills the client's own read buffer; ws_input()
+ * first completes the HTTP upgrade (response headers capped at 16 KiB,
+ * status line, Upgrade, Connection and Sec-WebSocket-Accept checked), then
+ * runs wslay_frame_recv over the rest. wslay pulls bytes through our recv
+ * callback, which hands over what the current read brought and says "no
+ * more" when it is used up (wslay then returns WANT_READ and keeps any
+ * partial header in its own small buffer). Each chunk of payload is
+ * appended to the message buffer, which grows only as bytes arrive (at
+ * most doubling, and never past the end of the current frame) and is
+ * checked against max_message on the first chunk of every frame: a frame
+ * that announces 300 MB is refused before anything is allocated for it.
+ * A finished message is NUL-terminated and handed to on_message as is.
  *
- * Send path: wslay_frame_send writes header + masked payload through our
- * send callback into one buffer per message, handed to uv_write.
+ * Send path: wslay_frame_send writes header and masked payload through our
+ * send callback straight into the uv_write request's buffer, sized up
+ * front (payload + 14 header bytes), so a message is copied exactly once.
+ * Queued bytes are counted and capped.
  *
- * Teardown: the object owns a uv_tcp_t and a uv_timer_t; it is freed in
- * the second close callback, after on_close has run, never inside a read
- * or write callback.
+ * Close: a close frame from the peer is answered with a close frame, and
+ * the socket is closed once that answer has been written (the timer bounds
+ * the wait). Close callbacks of both handles count down; the last one runs
+ * on_close and frees, so nothing is freed inside a read or write callback.
  */
 #include "ws.h"
 
 #include "base.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,11 +43,14 @@
 #include <wslay/wslay.h>
 
 #define WS_MAX_HEADER (16u << 10)
-#define WS_MAX_QUEUED (16u << 20)
-#define WS_DEFAULT_MAX_MESSAGE (512ull << 20)
+#define WS_MAX_PATH 2048
+#define WS_DEFAULT_MAX_MESSAGE ((size_t)512 << 20)
 #define WS_DEFAULT_HANDSHAKE_MS 5000
 #define WS_CLOSE_WAIT_MS 1000
-#define WS_MIN_GROW (64u << 10)
+#define WS_MIN_GROW ((size_t)64 << 10)
+#define WS_READ_BUF (64u << 10)
+#define WS_FRAME_OVERHEAD 14 /* 2 + 8 length + 4 mask */
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 enum ws_state { WS_CONNECTING, WS_HANDSHAKE, WS_OPEN, WS_CLOSING, WS_CLOSED };
 
@@ -47,37 +58,40 @@ struct ws_write {
     uv_write_t req;
     struct ws_client *ws;
     size_t len;
-    char data[];
+    uint8_t data[];
 };
 
 struct ws_client {
-    uv_loop_t *loop;
     uv_tcp_t tcp;
-    uv_connect_t connect_req;
     uv_timer_t timer;
+    uv_connect_t connect_req;
     enum ws_state state;
     int test_mode;
-    int status;
     int handles_open;
+    int user_closed;     /* ws_close was called: no on_open, no on_message */
+    int got_close;       /* the peer's close frame arrived: ignore what follows */
+    int finish_on_flush; /* close handshake done: close the socket when writes drain */
+    int status;
     char error[160];
     char key[25];
-    char host_header[300];
-    char path[1024];
+    char host_header[72];
+    char *path;
     struct sockaddr_storage addr;
 
+    /* upgrade response being collected */
     char *hdr;
     size_t hdr_len;
 
     wslay_frame_context_ptr wf;
-    const uint8_t *in;
+    const uint8_t *in; /* bytes of the current read not yet given to wslay */
     size_t in_len;
 
     /* the frame being received */
-    uint64_t frame_left;
     int in_frame;
+    uint64_t frame_left;
     uint8_t frame_op;
-    int frame_fin;
-    uint8_t ctrl[128];
+    uint8_t frame_fin;
+    uint8_t ctrl[125];
     size_t ctrl_len;
 
     /* the message being reassembled */
@@ -85,8 +99,8 @@ struct ws_client {
     size_t msg_len, msg_cap;
     int in_msg;
 
-    /* the frame being sent */
-    char *out;
+    /* the frame being built by wslay_frame_send */
+    uint8_t *out;
     size_t out_len, out_cap;
     size_t queued;
 
@@ -96,11 +110,20 @@ struct ws_client {
     ws_message_cb on_message;
     ws_close_cb on_close;
     void *arg;
+
+    char rbuf[WS_READ_BUF];
 };
 
-/* --- SHA-1 and base64, for Sec-WebSocket-Accept (RFC 3174, RFC 4648) --- */
+/* --- SHA-1 (RFC 3174) and base64 (RFC 4648), for Sec-WebSocket-Accept --- */
 
-static uint32_t rol(uint32_t x, int n)
+struct sha1 {
+    uint32_t h[5];
+    uint64_t total;
+    uint8_t buf[64];
+    size_t n;
+};
+
+static uint32_t rol32(uint32_t x, int n)
 {
     return (x << n) | (x >> (32 - n));
 }
@@ -110,29 +133,29 @@ static void sha1_block(uint32_t h[5], const uint8_t *p)
     uint32_t w[80];
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
     for (int i = 16; i < 80; i++)
-        w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+        w[i] = rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
     for (int i = 0; i < 80; i++) {
         uint32_t f, k;
         if (i < 20) {
             f = (b & c) | (~b & d);
-            k = 0x5a827999;
+            k = 0x5a827999u;
         } else if (i < 40) {
             f = b ^ c ^ d;
-            k = 0x6ed9eba1;
+            k = 0x6ed9eba1u;
         } else if (i < 60) {
             f = (b & c) | (b & d) | (c & d);
-            k = 0x8f1bbcdc;
+            k = 0x8f1bbcdcu;
         } else {
             f = b ^ c ^ d;
-            k = 0xca62c1d6;
+            k = 0xca62c1d6u;
         }
-        uint32_t t = rol(a, 5) + f + e + k + w[i];
+        uint32_t t = rol32(a, 5) + f + e + k + w[i];
         e = d;
         d = c;
-        c = rol(b, 30);
+        c = rol32(b, 30);
         b = a;
         a = t;
     }
@@ -143,39 +166,68 @@ static void sha1_block(uint32_t h[5], const uint8_t *p)
     h[4] += e;
 }
 
+static void sha1_init(struct sha1 *s)
+{
+    static const uint32_t iv[5] = {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u, 0xc3d2e1f0u};
+    memcpy(s->h, iv, sizeof(iv));
+    s->total = 0;
+    s->n = 0;
+}
+
+static void sha1_update(struct sha1 *s, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    s->total += len;
+    if (s->n > 0) {
+        size_t take = 64 - s->n < len ? 64 - s->n : len;
+        memcpy(s->buf + s->n, p, take);
+        s->n += take;
+        p += take;
+        len -= take;
+        if (s->n < 64)
+            return;
+        sha1_block(s->h, s->buf);
+        s->n = 0;
+    }
+    for (; len >= 64; p += 64, len -= 64)
+        sha1_block(s->h, p);
+    memcpy(s->buf, p, len);
+    s->n = len;
+}
+
+static void sha1_final(struct sha1 *s, uint8_t out[20])
+{
+    uint64_t bits = s->total * 8;
+    s->buf[s->n++] = 0x80;
+    if (s->n > 56) {
+        memset(s->buf + s->n, 0, 64 - s->n);
+        sha1_block(s->h, s->buf);
+        s->n = 0;
+    }
+    memset(s->buf + s->n, 0, 56 - s->n);
+    for (int i = 0; i < 8; i++)
+        s->buf[63 - i] = (uint8_t)(bits >> (8 * i));
+    sha1_block(s->h, s->buf);
+    for (int i = 0; i < 5; i++) {
+        out[4 * i] = (uint8_t)(s->h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)s->h[i];
+    }
+}
+
 void ws_sha1(const void *data, size_t len, uint8_t out[20])
 {
-    uint32_t h[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
-    const uint8_t *p = data;
-    size_t left = len;
-    while (left >= 64) {
-        sha1_block(h, p);
-        p += 64;
-        left -= 64;
-    }
-    uint8_t tail[128] = {0};
-    memcpy(tail, p, left);
-    tail[left] = 0x80;
-    size_t tl = left + 1 + 8 <= 64 ? 64 : 128;
-    uint64_t bits = (uint64_t)len * 8;
-    for (int i = 0; i < 8; i++)
-        tail[tl - 1 - i] = (uint8_t)(bits >> (8 * i));
-    sha1_block(h, tail);
-    if (tl == 128)
-        sha1_block(h, tail + 64);
-    for (int i = 0; i < 5; i++) {
-        out[4 * i] = (uint8_t)(h[i] >> 24);
-        out[4 * i + 1] = (uint8_t)(h[i] >> 16);
-        out[4 * i + 2] = (uint8_t)(h[i] >> 8);
-        out[4 * i + 3] = (uint8_t)h[i];
-    }
+    struct sha1 s;
+    sha1_init(&s);
+    sha1_update(&s, data, len);
+    sha1_final(&s, out);
 }
 
 size_t ws_base64(const uint8_t *in, size_t len, char *out, size_t cap)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t need = (len + 2) / 3 * 4;
-    if (cap < need + 1)
+    if (len > (SIZE_MAX - 3) / 4 * 3 || cap < (len + 2) / 3 * 4 + 1)
         return 0;
     size_t o = 0;
     for (size_t i = 0; i < len; i += 3) {
@@ -195,19 +247,28 @@ size_t ws_base64(const uint8_t *in, size_t len, char *out, size_t cap)
 
 void ws_accept_key(const char *key, char out[29])
 {
-    char buf[128];
-    int n = snprintf(buf, sizeof(buf), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key);
+    struct sha1 s;
     uint8_t dig[20];
-    ws_sha1(buf, (size_t)n, dig);
+    sha1_init(&s);
+    sha1_update(&s, key, strlen(key));
+    sha1_update(&s, WS_GUID, sizeof(WS_GUID) - 1);
+    sha1_final(&s, dig);
     ws_base64(dig, sizeof(dig), out, 29);
 }
 
-/* --- teardown --- */
+/* --- errors and teardown --- */
 
 static void ws_set_error(struct ws_client *ws, const char *msg)
 {
-    if (ws->error[0] == '\0')
+    if (ws->error[0] == '\0' && msg != NULL)
         snprintf(ws->error, sizeof(ws->error), "%s", msg);
+}
+
+/* Record why and return code, for the receive path's early returns. */
+static int ws_err(struct ws_client *ws, int code, const char *why)
+{
+    ws_set_error(ws, why);
+    return code;
 }
 
 const char *ws_last_error(const struct ws_client *ws)
@@ -221,7 +282,7 @@ static void ws_free(struct ws_client *ws)
         wslay_frame_context_free(ws->wf);
     isoprof_free(ws->hdr);
     isoprof_free(ws->msg);
-    isoprof_free(ws->out);
+    isoprof_free(ws->path);
     isoprof_free(ws);
 }
 
@@ -234,7 +295,20 @@ static void ws_on_handle_close(uv_handle_t *h)
     ws_free(ws);
 }
 
-/* End the connection with status; the callbacks run from the close callbacks. */
+static void ws_close_handles(struct ws_client *ws)
+{
+    uv_read_stop((uv_stream_t *)&ws->tcp);
+    uv_timer_stop(&ws->timer);
+    ws->handles_open = 2;
+    uv_close((uv_handle_t *)&ws->tcp, ws_on_handle_close);
+    uv_close((uv_handle_t *)&ws->timer, ws_on_handle_close);
+}
+
+/*
+ * End the connection with status. Only ever called from a libuv callback
+ * or from ws_close, so on_open (for a connection that never opened) does
+ * not run inside the caller's own call into this module.
+ */
 static void ws_fail(struct ws_client *ws, int status, const char *why)
 {
     if (ws->state == WS_CLOSED)
@@ -242,17 +316,12 @@ static void ws_fail(struct ws_client *ws, int status, const char *why)
     enum ws_state was = ws->state;
     ws->state = WS_CLOSED;
     ws->status = status;
-    if (why)
-        ws_set_error(ws, why);
+    ws_set_error(ws, why);
     if (ws->test_mode)
         return;
-    if (was < WS_OPEN && status != 0)
+    if (was < WS_OPEN && !ws->user_closed && ws->on_open != NULL)
         ws->on_open(ws, status, ws->arg);
-    uv_read_stop((uv_stream_t *)&ws->tcp);
-    uv_timer_stop(&ws->timer);
-    ws->handles_open = 2;
-    uv_close((uv_handle_t *)&ws->tcp, ws_on_handle_close);
-    uv_close((uv_handle_t *)&ws->timer, ws_on_handle_close);
+    ws_close_handles(ws);
 }
 
 /* --- sending --- */
@@ -261,8 +330,8 @@ static ssize_t wf_on_send(const uint8_t *data, size_t len, int flags, void *user
 {
     (void)flags;
     struct ws_client *ws = user;
-    if (ws->out_len + len > ws->out_cap)
-        return -1; /* sized up front; cannot happen */
+    if (ws->out == NULL || len > ws->out_cap - ws->out_len)
+        return -1; /* the buffer is sized for the whole frame: cannot happen */
     memcpy(ws->out + ws->out_len, data, len);
     ws->out_len += len;
     return (ssize_t)len;
@@ -271,7 +340,17 @@ static ssize_t wf_on_send(const uint8_t *data, size_t len, int flags, void *user
 static int wf_on_genmask(uint8_t *buf, size_t len, void *user)
 {
     (void)user;
-    return getrandom(buf, len, 0) == (ssize_t)len ? 0 : -1;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = getrandom(buf + got, len - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
 }
 
 static ssize_t wf_on_recv(uint8_t *buf, size_t len, int flags, void *user)
@@ -279,7 +358,7 @@ static ssize_t wf_on_recv(uint8_t *buf, size_t len, int flags, void *user)
     (void)flags;
     struct ws_client *ws = user;
     if (ws->in_len == 0)
-        return -1; /* wslay reports WANT_READ */
+        return -1; /* wslay turns this into WSLAY_ERR_WANT_READ */
     size_t n = len < ws->in_len ? len : ws->in_len;
     memcpy(buf, ws->in, n);
     ws->in += n;
@@ -293,46 +372,57 @@ static void ws_on_write(uv_write_t *req, int status)
     struct ws_client *ws = w->ws;
     ws->queued -= w->len;
     isoprof_free(w);
-    if (status < 0 && status != UV_ECANCELED) {
+    if (ws->state == WS_CLOSED)
+        return; /* UV_ECANCELED while the handle closes */
+    if (status < 0) {
         char why[96];
         snprintf(why, sizeof(why), "write: %s", uv_strerror(status));
-        ws_fail(ws, ISOPROF_ECLOSED, why);
+        ws_fail(ws, ws->state == WS_CLOSING ? 0 : ISOPROF_ECLOSED, why);
+        return;
     }
+    if (ws->finish_on_flush && ws->queued == 0)
+        ws_fail(ws, 0, NULL);
 }
 
-static int ws_write_raw(struct ws_client *ws, const char *data, size_t len)
+static struct ws_write *ws_write_new(struct ws_client *ws, size_t cap)
 {
-    if (ws->test_mode)
+    struct ws_write *w = isoprof_malloc(sizeof(*w) + cap);
+    if (w != NULL) {
+        w->ws = ws;
+        w->len = 0;
+    }
+    return w;
+}
+
+/* Hand w (w->len bytes) to libuv; w is consumed either way. */
+static int ws_write_submit(struct ws_client *ws, struct ws_write *w)
+{
+    if (ws->test_mode) {
+        isoprof_free(w);
         return 0;
-    struct ws_write *w = isoprof_malloc(sizeof(*w) + len);
-    if (w == NULL)
-        return -ENOMEM;
-    w->ws = ws;
-    w->len = len;
-    memcpy(w->data, data, len);
-    uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+    }
+    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
     int rc = uv_write(&w->req, (uv_stream_t *)&ws->tcp, &b, 1, ws_on_write);
     if (rc != 0) {
         isoprof_free(w);
         return rc;
     }
-    ws->queued += len;
+    ws->queued += w->len;
     return 0;
 }
 
+/* One masked FIN frame. Only text, close and pong are ever sent. */
 static int ws_send_frame(struct ws_client *ws, uint8_t opcode, const void *data, size_t len)
 {
-    if (ws->queued + len > WS_MAX_QUEUED)
+    if (len > WS_MAX_QUEUED - WS_FRAME_OVERHEAD ||
+        ws->queued > WS_MAX_QUEUED - WS_FRAME_OVERHEAD - len)
         return -ENOBUFS;
-    size_t need = len + 14;
-    if (ws->out_cap < need) {
-        char *nb = isoprof_realloc(ws->out, need);
-        if (nb == NULL)
-            return -ENOMEM;
-        ws->out = nb;
-        ws->out_cap = need;
-    }
+    struct ws_write *w = ws_write_new(ws, len + WS_FRAME_OVERHEAD);
+    if (w == NULL)
+        return -ENOMEM;
+    ws->out = w->data;
     ws->out_len = 0;
+    ws->out_cap = len + WS_FRAME_OVERHEAD;
     struct wslay_frame_iocb io = {
         .fin = 1,
         .opcode = opcode,
@@ -341,22 +431,26 @@ static int ws_send_frame(struct ws_client *ws, uint8_t opcode, const void *data,
         .data = data,
         .data_length = len,
     };
-    while (1) {
+    int rc = 0;
+    do {
         ssize_t r = wslay_frame_send(ws->wf, &io);
-        if (r < 0)
-            return ISOPROF_EWS;
+        if (r < 0) {
+            /* Only the mask callback can fail, and it does so before wslay
+             * has changed its state, so the context stays usable. */
+            rc = r == WSLAY_ERR_INVALID_CALLBACK ? -EIO : ISOPROF_EWS;
+            break;
+        }
         io.data += r;
         io.data_length -= (size_t)r;
-        if (io.data_length == 0)
-            break;
+    } while (io.data_length > 0);
+    w->len = ws->out_len;
+    ws->out = NULL;
+    ws->out_len = ws->out_cap = 0;
+    if (rc != 0) {
+        isoprof_free(w);
+        return rc;
     }
-    int rc = ws_write_raw(ws, ws->out, ws->out_len);
-    if (ws->out_cap > (1u << 20)) { /* do not keep a big buffer around */
-        isoprof_free(ws->out);
-        ws->out = NULL;
-        ws->out_cap = 0;
-    }
-    return rc;
+    return ws_write_submit(ws, w);
 }
 
 int ws_send_text(struct ws_client *ws, const char *data, size_t len)
@@ -372,16 +466,26 @@ static void ws_on_close_wait(uv_timer_t *t)
     ws_fail(ws, 0, NULL);
 }
 
+/* The close handshake is over on our side: close once our frames are out. */
+static void ws_finish_when_flushed(struct ws_client *ws)
+{
+    if (ws->queued == 0)
+        ws_fail(ws, 0, NULL);
+    else
+        ws->finish_on_flush = 1;
+}
+
 void ws_close(struct ws_client *ws)
 {
+    ws->user_closed = 1;
     if (ws->state == WS_CLOSED || ws->state == WS_CLOSING)
         return;
     if (ws->state != WS_OPEN) {
         ws_fail(ws, ISOPROF_ECLOSED, "closed before the upgrade finished");
         return;
     }
-    uint8_t code[2] = {0x03, 0xe8}; /* 1000 normal closure */
-    if (ws_send_frame(ws, WSLAY_CONNECTION_CLOSE, code, 2) != 0) {
+    static const uint8_t normal[2] = {0x03, 0xe8}; /* 1000 */
+    if (ws_send_frame(ws, WSLAY_CONNECTION_CLOSE, normal, sizeof(normal)) != 0) {
         ws_fail(ws, 0, NULL);
         return;
     }
@@ -390,114 +494,154 @@ void ws_close(struct ws_client *ws)
         uv_timer_start(&ws->timer, ws_on_close_wait, WS_CLOSE_WAIT_MS, 0);
 }
 
-/* --- receiving --- */
+/* --- the upgrade response --- */
 
-static int ws_fail_code(struct ws_client *ws, int code, const char *why)
+static void trim(const char **p, const char **e)
 {
-    ws_set_error(ws, why);
-    return code;
+    while (*p < *e && (**p == ' ' || **p == '\t'))
+        (*p)++;
+    while (*e > *p && ((*e)[-1] == ' ' || (*e)[-1] == '\t'))
+        (*e)--;
 }
 
-static const char *header_value(const char *hdr, const char *name, char *buf, size_t cap)
+static int span_eq(const char *p, const char *e, const char *s)
 {
-    size_t nl = strlen(name);
-    for (const char *p = strstr(hdr, "\r\n"); p && p[2] != '\r'; p = strstr(p + 2, "\r\n")) {
-        const char *line = p + 2;
-        if (strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
-            const char *v = line + nl + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            const char *e = strstr(v, "\r\n");
-            size_t n = e ? (size_t)(e - v) : strlen(v);
-            while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-                n--;
-            if (n >= cap)
-                n = cap - 1;
-            memcpy(buf, v, n);
-            buf[n] = '\0';
-            return buf;
-        }
-    }
-    return NULL;
+    size_t n = strlen(s);
+    return (size_t)(e - p) == n && strncasecmp(p, s, n) == 0;
 }
 
-static int contains_token(const char *v, const char *tok)
+/* Does the comma-separated list [p, e) hold tok (case-insensitive)? */
+static int has_token(const char *p, const char *e, const char *tok)
 {
-    size_t tl = strlen(tok);
-    for (const char *p = v; *p; p++) {
-        if (strncasecmp(p, tok, tl) == 0 && (p == v || p[-1] == ' ' || p[-1] == ',') &&
-            (p[tl] == '\0' || p[tl] == ',' || p[tl] == ' '))
+    while (p < e) {
+        const char *c = memchr(p, ',', (size_t)(e - p));
+        const char *te = c ? c : e, *tp = p;
+        trim(&tp, &te);
+        if (span_eq(tp, te, tok))
             return 1;
+        p = c ? c + 1 : e;
     }
     return 0;
 }
 
-/* Consume handshake bytes; *used says how many were part of the header. */
+/* Copy a line for an error message, with anything unprintable replaced. */
+static void ws_quote(char *dst, size_t cap, const char *p, size_t n)
+{
+    if (n > cap - 1)
+        n = cap - 1;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (unsigned char)p[i] < 0x20 || (unsigned char)p[i] >= 0x7f ? '?' : p[i];
+    dst[n] = '\0';
+}
+
+/*
+ * Check the response head h[0..n): the status line and header lines, each
+ * ending in CRLF (the blank line excluded).
+ */
+static int ws_check_upgrade(struct ws_client *ws, const char *h, size_t n)
+{
+    char why[140], q[72];
+    if (memchr(h, '\0', n) != NULL)
+        return ws_err(ws, ISOPROF_EWS, "NUL byte in the upgrade response");
+    const char *end = h + n;
+    const char *eol = memmem(h, n, "\r\n", 2);
+    size_t sl = (size_t)(eol - h);
+    /* "HTTP/1.x NNN" then the end of the line or a space */
+    if (sl < 12 || memcmp(h, "HTTP/1.", 7) != 0 || h[7] < '0' || h[7] > '9' || h[8] != ' ' ||
+        h[9] < '1' || h[9] > '5' || h[10] < '0' || h[10] > '9' || h[11] < '0' || h[11] > '9' ||
+        (sl > 12 && h[12] != ' ')) {
+        ws_quote(q, sizeof(q), h, sl);
+        snprintf(why, sizeof(why), "not an HTTP response to the upgrade: \"%s\"", q);
+        return ws_err(ws, ISOPROF_EWS, why);
+    }
+    if (memcmp(h + 9, "101", 3) != 0) {
+        ws_quote(q, sizeof(q), h, sl);
+        snprintf(why, sizeof(why), "upgrade refused: \"%s\"", q);
+        return ws_err(ws, ISOPROF_EHTTP, why);
+    }
+    char expect[29];
+    ws_accept_key(ws->key, expect);
+    int upgrade = 0, connection = 0, accept = 0;
+    for (const char *p = eol + 2; p < end;) {
+        const char *le = memmem(p, (size_t)(end - p), "\r\n", 2);
+        if (le == NULL)
+            le = end;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (colon == NULL || colon == p)
+            return ws_err(ws, ISOPROF_EWS, "malformed header line in the upgrade response");
+        const char *np = p, *ne = colon, *vp = colon + 1, *ve = le;
+        trim(&np, &ne);
+        trim(&vp, &ve);
+        if (span_eq(np, ne, "Upgrade"))
+            upgrade = span_eq(vp, ve, "websocket");
+        else if (span_eq(np, ne, "Connection"))
+            connection = has_token(vp, ve, "upgrade");
+        else if (span_eq(np, ne, "Sec-WebSocket-Accept"))
+            accept = (size_t)(ve - vp) == 28 && memcmp(vp, expect, 28) == 0;
+        else if ((span_eq(np, ne, "Sec-WebSocket-Extensions") ||
+                  span_eq(np, ne, "Sec-WebSocket-Protocol")) &&
+                 ve > vp)
+            return ws_err(ws, ISOPROF_EWS,
+                          "server chose an extension or subprotocol we never offered");
+        p = le + 2;
+    }
+    if (!upgrade)
+        return ws_err(ws, ISOPROF_EWS, "upgrade response without Upgrade: websocket");
+    if (!connection)
+        return ws_err(ws, ISOPROF_EWS, "upgrade response without Connection: upgrade");
+    if (!accept)
+        return ws_err(ws, ISOPROF_EWS, "missing or wrong Sec-WebSocket-Accept");
+    return 0;
+}
+
+/* Collect the response head; *used = how many of data's bytes belong to it. */
 static int ws_handshake_input(struct ws_client *ws, const uint8_t *data, size_t len, size_t *used)
 {
-    size_t room = WS_MAX_HEADER - ws->hdr_len;
-    size_t take = len < room ? len : room;
     if (ws->hdr == NULL) {
-        ws->hdr = isoprof_malloc(WS_MAX_HEADER + 1);
+        ws->hdr = isoprof_malloc(WS_MAX_HEADER);
         if (ws->hdr == NULL)
-            return -ENOMEM;
+            return ws_err(ws, -ENOMEM, "out of memory for the upgrade response");
     }
     size_t before = ws->hdr_len;
-    memcpy(ws->hdr + ws->hdr_len, data, take);
+    size_t take = len < WS_MAX_HEADER - before ? len : WS_MAX_HEADER - before;
+    memcpy(ws->hdr + before, data, take);
     ws->hdr_len += take;
-    ws->hdr[ws->hdr_len] = '\0';
-    char *end = memmem(ws->hdr, ws->hdr_len, "\r\n\r\n", 4);
-    if (end == NULL) {
+    size_t from = before > 3 ? before - 3 : 0; /* the terminator may straddle reads */
+    char *term = memmem(ws->hdr + from, ws->hdr_len - from, "\r\n\r\n", 4);
+    if (term == NULL) {
         *used = take;
         if (ws->hdr_len >= WS_MAX_HEADER)
-            return ws_fail_code(ws, ISOPROF_EWS, "upgrade response headers over 16 KiB");
+            return ws_err(ws, ISOPROF_EWS, "upgrade response head over 16 KiB");
         return 0;
     }
-    size_t hl = (size_t)(end - ws->hdr) + 4;
-    *used = hl - before;
-    end[2] = '\0'; /* keep the last header's CRLF for header_value */
-    if (memchr(ws->hdr, 0, hl - 2) != NULL)
-        return ws_fail_code(ws, ISOPROF_EWS, "NUL byte in upgrade response");
-    if (strncmp(ws->hdr, "HTTP/1.1 101", 12) != 0 && strncmp(ws->hdr, "HTTP/1.0 101", 12) != 0) {
-        char why[120];
-        const char *eol = strstr(ws->hdr, "\r\n");
-        int n = eol ? (int)(eol - ws->hdr) : 40;
-        snprintf(why, sizeof(why), "upgrade refused: %.*s", n > 60 ? 60 : n, ws->hdr);
-        for (char *p = why; *p; p++)
-            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-                *p = '?';
-        return ws_fail_code(ws, ISOPROF_EWS, why);
-    }
-    char v[256], expect[29];
-    if (!header_value(ws->hdr, "Upgrade", v, sizeof(v)) || strcasecmp(v, "websocket") != 0)
-        return ws_fail_code(ws, ISOPROF_EWS, "upgrade response without Upgrade: websocket");
-    if (!header_value(ws->hdr, "Connection", v, sizeof(v)) || !contains_token(v, "upgrade"))
-        return ws_fail_code(ws, ISOPROF_EWS, "upgrade response without Connection: upgrade");
-    ws_accept_key(ws->key, expect);
-    if (!header_value(ws->hdr, "Sec-WebSocket-Accept", v, sizeof(v)) || strcmp(v, expect) != 0)
-        return ws_fail_code(ws, ISOPROF_EWS, "wrong Sec-WebSocket-Accept");
+    size_t head = (size_t)(term - ws->hdr) + 4;
+    *used = head - before;
+    int rc = ws_check_upgrade(ws, ws->hdr, head - 2);
     isoprof_free(ws->hdr);
     ws->hdr = NULL;
-    ws->state = WS_OPEN;
-    return 0;
+    ws->hdr_len = 0;
+    if (rc == 0)
+        ws->state = WS_OPEN;
+    return rc;
 }
+
+/* --- frames --- */
 
 static int msg_append(struct ws_client *ws, const uint8_t *data, size_t n)
 {
-    size_t need = ws->msg_len + n + 1;
+    size_t need = ws->msg_len + n + 1; /* <= max_message + 1: checked at the frame's start */
     if (need > ws->msg_cap) {
-        size_t ncap = ws->msg_cap * 2;
-        if (ncap < WS_MIN_GROW)
-            ncap = WS_MIN_GROW;
-        /* Never beyond what the current frame still brings. */
-        size_t bound = ws->msg_len + n + (size_t)ws->frame_left + 1;
+        size_t ncap = ws->msg_cap < WS_MIN_GROW / 2 ? WS_MIN_GROW : ws->msg_cap * 2;
+        /* Never past the end of the current frame: the next frame, if any,
+         * grows it again. frame_left still includes these n bytes. */
+        size_t bound = ws->msg_len + (size_t)ws->frame_left + 1;
         if (ncap > bound)
             ncap = bound;
         if (ncap < need)
             ncap = need;
         char *nb = isoprof_realloc(ws->msg, ncap);
         if (nb == NULL)
-            return -ENOMEM;
+            return ws_err(ws, -ENOMEM, "out of memory for a message");
         ws->msg = nb;
         ws->msg_cap = ncap;
     }
@@ -506,22 +650,97 @@ static int msg_append(struct ws_client *ws, const uint8_t *data, size_t n)
     return 0;
 }
 
-static int ws_frame_done(struct ws_client *ws)
+static int ws_frame_begin(struct ws_client *ws, const struct wslay_frame_iocb *io)
+{
+    if (io->rsv != 0)
+        return ws_err(ws, ISOPROF_EWS, "frame with reserved bits set (no extension was agreed)");
+    if (io->mask)
+        return ws_err(ws, ISOPROF_EWS, "masked frame from the server");
+    switch (io->opcode) {
+    case WSLAY_CONTINUATION_FRAME:
+        if (!ws->in_msg)
+            return ws_err(ws, ISOPROF_EWS, "continuation frame outside a message");
+        break;
+    case WSLAY_TEXT_FRAME:
+    case WSLAY_BINARY_FRAME:
+        if (ws->in_msg)
+            return ws_err(ws, ISOPROF_EWS, "new message inside a fragmented one");
+        ws->in_msg = 1;
+        break;
+    case WSLAY_CONNECTION_CLOSE:
+    case WSLAY_PING:
+    case WSLAY_PONG:
+        break; /* wslay has checked FIN and length <= 125 */
+    default:
+        return ws_err(ws, ISOPROF_EWS, "frame with an unknown opcode");
+    }
+    if (!wslay_is_ctrl_frame(io->opcode) && io->payload_length > ws->max_message - ws->msg_len) {
+        char why[140];
+        snprintf(why, sizeof(why), "message over the cap of %zu bytes (a frame of %llu after %zu)",
+                 ws->max_message, (unsigned long long)io->payload_length, ws->msg_len);
+        return ws_err(ws, ISOPROF_ETOOBIG, why);
+    }
+    ws->in_frame = 1;
+    ws->frame_left = io->payload_length;
+    ws->frame_op = io->opcode;
+    ws->frame_fin = io->fin;
+    ws->ctrl_len = 0;
+    return 0;
+}
+
+static int ws_frame_data(struct ws_client *ws, const uint8_t *data, size_t n)
+{
+    if (n > ws->frame_left)
+        return ws_err(ws, ISOPROF_EWS, "frame longer than announced");
+    if (wslay_is_ctrl_frame(ws->frame_op)) {
+        memcpy(ws->ctrl + ws->ctrl_len, data, n); /* frame_left <= 125 - ctrl_len */
+        ws->ctrl_len += n;
+    } else if (n > 0 && !ws->user_closed) {
+        /* After ws_close nothing is delivered, so nothing is kept. */
+        int rc = msg_append(ws, data, n);
+        if (rc != 0)
+            return rc;
+    }
+    ws->frame_left -= n;
+    return 0;
+}
+
+static void ws_on_peer_close(struct ws_client *ws)
+{
+    ws->got_close = 1;
+    if (ws->state == WS_OPEN) {
+        char why[80];
+        if (ws->ctrl_len >= 2)
+            snprintf(why, sizeof(why), "the target closed the connection (code %u)",
+                     (unsigned)ws->ctrl[0] << 8 | ws->ctrl[1]);
+        else
+            snprintf(why, sizeof(why), "the target closed the connection");
+        ws_set_error(ws, why);
+        /* Answer with a close frame, echoing the code as RFC 6455 5.5.1 asks. */
+        static const uint8_t normal[2] = {0x03, 0xe8};
+        const uint8_t *code = ws->ctrl_len >= 2 ? ws->ctrl : normal;
+        ws->state = WS_CLOSING;
+        if (ws_send_frame(ws, WSLAY_CONNECTION_CLOSE, code, 2) != 0) {
+            ws_fail(ws, 0, NULL);
+            return;
+        }
+        if (!ws->test_mode)
+            uv_timer_start(&ws->timer, ws_on_close_wait, WS_CLOSE_WAIT_MS, 0);
+    }
+    ws_finish_when_flushed(ws);
+}
+
+static int ws_frame_end(struct ws_client *ws)
 {
     switch (ws->frame_op) {
     case WSLAY_CONNECTION_CLOSE:
-        if (ws->state == WS_OPEN) {
-            uint8_t code[2] = {0x03, 0xe8};
-            ws_send_frame(ws, WSLAY_CONNECTION_CLOSE, code, 2);
-        }
-        ws_set_error(ws, "peer sent a close frame");
-        ws_fail(ws, 0, NULL);
-        return 1;
+        ws_on_peer_close(ws);
+        return 0;
     case WSLAY_PING:
-        /* Answering a server's ping is what the protocol asks; the client
-         * never pings on its own. */
+        /* We never ping, so a pong cannot be mistaken for unsolicited; a
+         * pong that does not fit the write queue is simply skipped. */
         if (ws->state == WS_OPEN)
-            ws_send_frame(ws, WSLAY_PONG, ws->ctrl, ws->ctrl_len);
+            (void)ws_send_frame(ws, WSLAY_PONG, ws->ctrl, ws->ctrl_len);
         return 0;
     case WSLAY_PONG:
         return 0;
@@ -532,87 +751,48 @@ static int ws_frame_done(struct ws_client *ws)
         return 0;
     char *m = ws->msg;
     size_t len = ws->msg_len;
-    if (m == NULL) {
-        m = isoprof_malloc(1);
-        if (m == NULL)
-            return -ENOMEM;
-    }
-    m[len] = '\0';
     ws->msg = NULL;
     ws->msg_len = ws->msg_cap = 0;
     ws->in_msg = 0;
-    if (ws->state == WS_OPEN)
-        ws->on_message(ws, m, len, ws->arg);
-    else
+    if (ws->state != WS_OPEN || ws->user_closed) {
         isoprof_free(m);
+        return 0;
+    }
+    if (m == NULL && (m = isoprof_malloc(1)) == NULL)
+        return ws_err(ws, -ENOMEM, "out of memory for a message");
+    m[len] = '\0';
+    ws->on_message(ws, m, len, ws->arg);
     return 0;
 }
 
 static int ws_frames_input(struct ws_client *ws, const uint8_t *data, size_t len)
 {
+    int rc = 0;
     ws->in = data;
     ws->in_len = len;
-    while (ws->state == WS_OPEN || ws->state == WS_CLOSING) {
+    while ((ws->state == WS_OPEN || ws->state == WS_CLOSING) && !ws->got_close) {
         struct wslay_frame_iocb io;
         memset(&io, 0, sizeof(io));
         ssize_t r = wslay_frame_recv(ws->wf, &io);
         if (r == WSLAY_ERR_WANT_READ)
             break;
-        if (r < 0)
-            return ws_fail_code(ws, ISOPROF_EWS, "WebSocket protocol violation in a frame");
-        if (!ws->in_frame) {
-            ws->in_frame = 1;
-            ws->frame_left = io.payload_length;
-            ws->frame_op = io.opcode;
-            ws->frame_fin = io.fin;
-            ws->ctrl_len = 0;
-            if (io.mask)
-                return ws_fail_code(ws, ISOPROF_EWS, "masked frame from the server");
-            if (wslay_is_ctrl_frame(io.opcode)) {
-                if (io.payload_length > 125 || !io.fin)
-                    return ws_fail_code(ws, ISOPROF_EWS, "bad control frame");
-            } else if (io.opcode == WSLAY_CONTINUATION_FRAME) {
-                if (!ws->in_msg)
-                    return ws_fail_code(ws, ISOPROF_EWS, "continuation without a message");
-            } else if (io.opcode == WSLAY_TEXT_FRAME || io.opcode == WSLAY_BINARY_FRAME) {
-                if (ws->in_msg)
-                    return ws_fail_code(ws, ISOPROF_EWS, "new message inside a fragmented one");
-                ws->in_msg = 1;
-            } else {
-                return ws_fail_code(ws, ISOPROF_EWS, "unknown opcode");
-            }
-            if (!wslay_is_ctrl_frame(io.opcode) &&
-                ws->msg_len + io.payload_length > ws->max_message) {
-                char why[128];
-                snprintf(why, sizeof(why), "message over the cap of %zu bytes (frame says %llu)",
-                         ws->max_message, (unsigned long long)io.payload_length);
-                return ws_fail_code(ws, ISOPROF_ETOOBIG, why);
-            }
+        if (r < 0) {
+            rc = ws_err(ws, ISOPROF_EWS, "malformed frame header");
+            break;
         }
-        size_t n = io.data_length;
-        if (n > ws->frame_left)
-            return ws_fail_code(ws, ISOPROF_EWS, "frame longer than announced");
-        ws->frame_left -= n;
-        if (wslay_is_ctrl_frame(ws->frame_op)) {
-            memcpy(ws->ctrl + ws->ctrl_len, io.data, n);
-            ws->ctrl_len += n;
-        } else if (n > 0) {
-            int rc = msg_append(ws, io.data, n);
-            if (rc != 0)
-                return ws_fail_code(ws, rc, "out of memory for a message");
-        }
+        if (!ws->in_frame && (rc = ws_frame_begin(ws, &io)) != 0)
+            break;
+        if ((rc = ws_frame_data(ws, io.data, io.data_length)) != 0)
+            break;
         if (ws->frame_left == 0) {
             ws->in_frame = 0;
-            int rc = ws_frame_done(ws);
-            if (rc < 0)
-                return ws_fail_code(ws, rc, "out of memory for a message");
-            if (rc > 0)
+            if ((rc = ws_frame_end(ws)) != 0)
                 break;
         }
     }
     ws->in = NULL;
     ws->in_len = 0;
-    return 0;
+    return rc;
 }
 
 static int ws_input(struct ws_client *ws, const uint8_t *data, size_t len)
@@ -620,40 +800,44 @@ static int ws_input(struct ws_client *ws, const uint8_t *data, size_t len)
     if (ws->state == WS_HANDSHAKE) {
         size_t used = 0;
         int rc = ws_handshake_input(ws, data, len, &used);
-        if (rc != 0)
+        if (rc != 0 || ws->state != WS_OPEN)
             return rc;
         data += used;
         len -= used;
-        if (ws->state != WS_OPEN)
-            return 0;
-        if (!ws->test_mode) {
+        if (!ws->test_mode)
             uv_timer_stop(&ws->timer);
+        if (ws->on_open != NULL && !ws->user_closed)
             ws->on_open(ws, 0, ws->arg);
-        }
     }
     if (len == 0 || (ws->state != WS_OPEN && ws->state != WS_CLOSING))
         return 0;
     return ws_frames_input(ws, data, len);
 }
 
+/* --- libuv callbacks --- */
+
 static void ws_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
-    (void)h;
-    static char slab[256 << 10]; /* one loop thread; consumed before the next read */
-    *buf = uv_buf_init(slab, sizeof(slab));
+    struct ws_client *ws = h->data;
+    *buf = uv_buf_init(ws->rbuf, sizeof(ws->rbuf));
 }
 
 static void ws_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct ws_client *ws = s->data;
-    if (nread == 0)
+    if (nread == 0 || ws->state == WS_CLOSED)
         return;
     if (nread < 0) {
         char why[96];
-        snprintf(why, sizeof(why), "%s",
-                 nread == UV_EOF ? "connection closed by the target" : uv_strerror((int)nread));
-        ws_fail(ws, ws->state == WS_CLOSING ? 0 : ISOPROF_ECLOSED, why);
+        if (nread == UV_EOF)
+            snprintf(why, sizeof(why), "the target dropped the connection%s",
+                     ws->state == WS_HANDSHAKE ? " during the upgrade" : "");
+        else
+            snprintf(why, sizeof(why), "read: %s", uv_strerror((int)nread));
+        /* After our close frame a plain EOF is the expected end. */
+        ws_fail(ws, ws->state == WS_CLOSING ? 0 : ISOPROF_ECLOSED,
+                ws->state == WS_CLOSING ? NULL : why);
         return;
     }
     int rc = ws_input(ws, (const uint8_t *)buf->base, (size_t)nread);
@@ -664,37 +848,46 @@ static void ws_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void ws_on_timeout(uv_timer_t *t)
 {
     struct ws_client *ws = t->data;
-    ws_fail(ws, ISOPROF_ETIMEDOUT, "connect or upgrade timed out");
+    ws_fail(ws, ISOPROF_ETIMEDOUT,
+            ws->state == WS_CONNECTING ? "TCP connect timed out" : "WebSocket upgrade timed out");
 }
 
 static void ws_on_connect(uv_connect_t *req, int status)
 {
     struct ws_client *ws = req->data;
     if (ws->state == WS_CLOSED)
-        return;
+        return; /* UV_ECANCELED: we are closing */
     if (status < 0) {
         char why[96];
-        snprintf(why, sizeof(why), "connect: %s", uv_strerror(status));
-        ws_fail(ws, status == UV_ECONNREFUSED ? -ECONNREFUSED : status, why);
+        snprintf(why, sizeof(why), "connect to %s: %s", ws->host_header, uv_strerror(status));
+        ws_fail(ws, status, why); /* libuv codes are negative errno on Unix */
         return;
     }
     uint8_t raw[16];
-    if (getrandom(raw, sizeof(raw), 0) != sizeof(raw)) {
-        ws_fail(ws, -EIO, "no random bytes for the key");
+    if (wf_on_genmask(raw, sizeof(raw), NULL) != 0) {
+        ws_fail(ws, -EIO, "no random bytes for the upgrade key");
         return;
     }
     ws_base64(raw, sizeof(raw), ws->key, sizeof(ws->key));
-    char req_text[1600];
-    int n = snprintf(req_text, sizeof(req_text),
-                     "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                     "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
-                     ws->path, ws->host_header, ws->key);
+    static const char fmt[] = "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
+                              "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                              "Sec-WebSocket-Version: 13\r\n\r\n";
+    size_t cap = sizeof(fmt) + strlen(ws->path) + strlen(ws->host_header) + sizeof(ws->key);
+    struct ws_write *w = ws_write_new(ws, cap);
+    if (w == NULL) {
+        ws_fail(ws, -ENOMEM, "out of memory for the upgrade request");
+        return;
+    }
+    w->len = (size_t)snprintf((char *)w->data, cap, fmt, ws->path, ws->host_header, ws->key);
     ws->state = WS_HANDSHAKE;
-    int rc = ws_write_raw(ws, req_text, (size_t)n);
+    int rc = ws_write_submit(ws, w);
     if (rc == 0)
         rc = uv_read_start((uv_stream_t *)&ws->tcp, ws_on_alloc, ws_on_read);
-    if (rc != 0)
-        ws_fail(ws, rc, "cannot send the upgrade request");
+    if (rc != 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "sending the upgrade request: %s", uv_strerror(rc));
+        ws_fail(ws, rc, why);
+    }
 }
 
 static void ws_on_close_quiet(struct ws_client *ws, int status, void *arg)
@@ -718,58 +911,95 @@ static struct ws_client *ws_new(size_t max_message)
     return ws;
 }
 
+/* Parse host into addr and the Host header value. */
+static int ws_parse_host(struct ws_client *ws, const char *host, uint16_t port)
+{
+    char lit[48];
+    size_t n = strlen(host);
+    int bracket = n >= 2 && host[0] == '[' && host[n - 1] == ']';
+    if (strcmp(host, "localhost") == 0) {
+        snprintf(lit, sizeof(lit), "127.0.0.1");
+    } else {
+        const char *p = bracket ? host + 1 : host;
+        size_t pl = bracket ? n - 2 : n;
+        if (pl == 0 || pl >= sizeof(lit))
+            return -EINVAL;
+        memcpy(lit, p, pl);
+        lit[pl] = '\0';
+    }
+    int v6 = 0;
+    if (!bracket && uv_ip4_addr(lit, port, (struct sockaddr_in *)&ws->addr) == 0) {
+        /* uv_ip4_addr accepts trailing junk on some versions: insist on a literal */
+        unsigned char tmp[16];
+        if (uv_inet_pton(AF_INET, lit, tmp) != 0)
+            return -EINVAL;
+    } else if (strchr(lit, '%') == NULL &&
+               uv_ip6_addr(lit, port, (struct sockaddr_in6 *)&ws->addr) == 0) {
+        v6 = 1;
+    } else {
+        return -EINVAL;
+    }
+    snprintf(ws->host_header, sizeof(ws->host_header), "%s%s%s:%u", v6 ? "[" : "",
+             strcmp(host, "localhost") == 0 ? host : lit, v6 ? "]" : "", (unsigned)port);
+    return 0;
+}
+
+static int ws_valid_path(const char *path)
+{
+    if (path == NULL || path[0] != '/')
+        return 0;
+    size_t i = 0;
+    for (; path[i] != '\0'; i++)
+        if ((unsigned char)path[i] <= ' ' || (unsigned char)path[i] >= 0x7f || i >= WS_MAX_PATH)
+            return 0;
+    return 1;
+}
+
 int ws_connect(uv_loop_t *loop, const char *host, uint16_t port, const char *path,
                const struct ws_opts *o, ws_open_cb on_open, ws_message_cb on_message,
                ws_close_cb on_close, void *arg, struct ws_client **out)
 {
-    if (path == NULL || path[0] != '/' || strlen(path) >= sizeof(((struct ws_client *)0)->path))
+    if (loop == NULL || host == NULL || on_message == NULL || on_close == NULL || out == NULL ||
+        !ws_valid_path(path))
         return -EINVAL;
-    for (const char *p = path; *p; p++)
-        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
-            return -EINVAL;
-    struct sockaddr_storage addr;
-    const char *lit = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
-    int v6 = 0;
-    if (uv_ip4_addr(lit, port, (struct sockaddr_in *)&addr) != 0) {
-        if (uv_ip6_addr(lit, port, (struct sockaddr_in6 *)&addr) != 0)
-            return -EINVAL;
-        v6 = 1;
-    }
     struct ws_client *ws = ws_new(o ? o->max_message : 0);
     if (ws == NULL)
         return -ENOMEM;
-    ws->loop = loop;
+    int rc = ws_parse_host(ws, host, port);
+    if (rc != 0)
+        goto fail_free;
+    if ((ws->path = isoprof_strdup(path)) == NULL) {
+        rc = -ENOMEM;
+        goto fail_free;
+    }
     ws->handshake_timeout_ms =
         o && o->handshake_timeout_ms ? o->handshake_timeout_ms : WS_DEFAULT_HANDSHAKE_MS;
-    snprintf(ws->path, sizeof(ws->path), "%s", path);
-    snprintf(ws->host_header, sizeof(ws->host_header), "%s%s%s:%u", v6 ? "[" : "", host,
-             v6 ? "]" : "", (unsigned)port);
     ws->on_open = on_open;
     ws->on_message = on_message;
     ws->on_close = on_close;
     ws->arg = arg;
-    int rc = uv_tcp_init(loop, &ws->tcp);
-    if (rc != 0) {
-        ws_free(ws);
-        return rc;
-    }
-    uv_timer_init(loop, &ws->timer);
+    if ((rc = uv_tcp_init(loop, &ws->tcp)) != 0)
+        goto fail_free;
+    uv_timer_init(loop, &ws->timer); /* cannot fail */
     ws->tcp.data = ws->timer.data = ws->connect_req.data = ws;
     uv_tcp_nodelay(&ws->tcp, 1);
-    rc = uv_tcp_connect(&ws->connect_req, &ws->tcp, (const struct sockaddr *)&addr, ws_on_connect);
+    rc = uv_tcp_connect(&ws->connect_req, &ws->tcp, (const struct sockaddr *)&ws->addr,
+                        ws_on_connect);
     if (rc != 0) {
         /* The caller hears only the return code: close the embedded
          * handles quietly and free in the last close callback. */
         ws->on_close = ws_on_close_quiet;
         ws->state = WS_CLOSED;
-        ws->handles_open = 2;
-        uv_close((uv_handle_t *)&ws->tcp, ws_on_handle_close);
-        uv_close((uv_handle_t *)&ws->timer, ws_on_handle_close);
+        ws_close_handles(ws);
         return rc;
     }
     uv_timer_start(&ws->timer, ws_on_timeout, ws->handshake_timeout_ms, 0);
     *out = ws;
     return 0;
+
+fail_free:
+    ws_free(ws);
+    return rc;
 }
 
 /* --- test hooks --- */
@@ -796,6 +1026,11 @@ int ws_test_feed(struct ws_client *ws, const uint8_t *data, size_t len)
     if (rc != 0)
         ws_fail(ws, rc, NULL);
     return rc;
+}
+
+size_t ws_test_msg_cap(const struct ws_client *ws)
+{
+    return ws->msg_cap;
 }
 
 void ws_test_free(struct ws_client *ws)

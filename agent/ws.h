@@ -1,14 +1,21 @@
 /*
  * ws.h - a WebSocket client on libuv, for inspector sessions.
  *
- * Framing is wslay's (libwslay, frame API); I/O, the HTTP upgrade and
- * message reassembly are ours, so the buffer that collects a message is
- * this module's own, capped, and handed to the caller without a copy (a
- * CPU profile can be 20 MB and more). Client frames are always masked; the
- * client never sends ping or fragmented frames (Node drops the connection
- * on them), only whole text frames and one close frame.
+ * Framing is wslay's (libwslay, low-level frame API); the TCP I/O, the HTTP
+ * upgrade and message reassembly are ours, so the buffer that collects a
+ * message is this module's own, capped, and handed to the caller without a
+ * copy (a CPU profile can be 20 MB and more).
  *
- * Thread: loop thread only. Every callback runs on the loop thread.
+ * What goes on the wire from us: the upgrade request, whole (FIN) masked
+ * text frames, one close frame, and a pong only in answer to a ping from the
+ * server. The client never pings on its own and never fragments: Node drops
+ * the connection on both. From the server we accept fragmented messages,
+ * interleaved control frames, text and binary messages. UTF-8 is not
+ * validated here (the JSON parser does it).
+ *
+ * Thread: every function is for the loop thread only, and every callback
+ * runs on the loop thread, never from inside a call into this API (except
+ * where a function says so).
  */
 #ifndef ISOPROF_WS_H
 #define ISOPROF_WS_H
@@ -20,59 +27,115 @@
 struct ws_client;
 
 struct ws_opts {
-    size_t max_message;            /* bytes; 0 = 512 MiB. Past it the session is dropped */
-    uint64_t handshake_timeout_ms; /* connect + upgrade; 0 = 5000 */
+    size_t max_message;            /* bytes; 0 = 512 MiB. Past it the connection is dropped */
+    uint64_t handshake_timeout_ms; /* TCP connect + upgrade; 0 = 5000 */
 };
 
-/* The upgrade finished: status 0, or an error, after which on_close follows. */
+/* Bytes of frames the client may have queued for writing; ws_send_text
+ * refuses a message that would exceed it. */
+#define WS_MAX_QUEUED ((size_t)16 << 20)
+
+/*
+ * The upgrade finished: status 0 (messages may now be sent), or an error,
+ * after which on_close follows. Not called at all if ws_close was called
+ * before the upgrade finished.
+ */
 typedef void (*ws_open_cb)(struct ws_client *ws, int status, void *arg);
-/* A whole message, NUL-terminated (data[len] == 0). data is transferred:
- * the callee frees it with isoprof_free. */
+
+/*
+ * A whole message (text or binary), NUL-terminated (data[len] == 0; the
+ * payload itself may contain NUL bytes). Ownership of data is transferred:
+ * the callee frees it with isoprof_free. Not called after ws_close.
+ */
 typedef void (*ws_message_cb)(struct ws_client *ws, char *data, size_t len, void *arg);
-/* Exactly once, last. status 0: closed cleanly by either side; else
- * ISOPROF_ETOOBIG, ISOPROF_EWS, ISOPROF_ECLOSED (peer went away),
- * ISOPROF_ETIMEDOUT, or a negative errno (-ECONNREFUSED ...). The client is
- * freed after this returns; ws must not be used again. */
+
+/*
+ * Exactly once, last. status 0: closed cleanly (a close handshake by either
+ * side, or ws_close on an open connection). Else ISOPROF_ETOOBIG (a message
+ * over max_message), ISOPROF_EWS (protocol violation or a bad upgrade
+ * answer), ISOPROF_EHTTP (the server answered the upgrade with an HTTP
+ * status other than 101, e.g. 404 for a target that went away),
+ * ISOPROF_ECLOSED (the peer dropped the TCP connection, or ws_close before
+ * the upgrade finished), ISOPROF_ETIMEDOUT (connect + upgrade too slow), or
+ * a negative errno (-ECONNREFUSED, -ENOMEM, ...). ws_last_error(ws) says
+ * why in words. The client is freed right after this returns: ws must not
+ * be used again.
+ */
 typedef void (*ws_close_cb)(struct ws_client *ws, int status, void *arg);
 
 /*
- * Connect to host:port (an IPv4 or IPv6 literal, or "localhost") and
- * upgrade at path, sending `Host: host:port` as inspectors require.
- * o may be NULL for defaults. On success *out is valid until on_close has
- * returned. Errors (no callback is then called): -EINVAL (host is not a
- * literal, path not starting with '/'), -ENOMEM, a libuv error.
+ * ws_connect - connect to host:port and upgrade at path.
+ *
+ * host: an IPv4 or IPv6 literal ("127.0.0.1", "::1" or "[::1]"), or
+ *   "localhost" (= 127.0.0.1); no name resolution. It is sent as
+ *   `Host: host:port`, which is what inspectors require (Node rejects
+ *   other names). Borrowed for the call.
+ * path: the request target, starting with '/', printable ASCII without
+ *   spaces, under 2 KiB. Borrowed for the call (copied).
+ * o: options, or NULL for the defaults. Borrowed for the call.
+ * on_open may be NULL; on_message and on_close are required.
+ * arg: passed to every callback, never dereferenced here.
+ *
+ * On success *out is valid until on_close has returned. Errors (then no
+ * callback is ever called): -EINVAL (bad host, path or callbacks), -ENOMEM,
+ * a libuv error from uv_tcp_connect. Even after an error the loop must run
+ * once more for the handles to be closed and the memory released.
  */
 int ws_connect(uv_loop_t *loop, const char *host, uint16_t port, const char *path,
                const struct ws_opts *o, ws_open_cb on_open, ws_message_cb on_message,
                ws_close_cb on_close, void *arg, struct ws_client **out);
 
 /*
- * Queue one text message (copied, masked, one frame). Errors: -ENOTCONN
- * when not open, -ENOBUFS when more than 16 MiB are already queued,
- * -ENOMEM.
+ * ws_send_text - queue one text message: copied, masked, one FIN frame.
+ * data is borrowed for the call. Errors: -ENOTCONN (not open, or closing),
+ * -ENOBUFS (the message would take the write queue past WS_MAX_QUEUED),
+ * -ENOMEM, -EIO (no random bytes for the mask), a libuv write error.
+ * A failed send leaves the connection as it was.
  */
 int ws_send_text(struct ws_client *ws, const char *data, size_t len);
 
-/* Begin closing: a close frame if open, then the socket. No message is
- * delivered after this call; on_close follows asynchronously. Idempotent. */
+/*
+ * ws_close - begin closing. Open: a close frame (1000) is sent and the
+ * socket is closed when the peer answers, drops the connection, or after
+ * one second. Before the upgrade finished: the connection is abandoned
+ * (on_close gets ISOPROF_ECLOSED, on_open is not called). No message is
+ * delivered after this call; on_close follows asynchronously. Idempotent,
+ * and harmless from inside any of the callbacks, on_close included.
+ */
 void ws_close(struct ws_client *ws);
 
-/* Why the connection failed or closed, for logs ("" if it did not). */
+/* Why the connection failed or closed, for logs; "" if nothing went wrong.
+ * Borrowed: valid until on_close has returned. */
 const char *ws_last_error(const struct ws_client *ws);
 
-/* Exposed for the unit tests. */
+/*
+ * Pieces exposed for the unit tests. ws_sha1 is SHA-1 (RFC 3174).
+ * ws_base64 writes the standard padded encoding of in[0..len) and a NUL to
+ * out, returning the length written, or 0 if cap is too small (it needs
+ * 4*ceil(len/3)+1). ws_accept_key computes base64(SHA1(key + GUID)), the
+ * Sec-WebSocket-Accept the server must answer for key (RFC 6455 4.2.2).
+ */
 void ws_sha1(const void *data, size_t len, uint8_t out[20]);
 size_t ws_base64(const uint8_t *in, size_t len, char *out, size_t cap);
 void ws_accept_key(const char *key, char out[29]);
 
 /*
- * Feed bytes as if they came from the socket (handshake response and/or
- * frames). For the fuzz target and unit tests; the client must have been
- * made with ws_test_new. Returns 0 or the error that would close it.
+ * A client with no socket, for the fuzz target and the unit tests: it is
+ * in the upgrade state as if the request with Sec-WebSocket-Key `key` (24
+ * characters) had been sent. ws_test_feed runs bytes through the same
+ * receive path as data read from the socket (upgrade response, then
+ * frames). Frames it would send are built (and masked) and then dropped.
+ * on_message gets messages as from a real client. ws_test_feed returns 0
+ * or the error that closes the client; once closed, it returns that status
+ * (ISOPROF_ECLOSED after a clean close). ws_test_msg_cap is the capacity
+ * of the reassembly buffer (to check that a length header alone allocates
+ * nothing). ws_test_free releases everything, including a message not yet
+ * complete. NULL from ws_test_new: out of memory.
  */
 struct ws_client *ws_test_new(size_t max_message, const char *key, ws_message_cb on_message,
                               void *arg);
 int ws_test_feed(struct ws_client *ws, const uint8_t *data, size_t len);
+size_t ws_test_msg_cap(const struct ws_client *ws);
 void ws_test_free(struct ws_client *ws);
 
 #endif

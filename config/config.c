@@ -1,148 +1,345 @@
 /*
  * config.c - the YAML loader, driven by the option table in options.c.
  *
- * The file is loaded as a libyaml document (every node keeps its 1-based
- * line and column once we add one), then walked: a mapping key either names
- * an option (its value must be a scalar), a section that prefixes options
- * (its value must be a mapping), or `targets` (a sequence of mappings whose
- * keys are the per-target options). Everything else is an error. Errors
- * are collected, not returned at the first one, into a capped buffer; the
- * configuration is only handed out when there were none.
+ * The text is loaded as a libyaml document, so every node keeps the 1-based
+ * line and column where it starts, and then walked. A mapping key either
+ * names an option (its value must be a scalar), a section that prefixes
+ * options (its value must be a mapping), or `targets` (a list of mappings
+ * whose keys are the per-target options). Anything else is an error.
+ * Problems are collected, not returned at the first one, as lines (at most
+ * CFG_MAX_ERRORS) that are sorted by position at the end. The walk stops
+ * once there are that many, which also bounds the work a hostile file can
+ * cause: the duplicate-key check is quadratic in the keys of one mapping,
+ * but only keys already processed are compared, and each of those is
+ * either a known option or a counted error. Nesting depth is checked on
+ * libyaml's event stream before the document is built (see check_depth).
+ * The configuration is handed out only when there was no problem at all.
  *
- * Defaults are applied first by parsing each row's `def` text with the
- * same code that parses a file's value, so a default can never escape its
- * own bounds unnoticed (the unit test loads the defaults through it).
+ * Defaults are applied first by parsing each row's `def` text with the code
+ * that parses a file's value. Numbers are parsed with integer arithmetic
+ * (no strtod: no locale, no hex or exponent forms, no rounding surprises).
+ * Rules between options come from cfg_relations and are checked after the
+ * walk, only between values that were themselves valid.
+ *
+ * Everything the loader allocates goes through isoprof_malloc and friends,
+ * so the unit tests can fail each allocation in turn; libyaml's own
+ * allocations do not, and a libyaml memory error maps to -ENOMEM.
  */
 #include "config.h"
 #include "internal.h"
 
 #include "base.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <math.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #define CFG_MAX_ERRORS 100
-#define CFG_MAX_FILE (4u << 20)
+#define CFG_MAX_FILE (1u << 20)
 #define CFG_MAX_TARGETS 4096
+#define CFG_MAX_KEY 64 /* longer keys are unknown by definition */
+#define CFG_MAX_DEPTH 16
+#define CFG_MAX_ANCHORS 64
+#define NS_PER_S 1000000000ull
+
+/* ------------------------------------------------------------------------ */
+/* Problem collection                                                       */
+
+struct err_line {
+    size_t line, col;
+    char *text; /* the whole line, "name:line:col: message" */
+};
 
 struct errs {
-    const char *name;
-    char *buf;
-    size_t len, cap;
-    int count;
+    const char *name;                      /* file name, prefixes every line */
+    struct err_line ent[CFG_MAX_ERRORS + 1]; /* + 1: room for the "too many" line */
+    unsigned count;            /* problems kept in ent */
+    int full;                  /* a problem was dropped: the walk stops */
     int oom;
 };
 
+/* Keep one line (ownership of text moves to e), or mark oom if text is NULL. */
+static void errs_push(struct errs *e, size_t line, size_t col, char *text)
+{
+    if (text == NULL) {
+        e->oom = 1;
+        return;
+    }
+    e->ent[e->count].line = line;
+    e->ent[e->count].col = col;
+    e->ent[e->count].text = text;
+    e->count++;
+}
+
+/* Record one problem at a 1-based line:col. */
 __attribute__((format(printf, 4, 5))) static void err_at(struct errs *e, size_t line, size_t col,
                                                          const char *fmt, ...)
 {
-    e->count++;
-    if (e->count > CFG_MAX_ERRORS)
+    if (e->count >= CFG_MAX_ERRORS) {
+        e->full = 1;
         return;
-    char msg[512];
+    }
+    char msg[640];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    char *line_txt = e->count == CFG_MAX_ERRORS
-                         ? isoprof_asprintf("%s:%zu:%zu: %s\n%s: too many errors, stopping\n",
-                                            e->name, line, col, msg, e->name)
-                         : isoprof_asprintf("%s:%zu:%zu: %s\n", e->name, line, col, msg);
-    if (line_txt == NULL) {
-        e->oom = 1;
-        return;
-    }
-    size_t n = strlen(line_txt);
-    if (e->len + n + 1 > e->cap) {
-        size_t ncap = e->cap ? e->cap * 2 : 256;
-        while (ncap < e->len + n + 1)
-            ncap *= 2;
-        char *nb = isoprof_realloc(e->buf, ncap);
-        if (nb == NULL) {
-            isoprof_free(line_txt);
-            e->oom = 1;
-            return;
+    errs_push(e, line, col, isoprof_asprintf("%s:%zu:%zu: %s", e->name, line, col, msg));
+}
+
+static void errs_release(struct errs *e)
+{
+    for (unsigned i = 0; i < e->count; i++)
+        isoprof_free(e->ent[i].text);
+    e->count = 0;
+}
+
+/*
+ * Sort the lines by position (stable, so problems found at one spot keep
+ * their order, and rules checked after the walk land where they belong),
+ * join them with '\n' into *out (NULL if out is NULL) and release them.
+ * Returns 0 or -ENOMEM.
+ */
+static int errs_finish(struct errs *e, char **out)
+{
+    for (unsigned i = 1; i < e->count; i++) {
+        for (unsigned j = i; j > 0; j--) {
+            if (e->ent[j - 1].line < e->ent[j].line ||
+                (e->ent[j - 1].line == e->ent[j].line && e->ent[j - 1].col <= e->ent[j].col))
+                break;
+            struct err_line tmp = e->ent[j];
+            e->ent[j] = e->ent[j - 1];
+            e->ent[j - 1] = tmp;
         }
-        e->buf = nb;
-        e->cap = ncap;
     }
-    memcpy(e->buf + e->len, line_txt, n + 1);
-    e->len += n;
-    isoprof_free(line_txt);
+    size_t total = 1;
+    for (unsigned i = 0; i < e->count; i++)
+        total += strlen(e->ent[i].text) + 1;
+    char *buf = out != NULL && !e->oom ? isoprof_malloc(total) : NULL;
+    if (buf != NULL) {
+        size_t len = 0;
+        for (unsigned i = 0; i < e->count; i++) {
+            size_t n = strlen(e->ent[i].text);
+            if (i)
+                buf[len++] = '\n';
+            memcpy(buf + len, e->ent[i].text, n);
+            len += n;
+        }
+        buf[len] = '\0';
+    }
+    int rc = out != NULL && buf == NULL ? -ENOMEM : 0;
+    if (out != NULL)
+        *out = buf;
+    errs_release(e);
+    return rc;
 }
 
 #define ERR_NODE(e, node, ...)                                                                     \
     err_at((e), (node)->start_mark.line + 1, (node)->start_mark.column + 1, __VA_ARGS__)
 
-/* --- scalar parsers --- */
-
-static int parse_number(const char *s, double *v, const char **unit)
+/*
+ * Make a value fit to echo inside one message line: at most 64 bytes
+ * (cut on a UTF-8 boundary, "..." appended), control bytes and NULs as \xNN.
+ * Returns buf.
+ */
+static const char *echo(char *buf, size_t cap, const char *s, size_t len)
 {
-    const char *p = s;
-    if (!isdigit((unsigned char)*p) && *p != '.')
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0, limit = len;
+    int cut = 0;
+    if (limit > 64) {
+        limit = 64;
+        while (limit > 0 && ((unsigned char)s[limit] & 0xc0) == 0x80)
+            limit--;
+        cut = 1;
+    }
+    for (size_t i = 0; i < limit && o + 8 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[ch >> 4];
+            buf[o++] = hex[ch & 15];
+        } else {
+            buf[o++] = (char)ch;
+        }
+    }
+    if (cut && o + 4 < cap) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scalar parsers                                                           */
+
+/*
+ * Parse "<digits>[.<digits>]" at *sp into an integer part and the fraction
+ * in units of 1e-9 (digits past the ninth are ignored). Advances *sp past
+ * the number. Returns -EINVAL if there is no digit, -ERANGE if the integer
+ * part does not fit (the caller still checks the rest of the syntax first).
+ */
+static int parse_decimal(const char **sp, uint64_t *ip, uint64_t *frac9)
+{
+    const char *p = *sp;
+    uint64_t i = 0, f = 0;
+    int digits = 0, fdigits = 0, overflow = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (i > (UINT64_MAX - d) / 10)
+            overflow = 1;
+        else
+            i = i * 10 + d;
+    }
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+            if (fdigits < 9) {
+                f = f * 10 + (uint64_t)(*p - '0');
+                fdigits++;
+            }
+        }
+    }
+    if (digits == 0)
         return -EINVAL;
-    char *end;
-    errno = 0;
-    double d = strtod(p, &end);
-    if (end == p || errno != 0 || !isfinite(d) || d < 0)
-        return -EINVAL;
-    while (*end == ' ')
-        end++;
-    *v = d;
-    *unit = end;
+    for (; fdigits < 9; fdigits++)
+        f *= 10;
+    *sp = p;
+    *ip = i;
+    *frac9 = f;
+    return overflow ? -ERANGE : 0;
+}
+
+/*
+ * (ip + frac9 / 1e9) * mul, truncated, or -ERANGE. mul is below 1e13 for
+ * every unit we have, so frac9 * (mul / 1e9) cannot overflow, and
+ * frac9 * (mul % 1e9) < 1e18.
+ */
+static int scale(uint64_t ip, uint64_t frac9, uint64_t mul, uint64_t *out)
+{
+    if (mul != 0 && ip > UINT64_MAX / mul)
+        return -ERANGE;
+    uint64_t v = ip * mul;
+    uint64_t fv = frac9 * (mul / NS_PER_S) + frac9 * (mul % NS_PER_S) / NS_PER_S;
+    if (v > UINT64_MAX - fv)
+        return -ERANGE;
+    *out = v + fv;
     return 0;
 }
 
-int cfg_parse_duration(const char *s, uint64_t *ns)
+struct unit {
+    const char *name;
+    uint64_t mul;
+};
+
+/* A decimal number, optional spaces, then exactly one of units. */
+static int parse_with_unit(const char *s, const struct unit *units, size_t nunits, uint64_t *out)
 {
-    static const struct {
-        const char *u;
-        double mul;
-    } units[] = {{"ns", 1}, {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"ms", 1e6},
-                 {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
-    double v;
-    const char *unit;
-    if (s == NULL || parse_number(s, &v, &unit) != 0)
+    uint64_t ip, frac9;
+    if (s == NULL)
         return -EINVAL;
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(units); i++) {
-        if (strcmp(unit, units[i].u) == 0) {
-            double r = v * units[i].mul;
-            if (r >= 1.8e19)
-                return -ERANGE;
-            *ns = (uint64_t)llround(r);
-            return 0;
+    const char *p = s;
+    int rc = parse_decimal(&p, &ip, &frac9);
+    if (rc == -EINVAL)
+        return rc;
+    while (*p == ' ')
+        p++;
+    for (size_t i = 0; i < nunits; i++) {
+        if (strcmp(p, units[i].name) == 0) {
+            if (rc != 0)
+                return rc;
+            uint64_t v;
+            rc = scale(ip, frac9, units[i].mul, &v);
+            if (rc == 0)
+                *out = v;
+            return rc;
         }
     }
     return -EINVAL;
+}
+
+static const struct unit duration_units[] = {
+    {"ns", 1},
+    {"us", 1000ull},
+    {"\xc2\xb5s", 1000ull}, /* U+00B5 MICRO SIGN */
+    {"\xce\xbcs", 1000ull}, /* U+03BC GREEK SMALL LETTER MU */
+    {"ms", 1000000ull},
+    {"s", NS_PER_S},
+    {"m", 60 * NS_PER_S},
+    {"h", 3600 * NS_PER_S},
+};
+
+static const struct unit size_units[] = {
+    {"B", 1},
+    {"KiB", 1ull << 10},
+    {"MiB", 1ull << 20},
+    {"GiB", 1ull << 30},
+    {"TiB", 1ull << 40},
+    {"KB", 1000ull},
+    {"kB", 1000ull},
+    {"MB", 1000000ull},
+    {"GB", 1000000000ull},
+    {"TB", 1000000000000ull},
+};
+
+int cfg_parse_duration(const char *s, uint64_t *ns)
+{
+    return parse_with_unit(s, duration_units, ISOPROF_ARRAY_SIZE(duration_units), ns);
 }
 
 int cfg_parse_size(const char *s, uint64_t *bytes)
 {
-    static const struct {
-        const char *u;
-        double mul;
-    } units[] = {{"B", 1},          {"KiB", 1024.0},        {"MiB", 1048576.0},
-                 {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3},
-                 {"MB", 1e6},       {"GB", 1e9},            {"TB", 1e12}};
-    double v;
-    const char *unit;
-    if (s == NULL || parse_number(s, &v, &unit) != 0)
+    return parse_with_unit(s, size_units, ISOPROF_ARRAY_SIZE(size_units), bytes);
+}
+
+/* True if s is a plain decimal number with nothing after it: the value that
+ * lacks a unit, for a better message. */
+static int is_bare_number(const char *s)
+{
+    uint64_t ip, frac9;
+    const char *p = s;
+    return parse_decimal(&p, &ip, &frac9) != -EINVAL && *p == '\0';
+}
+
+/* "0.1" or "10%" -> parts per million. */
+static int parse_fraction(const char *s, uint64_t *ppm)
+{
+    uint64_t ip, frac9;
+    const char *p = s;
+    int rc = parse_decimal(&p, &ip, &frac9);
+    if (rc == -EINVAL)
+        return rc;
+    while (*p == ' ')
+        p++;
+    uint64_t mul;
+    if (strcmp(p, "%") == 0)
+        mul = 10000;
+    else if (*p == '\0')
+        mul = 1000000;
+    else
         return -EINVAL;
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(units); i++) {
-        if (strcmp(unit, units[i].u) == 0) {
-            double r = v * units[i].mul;
-            if (r >= 1.8e19)
-                return -ERANGE;
-            *bytes = (uint64_t)llround(r);
-            return 0;
-        }
-    }
-    return -EINVAL;
+    return rc != 0 ? rc : scale(ip, frac9, mul, ppm);
+}
+
+/* A bare whole number. */
+static int parse_count(const char *s, uint64_t *v)
+{
+    uint64_t ip, frac9;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -EINVAL;
+    int rc = parse_decimal(&p, &ip, &frac9);
+    if (*p != '\0' || frac9 != 0 || strchr(s, '.') != NULL)
+        return -EINVAL;
+    if (rc == 0)
+        *v = ip;
+    return rc;
 }
 
 const char *cfg_log_level_name(enum cfg_log_level l)
@@ -160,284 +357,264 @@ const char *cfg_log_level_name(enum cfg_log_level l)
     return "info";
 }
 
-static int parse_inspector(const char *s, char **host, uint16_t *port)
+static int host_char_ok(char ch, int v6)
+{
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
+        return 1;
+    if (v6)
+        return ch == ':' || ch == '.' || ch == '%'; /* v4-mapped tail, zone id */
+    return ch == '.' || ch == '-' || ch == '_';
+}
+
+/*
+ * "host:port" or "[v6]:port". On success *host is a fresh allocation (the
+ * host without brackets) and *port is set; otherwise *reason says why.
+ */
+static int parse_inspector(const char *s, char **host, uint16_t *port, const char **reason)
 {
     const char *h, *he, *ps;
+    int v6 = 0;
     if (*s == '[') {
+        v6 = 1;
         h = s + 1;
         he = strchr(h, ']');
-        if (he == NULL || he[1] != ':')
+        if (he == NULL) {
+            *reason = "'[' without ']'";
             return -EINVAL;
+        }
+        if (he[1] != ':') {
+            *reason = "no ':port' after ']'";
+            return -EINVAL;
+        }
         ps = he + 2;
     } else {
         h = s;
-        he = strchr(s, ':');
-        if (he == NULL || strchr(he + 1, ':') != NULL)
+        he = strrchr(s, ':');
+        if (he == NULL) {
+            *reason = "no ':port'";
             return -EINVAL;
+        }
+        if (memchr(s, ':', (size_t)(he - s)) != NULL) {
+            *reason = "an IPv6 address needs brackets, as in [::1]:9229";
+            return -EINVAL;
+        }
         ps = he + 1;
     }
     size_t hl = (size_t)(he - h);
-    if (hl == 0 || hl > 253)
+    if (hl == 0) {
+        *reason = "the host is empty";
         return -EINVAL;
+    }
+    if (hl > 253) {
+        *reason = "the host is longer than 253 bytes";
+        return -EINVAL;
+    }
     for (const char *p = h; p < he; p++) {
-        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != ':')
+        if (!host_char_ok(*p, v6)) {
+            *reason = "the host has a character that is not allowed";
             return -EINVAL;
+        }
     }
-    if (*ps == '\0' || strlen(ps) > 5)
+    if (v6 && memchr(h, ':', hl) == NULL) {
+        *reason = "brackets are only for IPv6 addresses";
         return -EINVAL;
-    long pv = 0;
-    for (const char *p = ps; *p; p++) {
-        if (!isdigit((unsigned char)*p))
-            return -EINVAL;
-        pv = pv * 10 + (*p - '0');
     }
-    if (pv < 1 || pv > 65535)
+    unsigned long pv = 0;
+    size_t pl = strlen(ps);
+    if (pl == 0 || pl > 5 || strspn(ps, "0123456789") != pl) {
+        *reason = "the port must be a number from 1 to 65535";
         return -EINVAL;
+    }
+    for (const char *p = ps; *p; p++)
+        pv = pv * 10 + (unsigned long)(*p - '0');
+    if (pv < 1 || pv > 65535) {
+        *reason = "the port must be a number from 1 to 65535";
+        return -EINVAL;
+    }
     char *d = isoprof_strndup(h, hl);
     if (d == NULL)
         return -ENOMEM;
-    isoprof_free(*host);
     *host = d;
     *port = (uint16_t)pv;
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Rows: formatting and field access                                        */
+
+/* A value of row o's unit (ns, bytes, ppm, count) as a person writes it. */
 static void fmt_value(const struct cfg_option *o, uint64_t v, char *buf, size_t cap)
 {
+    static const struct unit dur[] = {
+        {"h", 3600 * NS_PER_S}, {"m", 60 * NS_PER_S}, {"s", NS_PER_S}, {"ms", 1000000ull},
+        {"us", 1000ull},        {"ns", 1}};
+    static const struct unit sz[] = {{"TiB", 1ull << 40}, {"GiB", 1ull << 30}, {"MiB", 1ull << 20},
+                                     {"KiB", 1ull << 10}, {"B", 1}};
+    const struct unit *u = NULL;
+    size_t n = 0;
     if (o->type == CFG_T_DURATION) {
-        if (v % 3600000000000ull == 0 && v)
-            snprintf(buf, cap, "%lluh", (unsigned long long)(v / 3600000000000ull));
-        else if (v % 60000000000ull == 0 && v)
-            snprintf(buf, cap, "%llum", (unsigned long long)(v / 60000000000ull));
-        else if (v % 1000000000ull == 0 && v)
-            snprintf(buf, cap, "%llus", (unsigned long long)(v / 1000000000ull));
-        else if (v % 1000000ull == 0 && v)
-            snprintf(buf, cap, "%llums", (unsigned long long)(v / 1000000ull));
-        else
-            snprintf(buf, cap, "%lluus", (unsigned long long)(v / 1000ull));
+        u = dur;
+        n = ISOPROF_ARRAY_SIZE(dur);
     } else if (o->type == CFG_T_SIZE) {
-        if (v % (1ull << 40) == 0 && v)
-            snprintf(buf, cap, "%lluTiB", (unsigned long long)(v >> 40));
-        else if (v % (1ull << 30) == 0 && v)
-            snprintf(buf, cap, "%lluGiB", (unsigned long long)(v >> 30));
-        else if (v % (1ull << 20) == 0 && v)
-            snprintf(buf, cap, "%lluMiB", (unsigned long long)(v >> 20));
-        else
-            snprintf(buf, cap, "%lluB", (unsigned long long)v);
+        u = sz;
+        n = ISOPROF_ARRAY_SIZE(sz);
     } else if (o->type == CFG_T_FRACTION) {
-        snprintf(buf, cap, "%llu%%", (unsigned long long)(v / 10));
+        snprintf(buf, cap, "%g%%", (double)v / 10000.0);
+        return;
     } else {
         snprintf(buf, cap, "%llu", (unsigned long long)v);
-    }
-}
-
-/*
- * Parse text as option o into base + o->offset. On a problem, report it at
- * node (or with line 0 for defaults) and return -EINVAL.
- */
-static int set_value(const struct cfg_option *o, void *base, const char *text,
-                     const char *fullname, struct errs *e, const yaml_node_t *node)
-{
-    char *field = (char *)base + o->offset;
-    char lo[32], hi[32];
-    uint64_t v = 0;
-    int rc = 0;
-#define BAD(...)                                                                                   \
-    do {                                                                                           \
-        if (node)                                                                                  \
-            ERR_NODE(e, node, __VA_ARGS__);                                                        \
-        else                                                                                       \
-            err_at(e, 0, 0, __VA_ARGS__);                                                          \
-        return -EINVAL;                                                                            \
-    } while (0)
-    switch (o->type) {
-    case CFG_T_STRING: {
-        size_t n = strlen(text);
-        if (n == 0)
-            BAD("%s must not be empty", fullname);
-        if (o->max && n > o->max)
-            BAD("%s is longer than %llu bytes", fullname, (unsigned long long)o->max);
-        char *d = isoprof_strdup(text);
-        if (d == NULL) {
-            e->oom = 1;
-            return -ENOMEM;
-        }
-        isoprof_free(*(char **)field);
-        *(char **)field = d;
-        return 0;
-    }
-    case CFG_T_INSPECTOR: {
-        struct cfg_target *t = base;
-        rc = parse_inspector(text, &t->host, &t->port);
-        if (rc == -ENOMEM) {
-            e->oom = 1;
-            return rc;
-        }
-        if (rc != 0)
-            BAD("%s: '%s' is not host:port (an IP literal, [v6] or a name, port 1-65535)", fullname,
-                text);
-        char *d = isoprof_strdup(text);
-        if (d == NULL) {
-            e->oom = 1;
-            return -ENOMEM;
-        }
-        isoprof_free(t->inspector);
-        t->inspector = d;
-        return 0;
-    }
-    case CFG_T_LOGLEVEL:
-        for (int l = CFG_LOG_DEBUG; l <= CFG_LOG_ERROR; l++) {
-            if (strcmp(text, cfg_log_level_name((enum cfg_log_level)l)) == 0) {
-                *(enum cfg_log_level *)field = (enum cfg_log_level)l;
-                return 0;
-            }
-        }
-        BAD("%s must be debug, info, warn or error, not '%s'", fullname, text);
-    case CFG_T_DURATION:
-        rc = cfg_parse_duration(text, &v);
-        if (rc != 0)
-            BAD("%s: '%s' is not a duration (a number and a unit: us, ms, s, m, h)", fullname,
-                text);
-        break;
-    case CFG_T_SIZE:
-        rc = cfg_parse_size(text, &v);
-        if (rc != 0)
-            BAD("%s: '%s' is not a size (a number and a unit: B, KiB, MiB, GiB)", fullname, text);
-        break;
-    case CFG_T_UINT32: {
-        const char *p = text;
-        if (*p == '\0' || strlen(p) > 10)
-            BAD("%s: '%s' is not a whole number", fullname, text);
-        for (; *p; p++) {
-            if (!isdigit((unsigned char)*p))
-                BAD("%s: '%s' is not a whole number", fullname, text);
-            v = v * 10 + (uint64_t)(*p - '0');
-        }
-        break;
-    }
-    case CFG_T_FRACTION: {
-        double d;
-        const char *unit;
-        if (parse_number(text, &d, &unit) != 0 || (*unit != '\0' && strcmp(unit, "%") != 0))
-            BAD("%s: '%s' is not a share (0.1 or 10%%)", fullname, text);
-        if (*unit == '%')
-            d /= 100.0;
-        if (d * 1000.0 > (double)o->max + 1e-9)
-            BAD("%s must be between 0 and %llu%%, not %s", fullname,
-                (unsigned long long)(o->max / 10), text);
-        *(double *)field = d;
-        return 0;
-    }
-    }
-    if (v < o->min || (o->max && v > o->max)) {
-        fmt_value(o, o->min, lo, sizeof(lo));
-        fmt_value(o, o->max, hi, sizeof(hi));
-        BAD("%s must be between %s and %s, not %s", fullname, lo, hi, text);
-    }
-    if (o->type == CFG_T_UINT32)
-        *(uint32_t *)field = (uint32_t)v;
-    else
-        *(uint64_t *)field = v;
-    return 0;
-#undef BAD
-}
-
-/* --- cfg lifetime --- */
-
-static void target_clear(struct cfg_target *t)
-{
-    isoprof_free(t->inspector);
-    isoprof_free(t->host);
-    isoprof_free(t->worker);
-    isoprof_free(t->version);
-}
-
-void cfg_free(struct cfg *c)
-{
-    if (c == NULL)
         return;
-    isoprof_free(c->source);
-    isoprof_free(c->store.path);
-    for (size_t i = 0; i < c->ntargets; i++)
-        target_clear(&c->targets[i]);
-    isoprof_free(c->targets);
-    isoprof_free(c);
-}
-
-static int apply_defaults(void *base, enum cfg_scope scope, struct errs *e)
-{
-    for (size_t i = 0; i < cfg_noptions; i++) {
-        const struct cfg_option *o = &cfg_options[i];
-        if (o->scope != scope || o->def == NULL)
-            continue;
-        int rc = set_value(o, base, o->def, o->name, e, NULL);
-        if (rc != 0)
-            return rc == -ENOMEM ? rc : -EINVAL;
     }
-    return 0;
-}
-
-static int add_target(struct cfg *c, struct cfg_target **out, struct errs *e)
-{
-    struct cfg_target *nt = isoprof_realloc(c->targets, (c->ntargets + 1) * sizeof(*nt));
-    if (nt == NULL)
-        return -ENOMEM;
-    c->targets = nt;
-    struct cfg_target *t = &nt[c->ntargets++];
-    memset(t, 0, sizeof(*t));
-    int rc = apply_defaults(t, CFG_SCOPE_TARGET, e);
-    *out = t;
-    return rc;
-}
-
-static int cfg_new(const char *source, struct cfg **out)
-{
-    struct cfg *c = isoprof_calloc(1, sizeof(*c));
-    if (c == NULL)
-        return -ENOMEM;
-    struct errs e = {.name = "<defaults>"};
-    c->source = isoprof_strdup(source);
-    int rc = c->source ? apply_defaults(c, CFG_SCOPE_GLOBAL, &e) : -ENOMEM;
-    isoprof_free(e.buf);
-    if (rc != 0 || e.oom) {
-        cfg_free(c);
-        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (v != 0 && v % u[i].mul == 0) {
+            snprintf(buf, cap, "%llu%s", (unsigned long long)(v / u[i].mul), u[i].name);
+            return;
+        }
     }
-    *out = c;
-    return 0;
+    snprintf(buf, cap, "0%s", u[n - 1].name);
 }
 
-int cfg_defaults(struct cfg **out)
+static const char *type_name(enum cfg_type t)
 {
-    struct cfg *c;
-    int rc = cfg_new("<defaults>", &c);
-    if (rc != 0)
-        return rc;
-    struct errs e = {.name = "<defaults>"};
-    struct cfg_target *t;
-    rc = add_target(c, &t, &e);
-    if (rc == 0)
-        rc = set_value(&cfg_options[2], t, "127.0.0.1:9229", "inspector", &e, NULL);
-    isoprof_free(e.buf);
-    if (rc != 0) {
-        cfg_free(c);
-        return -ENOMEM;
+    switch (t) {
+    case CFG_T_STRING:
+        return "string";
+    case CFG_T_SIZE:
+        return "size";
+    case CFG_T_DURATION:
+        return "duration";
+    case CFG_T_COUNT:
+        return "count";
+    case CFG_T_FRACTION:
+        return "share";
+    case CFG_T_LOGLEVEL:
+        return "level";
+    case CFG_T_INSPECTOR:
+        return "host:port";
     }
-    *out = c;
-    return 0;
+    return "?";
 }
 
-/* --- the document walk --- */
+/* The noun used in "X must be <noun>, not a list". */
+static const char *type_noun(enum cfg_type t)
+{
+    switch (t) {
+    case CFG_T_STRING:
+        return "a string";
+    case CFG_T_SIZE:
+        return "a size";
+    case CFG_T_DURATION:
+        return "a duration";
+    case CFG_T_COUNT:
+        return "a whole number";
+    case CFG_T_FRACTION:
+        return "a share";
+    case CFG_T_LOGLEVEL:
+        return "a log level";
+    case CFG_T_INSPECTOR:
+        return "host:port";
+    }
+    return "a scalar";
+}
 
-struct walk {
-    yaml_document_t *doc;
-    struct cfg *c;
-    struct errs *e;
-    const yaml_node_t *marks[64]; /* where each global option was set */
-    int targets_seen;
-};
+/* The effective upper bound of a numeric row (max 0 = unbounded). */
+static uint64_t row_max(const struct cfg_option *o)
+{
+    if (o->type == CFG_T_COUNT)
+        return o->max != 0 && o->max < UINT32_MAX ? o->max : UINT32_MAX;
+    return o->max != 0 ? o->max : UINT64_MAX;
+}
 
-static const struct cfg_option *find_option(const char *name, enum cfg_scope scope, size_t *index)
+/* "100ms..1h", ">= 1MiB", "<= 255 bytes" or "-". */
+static void bounds_text(const struct cfg_option *o, char *buf, size_t cap)
+{
+    char lo[32], hi[32];
+    switch (o->type) {
+    case CFG_T_SIZE:
+    case CFG_T_DURATION:
+    case CFG_T_COUNT:
+    case CFG_T_FRACTION:
+        fmt_value(o, o->min, lo, sizeof(lo));
+        if (o->max == 0) {
+            snprintf(buf, cap, ">= %s", lo);
+        } else {
+            fmt_value(o, o->max, hi, sizeof(hi));
+            snprintf(buf, cap, "%s..%s", lo, hi);
+        }
+        break;
+    case CFG_T_STRING:
+        if (o->max)
+            snprintf(buf, cap, "<= %llu bytes", (unsigned long long)o->max);
+        else
+            snprintf(buf, cap, "-");
+        break;
+    case CFG_T_INSPECTOR:
+        snprintf(buf, cap, "port 1..65535");
+        break;
+    default:
+        snprintf(buf, cap, "-");
+    }
+}
+
+static void *field_of(const struct cfg_option *o, const void *base)
+{
+    return (char *)base + o->offset;
+}
+
+/* The value of a numeric row in its table unit, for relations and diffs. */
+static uint64_t row_number(const struct cfg_option *o, const void *base)
+{
+    const void *f = field_of(o, base);
+    switch (o->type) {
+    case CFG_T_SIZE:
+    case CFG_T_DURATION:
+        return *(const uint64_t *)f;
+    case CFG_T_COUNT:
+        return *(const uint32_t *)f;
+    case CFG_T_FRACTION:
+        return (uint64_t)(*(const double *)f * 1e6 + 0.5);
+    case CFG_T_LOGLEVEL:
+        return (uint64_t)(*(const enum cfg_log_level *)f);
+    default:
+        return 0;
+    }
+}
+
+static int row_is_string(const struct cfg_option *o)
+{
+    return o->type == CFG_T_STRING || o->type == CFG_T_INSPECTOR;
+}
+
+static int row_equal(const struct cfg_option *o, const void *a, const void *b)
+{
+    if (row_is_string(o)) {
+        const char *sa = *(char *const *)field_of(o, a), *sb = *(char *const *)field_of(o, b);
+        if (sa == NULL || sb == NULL)
+            return sa == sb;
+        return strcmp(sa, sb) == 0;
+    }
+    if (o->type == CFG_T_FRACTION)
+        return *(const double *)field_of(o, a) == *(const double *)field_of(o, b);
+    return row_number(o, a) == row_number(o, b);
+}
+
+static void row_text(const struct cfg_option *o, const void *base, char *buf, size_t cap)
+{
+    if (row_is_string(o)) {
+        const char *s = *(char *const *)field_of(o, base);
+        if (s == NULL)
+            snprintf(buf, cap, "(unset)");
+        else
+            echo(buf, cap, s, strlen(s));
+    } else if (o->type == CFG_T_LOGLEVEL) {
+        enum cfg_log_level l = *(const enum cfg_log_level *)field_of(o, base);
+        snprintf(buf, cap, "%s", cfg_log_level_name(l));
+    } else {
+        fmt_value(o, row_number(o, base), buf, cap);
+    }
+}
+
+static const struct cfg_option *find_row(const char *name, enum cfg_scope scope, size_t *index)
 {
     for (size_t i = 0; i < cfg_noptions; i++) {
         if (cfg_options[i].scope == scope && strcmp(cfg_options[i].name, name) == 0) {
@@ -449,15 +626,271 @@ static const struct cfg_option *find_option(const char *name, enum cfg_scope sco
     return NULL;
 }
 
-static int is_section(const char *path)
+/* ------------------------------------------------------------------------ */
+/* Setting a value                                                          */
+
+struct pos {
+    size_t line, col; /* 1-based; 0:0 for the embedded defaults */
+};
+
+/*
+ * Parse text (len bytes, NUL-terminated at len) as row o into base.
+ * Returns 0; -EINVAL after reporting the problem at p as `fullname ...`;
+ * -ENOMEM.
+ */
+static int set_value(const struct cfg_option *o, void *base, const char *text, size_t len,
+                     const char *fullname, struct errs *e, struct pos p)
 {
-    size_t n = strlen(path);
-    for (size_t i = 0; i < cfg_noptions; i++) {
-        if (cfg_options[i].scope == CFG_SCOPE_GLOBAL && strncmp(cfg_options[i].name, path, n) == 0 &&
-            cfg_options[i].name[n] == '.')
-            return 1;
+    void *field = field_of(o, base);
+    char shown[320], lo[32], hi[32];
+    uint64_t v = 0;
+    int rc;
+    echo(shown, sizeof(shown), text, len);
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        err_at(e, p.line, p.col, __VA_ARGS__);                                                     \
+        return -EINVAL;                                                                            \
+    } while (0)
+    if (strlen(text) != len)
+        BAD("%s must not contain a NUL byte", fullname);
+    switch (o->type) {
+    case CFG_T_STRING: {
+        if (len == 0)
+            BAD("%s must not be empty", fullname);
+        if (o->max && len > o->max)
+            BAD("%s is longer than %llu bytes", fullname, (unsigned long long)o->max);
+        for (size_t i = 0; i < len; i++) {
+            unsigned char ch = (unsigned char)text[i];
+            if (ch < 0x20 || ch == 0x7f)
+                BAD("%s must not contain control characters ('%s')", fullname, shown);
+        }
+        char *d = isoprof_strndup(text, len);
+        if (d == NULL)
+            return -ENOMEM;
+        isoprof_free(*(char **)field);
+        *(char **)field = d;
+        return 0;
+    }
+    case CFG_T_INSPECTOR: {
+        struct cfg_target *t = base;
+        const char *reason = "";
+        char *host = NULL;
+        uint16_t port = 0;
+        rc = parse_inspector(text, &host, &port, &reason);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc != 0)
+            BAD("%s '%s' is not host:port or [v6]:port: %s", fullname, shown, reason);
+        char *d = isoprof_strndup(text, len);
+        if (d == NULL) {
+            isoprof_free(host);
+            return -ENOMEM;
+        }
+        isoprof_free(t->inspector);
+        isoprof_free(t->host);
+        t->inspector = d;
+        t->host = host;
+        t->port = port;
+        return 0;
+    }
+    case CFG_T_LOGLEVEL:
+        for (int l = CFG_LOG_DEBUG; l <= CFG_LOG_ERROR; l++) {
+            if (strcmp(text, cfg_log_level_name((enum cfg_log_level)l)) == 0) {
+                *(enum cfg_log_level *)field = (enum cfg_log_level)l;
+                return 0;
+            }
+        }
+        BAD("%s must be debug, info, warn or error, not '%s'", fullname, shown);
+    case CFG_T_DURATION:
+        rc = cfg_parse_duration(text, &v);
+        if (rc == -ERANGE)
+            BAD("%s '%s' is too large", fullname, shown);
+        if (rc != 0 && is_bare_number(text))
+            BAD("%s '%s' needs a unit (ns, us, ms, s, m or h), as in '%ss'", fullname, shown,
+                shown);
+        if (rc != 0)
+            BAD("%s '%s' is not a duration (a number and a unit: ns, us, ms, s, m or h)",
+                fullname, shown);
+        break;
+    case CFG_T_SIZE:
+        rc = cfg_parse_size(text, &v);
+        if (rc == -ERANGE)
+            BAD("%s '%s' is too large", fullname, shown);
+        if (rc != 0 && is_bare_number(text))
+            BAD("%s '%s' needs a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB or TB), as in '%sMiB'",
+                fullname, shown, shown);
+        if (rc != 0)
+            BAD("%s '%s' is not a size (a number and a unit: B, KiB, MiB, GiB, ...)", fullname,
+                shown);
+        break;
+    case CFG_T_COUNT:
+        rc = parse_count(text, &v);
+        if (rc == -ERANGE)
+            v = UINT64_MAX; /* reported by the bounds check below */
+        else if (rc != 0)
+            BAD("%s '%s' is not a whole number", fullname, shown);
+        break;
+    case CFG_T_FRACTION:
+        rc = parse_fraction(text, &v);
+        if (rc == -ERANGE)
+            v = UINT64_MAX;
+        else if (rc != 0)
+            BAD("%s '%s' is not a share (as in 10%% or 0.1)", fullname, shown);
+        break;
+    }
+    if (v < o->min || v > row_max(o)) {
+        fmt_value(o, o->min, lo, sizeof(lo));
+        if (o->max == 0 && o->type != CFG_T_COUNT)
+            BAD("%s must be >= %s, not '%s'", fullname, lo, shown);
+        fmt_value(o, row_max(o), hi, sizeof(hi));
+        BAD("%s must be between %s and %s, not '%s'", fullname, lo, hi, shown);
+    }
+    switch (o->type) {
+    case CFG_T_COUNT:
+        *(uint32_t *)field = (uint32_t)v;
+        break;
+    case CFG_T_FRACTION:
+        *(double *)field = (double)v / 1e6;
+        break;
+    default:
+        *(uint64_t *)field = v;
     }
     return 0;
+#undef BAD
+}
+
+/* ------------------------------------------------------------------------ */
+/* struct cfg lifetime                                                      */
+
+static void free_strings(void *base, enum cfg_scope scope)
+{
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->scope == scope && row_is_string(o)) {
+            char **f = field_of(o, base);
+            isoprof_free(*f);
+            *f = NULL;
+        }
+    }
+}
+
+void cfg_free(struct cfg *c)
+{
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->ntargets; i++) {
+        free_strings(&c->targets[i], CFG_SCOPE_TARGET);
+        isoprof_free(c->targets[i].host); /* derived from inspector, not a row */
+    }
+    isoprof_free(c->targets);
+    free_strings(c, CFG_SCOPE_GLOBAL);
+    isoprof_free(c->source);
+    isoprof_free(c);
+}
+
+/* Apply every default of scope to base. -EINVAL means the table itself is
+ * broken (a default outside its own bounds); the unit tests rule that out. */
+static int apply_defaults(void *base, enum cfg_scope scope)
+{
+    struct errs e = {.name = "<defaults>"};
+    int rc = 0;
+    for (size_t i = 0; i < cfg_noptions && rc == 0; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->scope == scope && o->def != NULL)
+            rc = set_value(o, base, o->def, strlen(o->def), o->name, &e, (struct pos){0, 0});
+    }
+    errs_release(&e);
+    return rc;
+}
+
+/* Append a target holding the per-target defaults. *cap tracks the array's
+ * capacity (struct cfg only keeps the count). */
+static int add_target(struct cfg *c, size_t *cap, struct cfg_target **out)
+{
+    if (c->ntargets == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 4;
+        struct cfg_target *nt = isoprof_realloc(c->targets, ncap * sizeof(*nt));
+        if (nt == NULL)
+            return -ENOMEM;
+        c->targets = nt;
+        *cap = ncap;
+    }
+    struct cfg_target *t = &c->targets[c->ntargets++];
+    memset(t, 0, sizeof(*t));
+    *out = t;
+    return apply_defaults(t, CFG_SCOPE_TARGET);
+}
+
+static int add_default_target(struct cfg *c, size_t *cap)
+{
+    struct cfg_target *t;
+    int rc = add_target(c, cap, &t);
+    if (rc != 0)
+        return rc;
+    struct errs e = {.name = "<defaults>"};
+    const struct cfg_option *o = find_row("inspector", CFG_SCOPE_TARGET, NULL);
+    rc = set_value(o, t, CFG_DEFAULT_INSPECTOR, strlen(CFG_DEFAULT_INSPECTOR), o->name, &e,
+                   (struct pos){0, 0});
+    errs_release(&e);
+    return rc;
+}
+
+static int cfg_new(const char *source, struct cfg **out)
+{
+    struct cfg *c = isoprof_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    c->source = isoprof_strdup(source);
+    int rc = c->source != NULL ? apply_defaults(c, CFG_SCOPE_GLOBAL) : -ENOMEM;
+    if (rc != 0) {
+        cfg_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int cfg_defaults(struct cfg **out)
+{
+    struct cfg *c;
+    size_t cap = 0;
+    int rc = cfg_new("<defaults>", &c);
+    if (rc != 0)
+        return rc;
+    rc = add_default_target(c, &cap);
+    if (rc != 0) {
+        cfg_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The document walk                                                        */
+
+struct slot {
+    const yaml_node_t *node; /* where a GLOBAL option was set, NULL: default */
+    int bad;                 /* its value was refused */
+};
+
+struct walk {
+    yaml_document_t *doc;
+    struct cfg *c;
+    struct errs *e;
+    struct slot *slots; /* one per row of cfg_options */
+    size_t targets_cap;
+    int targets_seen;
+};
+
+static const char *sv(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
+
+static struct pos node_pos(const yaml_node_t *n)
+{
+    return (struct pos){n->start_mark.line + 1, n->start_mark.column + 1};
 }
 
 static const char *node_kind(const yaml_node_t *n)
@@ -472,74 +905,241 @@ static const char *node_kind(const yaml_node_t *n)
     }
 }
 
-/* Reports a key repeated within one mapping; returns nonzero if key is a repeat. */
+/* An empty value, `~` or `null`, written plain: YAML's null. */
+static int is_null(const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return 0;
+    const char *s = sv(n);
+    size_t len = n->data.scalar.length;
+    return len == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+           strcmp(s, "NULL") == 0;
+}
+
+/* Is path a section, i.e. a proper prefix of some GLOBAL row's name? */
+static int is_section(const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        if (cfg_options[i].scope == CFG_SCOPE_GLOBAL &&
+            strncmp(cfg_options[i].name, path, n) == 0 && cfg_options[i].name[n] == '.')
+            return 1;
+    }
+    return 0;
+}
+
+/* Edit distance, for "did you mean"; both strings are at most CFG_MAX_KEY. */
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    size_t row[CFG_MAX_KEY + 1];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/*
+ * Find what an unknown key under prefix probably meant: a sibling within
+ * two edits, else (for GLOBAL) an option elsewhere with that exact last
+ * component. Writes " (did you mean 'x'?)" into buf, or "".
+ */
+static void suggest(const char *prefix, const char *key, enum cfg_scope scope, char *buf,
+                    size_t cap)
+{
+    size_t kl = strlen(key), pl = strlen(prefix), best = 3;
+    const char *best_name = NULL;
+    size_t best_len = 0;
+    buf[0] = '\0';
+    if (kl > CFG_MAX_KEY)
+        return;
+    for (size_t i = 0; i <= cfg_noptions; i++) {
+        const char *cand;
+        size_t cl;
+        if (i == cfg_noptions) {
+            if (scope != CFG_SCOPE_GLOBAL || pl != 0)
+                break;
+            cand = "targets";
+            cl = strlen(cand);
+        } else {
+            const struct cfg_option *o = &cfg_options[i];
+            if (o->scope != scope)
+                continue;
+            cand = o->name;
+            if (scope == CFG_SCOPE_GLOBAL && pl != 0) {
+                if (strncmp(cand, prefix, pl) != 0 || cand[pl] != '.')
+                    continue;
+                cand += pl + 1;
+            }
+            const char *dot = strchr(cand, '.');
+            cl = dot ? (size_t)(dot - cand) : strlen(cand);
+        }
+        if (cl > CFG_MAX_KEY)
+            continue;
+        size_t d = edit_distance(key, kl, cand, cl);
+        if (d < best && d < kl) {
+            best = d;
+            best_name = cand;
+            best_len = cl;
+        }
+    }
+    if (best_name != NULL) {
+        snprintf(buf, cap, " (did you mean '%.*s'?)", (int)best_len, best_name);
+        return;
+    }
+    if (scope != CFG_SCOPE_GLOBAL)
+        return;
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        const char *last = strrchr(o->name, '.');
+        if (o->scope == CFG_SCOPE_GLOBAL && last != NULL && strcmp(last + 1, key) == 0) {
+            snprintf(buf, cap, " (did you mean '%s'?)", o->name);
+            return;
+        }
+    }
+}
+
+/* Report a key repeated within one mapping; nonzero if pair's key is one. */
 static int is_duplicate(struct walk *w, const yaml_node_t *map, const yaml_node_pair_t *pair)
 {
     const yaml_node_t *k = yaml_document_get_node(w->doc, pair->key);
     for (const yaml_node_pair_t *p = map->data.mapping.pairs.start; p < pair; p++) {
         const yaml_node_t *pk = yaml_document_get_node(w->doc, p->key);
-        if (pk && pk->type == YAML_SCALAR_NODE &&
-            strcmp((const char *)pk->data.scalar.value, (const char *)k->data.scalar.value) == 0) {
-            ERR_NODE(w->e, k, "duplicate key '%s' (first at line %zu)", k->data.scalar.value,
-                     pk->start_mark.line + 1);
+        if (pk != NULL && pk->type == YAML_SCALAR_NODE &&
+            pk->data.scalar.length == k->data.scalar.length &&
+            memcmp(pk->data.scalar.value, k->data.scalar.value, k->data.scalar.length) == 0) {
+            char shown[320];
+            ERR_NODE(w->e, k, "duplicate key '%s' (first at %zu:%zu)",
+                     echo(shown, sizeof(shown), sv(k), k->data.scalar.length),
+                     (size_t)pk->start_mark.line + 1, (size_t)pk->start_mark.column + 1);
             return 1;
         }
     }
     return 0;
 }
 
+/*
+ * Set row o from value node v: checks the node's shape, treats a null as
+ * "leave at the default" for rows that have none and are optional.
+ * Returns 0, -EINVAL (reported) or -ENOMEM.
+ */
+static int set_from_node(struct walk *w, const struct cfg_option *o, void *base,
+                         const yaml_node_t *v, const char *fullname)
+{
+    if (v->type != YAML_SCALAR_NODE) {
+        ERR_NODE(w->e, v, "%s must be %s, not %s", fullname, type_noun(o->type), node_kind(v));
+        return -EINVAL;
+    }
+    if (is_null(v)) {
+        if (o->def == NULL && !o->required)
+            return 0;
+        if (o->def == NULL)
+            ERR_NODE(w->e, v, "%s has no value", fullname);
+        else
+            ERR_NODE(w->e, v, "%s has no value (the default is %s; leave the key out for it)",
+                     fullname, o->def);
+        return -EINVAL;
+    }
+    return set_value(o, base, sv(v), v->data.scalar.length, fullname, w->e, node_pos(v));
+}
+
+/*
+ * The key of a pair, or NULL after reporting why it cannot be one: keys
+ * must be scalars and unique in their mapping. (Keys that are too long or
+ * hold a NUL, see key_usable, are the caller's to report as unknown.)
+ */
+static const char *pair_key(struct walk *w, const yaml_node_t *map, const yaml_node_pair_t *p,
+                            const char *where, const yaml_node_t **kout, const yaml_node_t **vout)
+{
+    const yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+    const yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+    if (k == NULL || v == NULL)
+        return NULL;
+    if (k->type != YAML_SCALAR_NODE) {
+        ERR_NODE(w->e, k, "%s: a key must be a name, not %s", where, node_kind(k));
+        return NULL;
+    }
+    if (is_duplicate(w, map, p))
+        return NULL;
+    *kout = k;
+    *vout = v;
+    return sv(k);
+}
+
+static int key_usable(const yaml_node_t *k)
+{
+    return k->data.scalar.length <= CFG_MAX_KEY && strlen(sv(k)) == k->data.scalar.length;
+}
+
 static int walk_target(struct walk *w, const yaml_node_t *item, size_t index)
 {
+    char where[48];
+    snprintf(where, sizeof(where), "targets[%zu]", index);
     if (item->type != YAML_MAPPING_NODE) {
-        ERR_NODE(w->e, item, "targets[%zu] must be a mapping with at least 'inspector', not %s",
-                 index, node_kind(item));
+        ERR_NODE(w->e, item, "%s must be a mapping with at least 'inspector', not %s", where,
+                 node_kind(item));
         return 0;
     }
     struct cfg_target *t;
-    int rc = add_target(w->c, &t, w->e);
+    int rc = add_target(w->c, &w->targets_cap, &t);
     if (rc != 0)
         return rc;
-    int has_inspector = 0;
     for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
          p++) {
-        yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
-        if (k == NULL || v == NULL)
+        if (w->e->full)
+            return 0;
+        const yaml_node_t *k, *v;
+        const char *key = pair_key(w, item, p, where, &k, &v);
+        if (key == NULL)
             continue;
-        if (k->type != YAML_SCALAR_NODE) {
-            ERR_NODE(w->e, k, "targets[%zu]: keys must be plain names", index);
-            continue;
-        }
-        if (is_duplicate(w, item, p))
-            continue;
-        const char *key = (const char *)k->data.scalar.value;
-        char full[128];
-        snprintf(full, sizeof(full), "targets[%zu].%s", index, key);
-        const struct cfg_option *o = find_option(key, CFG_SCOPE_TARGET, NULL);
+        char full[48 + CFG_MAX_KEY + 2], shown[320], hint[96];
+        const struct cfg_option *o = key_usable(k) ? find_row(key, CFG_SCOPE_TARGET, NULL) : NULL;
         if (o == NULL) {
-            ERR_NODE(w->e, k, "unknown key '%s' (a target takes inspector, worker, version, memory_limit)",
-                     full);
+            echo(shown, sizeof(shown), key, k->data.scalar.length);
+            suggest("", key_usable(k) ? key : "", CFG_SCOPE_TARGET, hint, sizeof(hint));
+            ERR_NODE(w->e, k, "unknown key '%s.%s'%s", where, shown, hint);
             continue;
         }
-        if (v->type != YAML_SCALAR_NODE) {
-            ERR_NODE(w->e, v, "%s must be a scalar, not %s", full, node_kind(v));
-            continue;
-        }
-        if (set_value(o, t, (const char *)v->data.scalar.value, full, w->e, v) == -ENOMEM)
-            return -ENOMEM;
-        if (o->type == CFG_T_INSPECTOR)
-            has_inspector = 1;
+        snprintf(full, sizeof(full), "%s.%s", where, key);
+        rc = set_from_node(w, o, t, v, full);
+        if (rc == -ENOMEM)
+            return rc;
     }
-    if (!has_inspector)
-        ERR_NODE(w->e, item, "targets[%zu] has no 'inspector' (host:port)", index);
+    /* Required keys: checked by name, so that a present but invalid value
+     * is reported once, as invalid, not also as missing. */
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->scope != CFG_SCOPE_TARGET || !o->required)
+            continue;
+        int present = 0;
+        for (yaml_node_pair_t *p = item->data.mapping.pairs.start;
+             p < item->data.mapping.pairs.top && !present; p++) {
+            const yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+            present = k != NULL && k->type == YAML_SCALAR_NODE && strcmp(sv(k), o->name) == 0;
+        }
+        if (!present)
+            ERR_NODE(w->e, item, "%s has no '%s' (%s)", where, o->name, o->help);
+    }
     return 0;
 }
 
 static int walk_targets(struct walk *w, const yaml_node_t *v)
 {
     w->targets_seen = 1;
-    if (v->type == YAML_SCALAR_NODE && v->data.scalar.length == 0)
-        return 0; /* `targets:` with nothing: no targets */
+    if (is_null(v))
+        return 0; /* `targets:` with nothing: no targets, like [] */
     if (v->type != YAML_SEQUENCE_NODE) {
         ERR_NODE(w->e, v, "targets must be a list of mappings, not %s", node_kind(v));
         return 0;
@@ -547,9 +1147,11 @@ static int walk_targets(struct walk *w, const yaml_node_t *v)
     size_t i = 0;
     for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
          it++, i++) {
-        if (i >= CFG_MAX_TARGETS) {
-            ERR_NODE(w->e, v, "targets: more than %d entries", CFG_MAX_TARGETS);
-            break;
+        if (w->e->full)
+            return 0;
+        if (i == CFG_MAX_TARGETS) {
+            ERR_NODE(w->e, v, "targets has more than %d entries", CFG_MAX_TARGETS);
+            return 0;
         }
         yaml_node_t *item = yaml_document_get_node(w->doc, *it);
         if (item == NULL)
@@ -561,48 +1163,53 @@ static int walk_targets(struct walk *w, const yaml_node_t *v)
     return 0;
 }
 
+/* Walk a mapping whose keys are under prefix ("" for the root). The
+ * recursion is bounded by the depth of the option names. */
 static int walk_map(struct walk *w, const yaml_node_t *map, const char *prefix)
 {
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
-        yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
-        if (k == NULL || v == NULL)
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        if (w->e->full)
+            return 0;
+        const yaml_node_t *k, *v;
+        const char *key = pair_key(w, map, p, *prefix ? prefix : "the top level", &k, &v);
+        if (key == NULL)
             continue;
-        if (k->type != YAML_SCALAR_NODE) {
-            ERR_NODE(w->e, k, "keys must be plain names, not %s", node_kind(k));
-            continue;
-        }
-        if (is_duplicate(w, map, p))
-            continue;
-        char path[160];
-        int n = snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "",
-                         (const char *)k->data.scalar.value);
-        if (n < 0 || (size_t)n >= sizeof(path)) {
-            ERR_NODE(w->e, k, "key is too long");
+        char path[128 + CFG_MAX_KEY], shown[320], hint[96];
+        if (!key_usable(k)) {
+            ERR_NODE(w->e, k, "unknown key '%s%s%s'", prefix, *prefix ? "." : "",
+                     echo(shown, sizeof(shown), key, k->data.scalar.length));
             continue;
         }
-        if (*prefix == '\0' && strcmp(path, "targets") == 0) {
+        snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", key);
+        if (strchr(key, '.') != NULL) {
+            /* A flat form would let one option be set twice without a
+             * duplicate key; there is one way to write each option. */
+            ERR_NODE(w->e, k, "'%s': write nested keys, one name per level, not a dotted name",
+                     echo(shown, sizeof(shown), path, strlen(path)));
+            continue;
+        }
+        if (*prefix == '\0' && strcmp(key, "targets") == 0) {
             int rc = walk_targets(w, v);
             if (rc != 0)
                 return rc;
             continue;
         }
         size_t idx;
-        const struct cfg_option *o = find_option(path, CFG_SCOPE_GLOBAL, &idx);
+        const struct cfg_option *o = find_row(path, CFG_SCOPE_GLOBAL, &idx);
         if (o != NULL) {
-            if (v->type != YAML_SCALAR_NODE) {
-                ERR_NODE(w->e, v, "%s must be a scalar, not %s", path, node_kind(v));
-                continue;
-            }
-            if (set_value(o, w->c, (const char *)v->data.scalar.value, path, w->e, v) == -ENOMEM)
-                return -ENOMEM;
-            if (idx < ISOPROF_ARRAY_SIZE(w->marks))
-                w->marks[idx] = v;
+            int rc = set_from_node(w, o, w->c, v, path);
+            if (rc == -ENOMEM)
+                return rc;
+            w->slots[idx].node = v;
+            w->slots[idx].bad = rc != 0;
             continue;
         }
         if (is_section(path)) {
+            if (is_null(v))
+                continue; /* `log:` with nothing: all defaults */
             if (v->type != YAML_MAPPING_NODE) {
-                ERR_NODE(w->e, v, "%s must be a mapping, not %s", path, node_kind(v));
+                ERR_NODE(w->e, v, "%s must be a mapping of options, not %s", path, node_kind(v));
                 continue;
             }
             int rc = walk_map(w, v, path);
@@ -610,93 +1217,295 @@ static int walk_map(struct walk *w, const yaml_node_t *map, const char *prefix)
                 return rc;
             continue;
         }
-        ERR_NODE(w->e, k, "unknown key '%s'", path);
+        suggest(prefix, key, CFG_SCOPE_GLOBAL, hint, sizeof(hint));
+        ERR_NODE(w->e, k, "unknown key '%s'%s", echo(shown, sizeof(shown), path, strlen(path)),
+                 hint);
     }
     return 0;
 }
 
-/* Rules that span options. */
+/* The rules of cfg_relations, between values that were valid. */
 static void check_relations(struct walk *w)
 {
-    const struct cfg *c = w->c;
-    if (c->sampling.cpu.period_ns < c->sampling.cpu.duration_ns) {
-        size_t ip, id;
-        find_option("sampling.cpu.period", CFG_SCOPE_GLOBAL, &ip);
-        find_option("sampling.cpu.duration", CFG_SCOPE_GLOBAL, &id);
-        const yaml_node_t *at = w->marks[ip] ? w->marks[ip] : w->marks[id];
-        char d[32];
-        fmt_value(&cfg_options[id], c->sampling.cpu.duration_ns, d, sizeof(d));
-        if (at)
-            ERR_NODE(w->e, at, "sampling.cpu.period must be >= sampling.cpu.duration (%s)", d);
+    for (size_t r = 0; r < cfg_nrelations; r++) {
+        size_t ia, ib;
+        const struct cfg_option *a = find_row(cfg_relations[r].name, CFG_SCOPE_GLOBAL, &ia);
+        const struct cfg_option *b = find_row(cfg_relations[r].other, CFG_SCOPE_GLOBAL, &ib);
+        if (a == NULL || b == NULL || w->slots[ia].bad || w->slots[ib].bad)
+            continue;
+        uint64_t va = row_number(a, w->c), vb = row_number(b, w->c);
+        if (va >= vb)
+            continue;
+        char ta[32], tb[32];
+        fmt_value(a, va, ta, sizeof(ta));
+        fmt_value(b, vb, tb, sizeof(tb));
+        if (w->slots[ia].node != NULL)
+            ERR_NODE(w->e, w->slots[ia].node, "%s must be >= %s (%s)", a->name, b->name, tb);
+        else if (w->slots[ib].node != NULL)
+            ERR_NODE(w->e, w->slots[ib].node, "%s must be <= %s (%s)", b->name, a->name, ta);
         else
-            err_at(w->e, 1, 1, "sampling.cpu.period must be >= sampling.cpu.duration (%s)", d);
+            err_at(w->e, 1, 1, "%s must be >= %s (%s)", a->name, b->name, tb);
     }
 }
 
-int cfg_load_buffer(const char *name, const char *text, size_t len, struct cfg **out, char **why)
+/* Report libyaml's error. Reader errors (bad UTF-8, control bytes) carry a
+ * byte offset rather than a mark; turn it into line:col. */
+static void report_yaml_error(const yaml_parser_t *parser, struct errs *e, const char *text,
+                              size_t len)
 {
-    if (why)
-        *why = NULL;
-    struct cfg *c;
-    int rc = cfg_new(name, &c);
+    const char *problem = parser->problem ? parser->problem : "malformed YAML";
+    if (parser->error == YAML_READER_ERROR) {
+        size_t line = 1, col = 1, end = parser->problem_offset < len ? parser->problem_offset : len;
+        for (size_t i = 0; i < end; i++) {
+            if (text[i] == '\n') {
+                line++;
+                col = 1;
+            } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+                col++;
+            }
+        }
+        if (parser->problem_value >= 0)
+            err_at(e, line, col, "YAML: %s (byte 0x%02x)", problem,
+                   (unsigned)(parser->problem_value & 0xff));
+        else
+            err_at(e, line, col, "YAML: %s", problem);
+        return;
+    }
+    /* The commonest cause by far is a tab in the indentation. */
+    size_t at = parser->problem_mark.index;
+    const char *tab = at < len && text[at] == '\t' ? "; YAML indents with spaces, not tabs" : "";
+    if (parser->context != NULL)
+        err_at(e, parser->problem_mark.line + 1, parser->problem_mark.column + 1,
+               "YAML syntax error: %s (%s that starts at line %zu)%s", problem, parser->context,
+               (size_t)parser->context_mark.line + 1, tab);
+    else
+        err_at(e, parser->problem_mark.line + 1, parser->problem_mark.column + 1,
+               "YAML syntax error: %s%s", problem, tab);
+}
+
+/*
+ * libyaml's scanner does work proportional to the flow nesting depth for
+ * every token, so "[[[[..." takes quadratic time (a 1 MiB file: hours).
+ * Walk the events once and refuse deep nesting before building the
+ * document; the events stop at the first opening past the limit, a little
+ * over a thousand bytes of lookahead later. A config is three levels deep.
+ * Likewise libyaml's loader compares every new anchor with all earlier
+ * ones, so the number of anchors is capped too.
+ * Returns 0 (fine, or a syntax error the document load will report), 1 (too
+ * deep, reported in e) or -ENOMEM.
+ */
+static const yaml_char_t *event_anchor(const yaml_event_t *ev)
+{
+    switch (ev->type) {
+    case YAML_SCALAR_EVENT:
+        return ev->data.scalar.anchor;
+    case YAML_SEQUENCE_START_EVENT:
+        return ev->data.sequence_start.anchor;
+    case YAML_MAPPING_START_EVENT:
+        return ev->data.mapping_start.anchor;
+    default:
+        return NULL;
+    }
+}
+
+static int check_depth(const char *text, size_t len, struct errs *e)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    if (!yaml_parser_initialize(&parser))
+        return -ENOMEM;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int depth = 0, anchors = 0, rc = 0;
+    for (;;) {
+        if (!yaml_parser_parse(&parser, &ev)) {
+            rc = parser.error == YAML_MEMORY_ERROR ? -ENOMEM : 0;
+            break;
+        }
+        yaml_event_type_t type = ev.type;
+        if (event_anchor(&ev) != NULL && ++anchors > CFG_MAX_ANCHORS) {
+            err_at(e, ev.start_mark.line + 1, ev.start_mark.column + 1,
+                   "more than %d YAML anchors", CFG_MAX_ANCHORS);
+            rc = 1;
+        } else if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+            if (++depth > CFG_MAX_DEPTH) {
+                err_at(e, ev.start_mark.line + 1, ev.start_mark.column + 1,
+                       "nested more than %d levels deep", CFG_MAX_DEPTH);
+                rc = 1;
+            }
+        } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        yaml_event_delete(&ev);
+        if (rc != 0 || type == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+/* Load and walk the document(s); returns 0 (problems in e) or -ENOMEM. */
+static int load_document(struct cfg *c, struct errs *e, struct slot *slots, const char *text,
+                         size_t len)
+{
+    int rc = check_depth(text, len, e);
     if (rc != 0)
-        return rc;
-    struct errs e = {.name = name};
+        return rc < 0 ? rc : 0;
     yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) {
-        cfg_free(c);
+    if (!yaml_parser_initialize(&parser))
         return -ENOMEM;
-    }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        if (parser.error == YAML_MEMORY_ERROR) {
+        if (parser.error == YAML_MEMORY_ERROR)
             rc = -ENOMEM;
-        } else {
-            err_at(&e, parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-                   "YAML syntax: %s%s%s", parser.problem ? parser.problem : "error",
-                   parser.context ? " " : "", parser.context ? parser.context : "");
-        }
+        else
+            report_yaml_error(&parser, e, text, len);
         yaml_parser_delete(&parser);
-        goto done;
+        return rc;
     }
-    struct walk w = {.doc = &doc, .c = c, .e = &e};
+    struct walk w = {.doc = &doc, .c = c, .e = e, .slots = slots};
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (root == NULL || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
-        /* an empty file: the defaults */
+    if (root == NULL || is_null(root)) {
+        /* an empty file, or only comments: all defaults */
     } else if (root->type != YAML_MAPPING_NODE) {
-        ERR_NODE(&e, root, "the configuration must be a mapping of sections, not %s",
+        ERR_NODE(e, root, "the configuration must be a mapping of sections, not %s",
                  node_kind(root));
     } else {
         rc = walk_map(&w, root, "");
     }
     if (rc == 0)
         check_relations(&w);
-    if (rc == 0 && !w.targets_seen) {
-        struct cfg_target *t;
-        rc = add_target(c, &t, &e);
-        if (rc == 0)
-            rc = set_value(&cfg_options[2], t, "127.0.0.1:9229", "inspector", &e, NULL);
-    }
+    if (rc == 0 && !w.targets_seen)
+        rc = add_default_target(c, &w.targets_cap);
     yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
 
-done:
+    /* A second document would be silently ignored by a document loader;
+     * say so instead. */
+    if (rc == 0 && !e->full) {
+        yaml_document_t more;
+        if (!yaml_parser_load(&parser, &more)) {
+            if (parser.error == YAML_MEMORY_ERROR)
+                rc = -ENOMEM;
+            else
+                report_yaml_error(&parser, e, text, len);
+        } else {
+            yaml_node_t *r2 = yaml_document_get_root_node(&more);
+            if (r2 != NULL)
+                ERR_NODE(e, r2, "a config file holds one YAML document; this is a second one");
+            yaml_document_delete(&more);
+        }
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+int cfg_load_buffer(const char *name, const char *text, size_t len, struct cfg **out, char **why)
+{
+    if (why)
+        *why = NULL;
+    if (name == NULL)
+        name = "<buffer>";
+    if (len > CFG_MAX_FILE) {
+        if (why)
+            *why = isoprof_asprintf("%s: larger than %u bytes", name, CFG_MAX_FILE);
+        return -EFBIG;
+    }
+    if (text == NULL) {
+        if (len != 0)
+            return -EINVAL;
+        text = "";
+    }
+    struct cfg *c;
+    int rc = cfg_new(name, &c);
+    if (rc != 0)
+        return rc;
+    struct slot *slots = isoprof_calloc(cfg_noptions, sizeof(*slots));
+    if (slots == NULL) {
+        cfg_free(c);
+        return -ENOMEM;
+    }
+    struct errs e = {.name = name};
+    rc = load_document(c, &e, slots, text, len);
+    isoprof_free(slots);
+    if (rc == 0 && e.full)
+        errs_push(&e, SIZE_MAX, 0,
+                  isoprof_asprintf("%s: too many problems; only the first %d are shown", name,
+                                   CFG_MAX_ERRORS));
     if (rc == 0 && e.oom)
         rc = -ENOMEM;
     if (rc == 0 && e.count > 0)
         rc = ISOPROF_ECONFIG;
+    if (rc == ISOPROF_ECONFIG && errs_finish(&e, why) != 0)
+        rc = -ENOMEM;
+    errs_release(&e);
     if (rc != 0) {
         cfg_free(c);
-        if (why && rc == ISOPROF_ECONFIG) {
-            *why = e.buf;
-            e.buf = NULL;
-        }
-        isoprof_free(e.buf);
         return rc;
     }
-    isoprof_free(e.buf);
     *out = c;
+    return 0;
+}
+
+/* Read a whole file of at most CFG_MAX_FILE bytes. */
+static int read_file(const char *path, char **out, size_t *outlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return -EISDIR;
+    }
+    size_t cap = 4096, len = 0;
+    if (S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size < CFG_MAX_FILE)
+        cap = (size_t)st.st_size + 1;
+    char *buf = isoprof_malloc(cap);
+    if (buf == NULL) {
+        close(fd);
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (;;) {
+        if (len == cap) {
+            if (cap > CFG_MAX_FILE) {
+                rc = -EFBIG;
+                break;
+            }
+            size_t ncap = cap * 2 > CFG_MAX_FILE + 1 ? CFG_MAX_FILE + 1 : cap * 2;
+            char *nb = isoprof_realloc(buf, ncap);
+            if (nb == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    if (rc == 0 && len > CFG_MAX_FILE)
+        rc = -EFBIG;
+    if (rc != 0) {
+        isoprof_free(buf);
+        return rc;
+    }
+    *out = buf;
+    *outlen = len;
     return 0;
 }
 
@@ -704,148 +1513,205 @@ int cfg_load_file(const char *path, struct cfg **out, char **why)
 {
     if (why)
         *why = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        int err = -errno;
-        if (why)
-            *why = isoprof_asprintf("%s: %s", path, strerror(-err));
-        return err;
-    }
-    char *buf = isoprof_malloc(CFG_MAX_FILE + 1);
-    if (buf == NULL) {
-        fclose(f);
-        return -ENOMEM;
-    }
-    size_t n = fread(buf, 1, CFG_MAX_FILE + 1, f);
-    int rerr = ferror(f);
-    fclose(f);
-    int rc;
-    if (rerr) {
-        rc = -EIO;
-        if (why)
-            *why = isoprof_asprintf("%s: read error", path);
-    } else if (n > CFG_MAX_FILE) {
-        rc = -EFBIG;
-        if (why)
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_file(path, &buf, &len);
+    if (rc != 0) {
+        if (why && rc == -EFBIG)
             *why = isoprof_asprintf("%s: larger than %u bytes", path, CFG_MAX_FILE);
-    } else {
-        rc = cfg_load_buffer(path, buf, n, out, why);
+        else if (why && rc != -ENOMEM)
+            *why = isoprof_asprintf("%s: %s", path, isoprof_strerror(rc));
+        return rc;
     }
+    rc = cfg_load_buffer(path, buf, len, out, why);
     isoprof_free(buf);
     return rc;
 }
 
-/* --- help and example --- */
+/* ------------------------------------------------------------------------ */
+/* Reload                                                                   */
 
-static const char *type_name(enum cfg_type t)
+int cfg_check_reload(const struct cfg *running, const struct cfg *next, char **why)
 {
-    switch (t) {
-    case CFG_T_STRING:
-        return "string";
-    case CFG_T_SIZE:
-        return "size";
-    case CFG_T_DURATION:
-        return "duration";
-    case CFG_T_UINT32:
-        return "count";
-    case CFG_T_FRACTION:
-        return "share";
-    case CFG_T_LOGLEVEL:
-        return "level";
-    case CFG_T_INSPECTOR:
-        return "host:port";
+    struct errs e = {.name = next->source};
+    if (why)
+        *why = NULL;
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->reloadable)
+            continue;
+        size_t n = o->scope == CFG_SCOPE_GLOBAL ? 1 : running->ntargets;
+        if (o->scope == CFG_SCOPE_TARGET && next->ntargets < n)
+            n = next->ntargets;
+        for (size_t t = 0; t < n; t++) {
+            const void *a = o->scope == CFG_SCOPE_GLOBAL ? (const void *)running
+                                                         : (const void *)&running->targets[t];
+            const void *b = o->scope == CFG_SCOPE_GLOBAL ? (const void *)next
+                                                         : (const void *)&next->targets[t];
+            if (row_equal(o, a, b))
+                continue;
+            char was[96], now[96], *line;
+            row_text(o, a, was, sizeof(was));
+            row_text(o, b, now, sizeof(now));
+            if (o->scope == CFG_SCOPE_GLOBAL)
+                line = isoprof_asprintf("%s: %s changed (%s -> %s); restart to apply", e.name,
+                                        o->name, was, now);
+            else
+                line = isoprof_asprintf("%s: targets[%zu].%s changed (%s -> %s); restart to apply",
+                                        e.name, t, o->name, was, now);
+            if (e.count < CFG_MAX_ERRORS)
+                errs_push(&e, 0, 0, line);
+            else
+                isoprof_free(line);
+        }
     }
-    return "?";
+    int rc = e.oom ? -ENOMEM : e.count ? ISOPROF_ECONFIG : 0;
+    if (rc == ISOPROF_ECONFIG && errs_finish(&e, why) != 0)
+        rc = -ENOMEM;
+    errs_release(&e);
+    return rc;
 }
 
-static void bounds_text(const struct cfg_option *o, char *buf, size_t cap)
+/* ------------------------------------------------------------------------ */
+/* Help and the example config                                              */
+
+static void display_name(const struct cfg_option *o, char *buf, size_t cap)
 {
-    char lo[32], hi[32];
-    switch (o->type) {
-    case CFG_T_SIZE:
-    case CFG_T_DURATION:
-    case CFG_T_UINT32:
-    case CFG_T_FRACTION:
-        fmt_value(o, o->min, lo, sizeof(lo));
-        fmt_value(o, o->max, hi, sizeof(hi));
-        snprintf(buf, cap, "%s..%s", lo, hi);
-        break;
-    default:
-        snprintf(buf, cap, "-");
-    }
+    snprintf(buf, cap, "%s%s", o->scope == CFG_SCOPE_TARGET ? "targets[]." : "", o->name);
+}
+
+static const char *display_default(const struct cfg_option *o)
+{
+    return o->def ? o->def : o->required ? "(required)" : "(unset)";
 }
 
 void cfg_write_help(FILE *f)
 {
+    int wn = 0, wt = 0, wd = 0, wb = 0;
+    char name[96], b[96];
     for (size_t i = 0; i < cfg_noptions; i++) {
         const struct cfg_option *o = &cfg_options[i];
-        char name[64], b[64];
-        snprintf(name, sizeof(name), "%s%s", o->scope == CFG_SCOPE_TARGET ? "targets[]." : "",
-                 o->name);
+        display_name(o, name, sizeof(name));
         bounds_text(o, b, sizeof(b));
-        fprintf(f, "  %-30s %-9s %-16s %-14s %s%s\n", name, type_name(o->type),
-                o->def ? o->def : (o->required ? "(required)" : "(unset)"), b, o->help,
-                o->reloadable ? "" : " [restart]");
+        int n = (int)strlen(name), t = (int)strlen(type_name(o->type)),
+            d = (int)strlen(display_default(o)), bb = (int)strlen(b);
+        wn = n > wn ? n : wn;
+        wt = t > wt ? t : wt;
+        wd = d > wd ? d : wd;
+        wb = bb > wb ? bb : wb;
+    }
+    fprintf(f, "  %-*s  %-*s  %-*s  %-*s  %s\n", wn, "OPTION", wt, "TYPE", wd, "DEFAULT", wb,
+            "BOUNDS", "DESCRIPTION");
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        display_name(o, name, sizeof(name));
+        bounds_text(o, b, sizeof(b));
+        fprintf(f, "  %-*s  %-*s  %-*s  %-*s  %s%s\n", wn, name, wt, type_name(o->type), wd,
+                display_default(o), wb, b, o->help, o->reloadable ? "" : " [restart]");
+    }
+    fprintf(f, "\n  Durations: a number and ns, us, ms, s, m or h (\"250ms\", \"1.5m\"). Sizes: a\n"
+               "  number and B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB, powers of 10). Shares:\n"
+               "  \"10%%\" or 0.1. Without `targets` the agent watches %s.\n",
+            CFG_DEFAULT_INSPECTOR);
+}
+
+/* The j-th dot-separated component of name: pointer in *s, length returned
+ * (0 if there is none). */
+static size_t component(const char *name, int j, const char **s)
+{
+    const char *p = name;
+    for (int i = 0; i < j; i++) {
+        p = strchr(p, '.');
+        if (p == NULL)
+            return 0;
+        p++;
+    }
+    const char *dot = strchr(p, '.');
+    *s = p;
+    return dot ? (size_t)(dot - p) : strlen(p);
+}
+
+static int ncomponents(const char *name)
+{
+    int n = 1;
+    for (const char *p = name; (p = strchr(p, '.')) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* "# help [type, bounds]" at indent. */
+static void write_comment(FILE *f, int indent, const struct cfg_option *o)
+{
+    char b[96];
+    bounds_text(o, b, sizeof(b));
+    int has_b = strcmp(b, "-") != 0;
+    fprintf(f, "%*s# %s [%s%s%s%s]\n", indent, "", o->help, type_name(o->type), has_b ? ", " : "",
+            has_b ? b : "", o->reloadable ? "" : "; needs a restart");
+}
+
+static void write_targets_example(FILE *f)
+{
+    fprintf(f, "\n# Inspector endpoints to profile; only these are ever contacted. Without a\n"
+               "# `targets` key the agent watches %s; `targets: []` watches none.\n"
+               "targets:\n",
+            CFG_DEFAULT_INSPECTOR);
+    int first = 1;
+    for (size_t j = 0; j < cfg_noptions; j++) {
+        const struct cfg_option *t = &cfg_options[j];
+        if (t->scope != CFG_SCOPE_TARGET)
+            continue;
+        const char *val = t->type == CFG_T_INSPECTOR ? CFG_DEFAULT_INSPECTOR : t->def;
+        write_comment(f, 4, t);
+        if (val != NULL)
+            fprintf(f, "  %s%s: %s\n", first ? "- " : "  ", t->name, val);
+        else
+            fprintf(f, "    # %s:\n", t->name);
+        if (val != NULL)
+            first = 0;
     }
 }
 
 int cfg_write_example(FILE *f)
 {
-    fprintf(f, "# isoprof configuration. Every option is shown at its default.\n"
-               "# Durations: us, ms, s, m, h. Sizes: B, KiB, MiB, GiB.\n");
-    const char *open[4] = {NULL, NULL, NULL, NULL};
-    int depth = 0;
+    fprintf(f, "# isoprof configuration; every option is shown at its default.\n"
+               "# Durations: ns, us, ms, s, m, h. Sizes: B, KiB, MiB, GiB (KB, MB, GB: powers\n"
+               "# of 10). Shares: 10%% or 0.1. `isoprofd --help` lists the options.\n");
+    const char *prev = NULL; /* the previous GLOBAL row's name */
     int targets_done = 0;
     for (size_t i = 0; i < cfg_noptions; i++) {
         const struct cfg_option *o = &cfg_options[i];
         if (o->scope == CFG_SCOPE_TARGET) {
-            if (targets_done)
-                continue;
+            if (!targets_done)
+                write_targets_example(f);
             targets_done = 1;
-            depth = 0;
-            fprintf(f, "\n# Inspector endpoints to profile (only these are ever contacted).\n"
-                       "targets:\n");
-            for (size_t j = 0; j < cfg_noptions; j++) {
-                const struct cfg_option *t = &cfg_options[j];
-                if (t->scope != CFG_SCOPE_TARGET)
-                    continue;
-                const char *val = t->type == CFG_T_INSPECTOR ? "127.0.0.1:9229" : t->def;
-                fprintf(f, "  %s# %s\n", t == o ? "" : "  ", t->help);
-                if (val)
-                    fprintf(f, "  %s%s: %s\n", t == o ? "- " : "  ", t->name, val);
-                else
-                    fprintf(f, "  %s# %s: \n", t == o ? "- " : "  ", t->name);
-            }
+            prev = NULL; /* the next global row reopens its sections */
             continue;
         }
-        /* Open the sections this option lives in. */
-        char parts[4][32];
-        int np = 0;
-        const char *s = o->name;
-        while (np < 4) {
-            const char *dot = strchr(s, '.');
-            size_t n = dot ? (size_t)(dot - s) : strlen(s);
-            snprintf(parts[np], sizeof(parts[np]), "%.*s", (int)n, s);
-            np++;
-            if (!dot)
+        int nsec = ncomponents(o->name) - 1;
+        int psec = prev ? ncomponents(prev) - 1 : 0;
+        int same = 0; /* leading sections shared with prev, already open */
+        while (same < nsec && same < psec) {
+            const char *a, *b;
+            size_t la = component(o->name, same, &a), lb = component(prev, same, &b);
+            if (la != lb || memcmp(a, b, la) != 0)
                 break;
-            s = dot + 1;
-        }
-        int same = 0;
-        while (same < depth && same < np - 1 && open[same] &&
-               strcmp(open[same], parts[same]) == 0)
             same++;
-        static char keep[4][32];
-        for (int d = same; d < np - 1; d++) {
+        }
+        for (int d = same; d < nsec; d++) {
+            const char *s;
+            size_t l = component(o->name, d, &s);
             if (d == 0)
                 fputc('\n', f);
-            fprintf(f, "%*s%s:\n", d * 2, "", parts[d]);
-            snprintf(keep[d], sizeof(keep[d]), "%s", parts[d]);
-            open[d] = keep[d];
+            fprintf(f, "%*s%.*s:\n", d * 2, "", (int)l, s);
         }
-        depth = np - 1;
-        fprintf(f, "%*s# %s\n", depth * 2, "", o->help);
-        fprintf(f, "%*s%s: %s\n", depth * 2, "", parts[np - 1], o->def ? o->def : "");
+        const char *leaf;
+        size_t ll = component(o->name, nsec, &leaf);
+        write_comment(f, nsec * 2, o);
+        if (o->def != NULL)
+            fprintf(f, "%*s%.*s: %s\n", nsec * 2, "", (int)ll, leaf, o->def);
+        else
+            fprintf(f, "%*s# %.*s:\n", nsec * 2, "", (int)ll, leaf);
+        prev = o->name;
     }
     return ferror(f) ? -EIO : 0;
 }

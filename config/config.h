@@ -6,7 +6,25 @@
  * example config. The loader reads YAML with libyaml and reports every
  * problem as `file:line:col: message` (1-based), all of them at once.
  *
- * No logging, no global state. Thread: any, one call at a time per struct.
+ * Keys (see `isoprofd --help` for types, defaults and bounds):
+ *   store.path, store.max_size
+ *   targets: a list of {inspector, worker, version, memory_limit}; absent
+ *            means one target at CFG_DEFAULT_INSPECTOR, an empty list means
+ *            none (the agent idles)
+ *   discovery.interval
+ *   sampling.cpu.{duration, period, interval, jitter, max_concurrent}
+ *   log.level
+ *
+ * Value syntax: durations are a decimal number and a unit (ns, us, µs, ms,
+ * s, m, h: "250ms", "1.5m"); sizes a decimal number and a unit (B, KiB,
+ * MiB, GiB, TiB in powers of 1024; KB/kB, MB, GB, TB in powers of 1000);
+ * counts a bare whole number; shares "10%" or 0.1. A bare number is refused
+ * where a unit is expected. A section or an optional key given an empty
+ * value (`log:`, `worker: ~`) is the same as leaving it out.
+ *
+ * No logging, no global state: every function may be called from any
+ * thread, concurrently, as long as one struct cfg is not freed while another
+ * thread reads it. A loaded struct cfg is never modified by this library.
  */
 #ifndef ISOPROF_CONFIG_H
 #define ISOPROF_CONFIG_H
@@ -15,34 +33,40 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The inspector watched when the config has no `targets` key. */
+#define CFG_DEFAULT_INSPECTOR "127.0.0.1:9229"
+
 enum cfg_log_level { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR };
 
-/* One inspector endpoint to watch. All strings owned by the struct cfg. */
+/* One inspector endpoint to watch. All strings are owned by the struct cfg
+ * that holds the target and live as long as it does. */
 struct cfg_target {
     char *inspector; /* as written: "host:port" or "[v6]:port" */
-    char *host;      /* without brackets */
-    uint16_t port;
-    char *worker;  /* label override; NULL if unset */
-    char *version; /* label; NULL if unset */
-    uint64_t memory_limit;
+    char *host;      /* without brackets: "127.0.0.1", "::1", "localhost" */
+    uint16_t port;   /* 1..65535 */
+    char *worker;    /* label override; NULL if unset */
+    char *version;   /* label; NULL if unset */
+    uint64_t memory_limit; /* bytes */
 };
 
+/* A loaded configuration. Every pointer is owned by the struct and freed by
+ * cfg_free; callers must not modify or free any of them. */
 struct cfg {
-    char *source; /* the file name, or "<defaults>" */
+    char *source; /* the file name given to the loader, or "<defaults>" */
     struct {
         char *path;
-        uint64_t max_size;
+        uint64_t max_size; /* bytes */
     } store;
-    struct cfg_target *targets;
+    struct cfg_target *targets; /* ntargets entries; NULL when ntargets is 0 */
     size_t ntargets;
     struct {
         uint64_t interval_ns;
     } discovery;
     struct {
         struct {
-            uint64_t duration_ns, period_ns, interval_ns;
-            double jitter; /* fraction of the period, 0..0.5 */
-            uint32_t max_concurrent;
+            uint64_t duration_ns, period_ns, interval_ns; /* period_ns >= duration_ns */
+            double jitter;           /* share of the period, 0..0.5 */
+            uint32_t max_concurrent; /* 1..1024 */
         } cpu;
     } sampling;
     struct {
@@ -50,42 +74,88 @@ struct cfg {
     } log;
 };
 
-/* The embedded defaults (one target, 127.0.0.1:9229). *out owned by the
- * caller (cfg_free). Errors: -ENOMEM. */
+/*
+ * cfg_defaults - the embedded defaults: every option at its default and one
+ * target at CFG_DEFAULT_INSPECTOR. source is "<defaults>".
+ * out: receives the config, owned by the caller (cfg_free); untouched on error.
+ * Errors: -ENOMEM.
+ */
 int cfg_defaults(struct cfg **out);
 
 /*
- * Load and validate a YAML file. On success *out is owned by the caller.
- * Errors: a negative errno when the file cannot be read (*why: "path:
- * reason"); ISOPROF_ECONFIG when it is invalid, *why then holding every
- * problem, one `file:line:col: message` per line; -ENOMEM. *why, when set,
- * is allocated and freed by the caller with isoprof_free. why may be NULL.
+ * cfg_load_file - read and validate the YAML file at path.
+ * out: on success receives the config, owned by the caller (cfg_free);
+ *      untouched on error.
+ * why: may be NULL. Otherwise set to NULL, or on error to an allocated
+ *      message the caller frees with isoprof_free():
+ *        - the file cannot be read: a negative errno (-ENOENT, -EACCES,
+ *          -EISDIR, -EIO, ...) and why "path: No such file or directory";
+ *        - the file is larger than 1 MiB: -EFBIG, why "path: ...";
+ *        - the file is invalid: ISOPROF_ECONFIG, why holding every problem,
+ *          one `path:line:col: message` per line (lines joined by '\n', no
+ *          trailing newline, sorted by position; at most 100 problems,
+ *          then a final line saying there were more). A YAML syntax error
+ *          stops the parse, so it is reported alone; so is YAML nested more
+ *          than 16 levels deep or holding more than 64 anchors, which is
+ *          refused before libyaml builds the document (both would make it
+ *          slow, and no valid config comes close).
+ *      On -ENOMEM why stays NULL.
  */
 int cfg_load_file(const char *path, struct cfg **out, char **why);
 
-/* As cfg_load_file, from memory; name is used in messages. text need not
- * be NUL-terminated. */
+/*
+ * cfg_load_buffer - as cfg_load_file, from len bytes at text (need not be
+ * NUL-terminated, may contain any bytes; NULL is allowed when len is 0).
+ * name: used in messages and copied to source; NULL means "<buffer>".
+ * Errors: ISOPROF_ECONFIG (why as above), -EFBIG (len > 1 MiB), -ENOMEM.
+ */
 int cfg_load_buffer(const char *name, const char *text, size_t len, struct cfg **out, char **why);
 
-/* Free c and everything it owns; NULL is a no-op. */
+/* cfg_free - free c and everything it owns; NULL is a no-op. */
 void cfg_free(struct cfg *c);
 
-/* Write a commented example config holding every option at its default;
- * it loads back to the defaults. Returns 0 or -EIO. */
+/*
+ * cfg_check_reload - may a running agent switch from running to next
+ * without a restart? Compares every option the table marks as not
+ * reloadable (store.path, store.max_size).
+ * Returns 0 if so; ISOPROF_ECONFIG with why (if non-NULL) listing each
+ * such option that changed, one "<next source>: store.path changed (...);
+ * restart to apply" per line, caller frees; -ENOMEM. Both configs are
+ * borrowed.
+ */
+int cfg_check_reload(const struct cfg *running, const struct cfg *next, char **why);
+
+/*
+ * cfg_write_example - write a commented YAML config holding every option at
+ * its default, with its help, type and bounds; loaded back it equals the
+ * defaults. Options without a default (a target's worker, version) appear
+ * commented out. Returns 0, or -EIO if the stream reports an error.
+ */
 int cfg_write_example(FILE *f);
 
-/* Write an aligned list of options: name, type, default, bounds, help. */
+/* cfg_write_help - write one aligned line per option: name, type, default,
+ * bounds, help, and "[restart]" when a change needs a restart. */
 void cfg_write_help(FILE *f);
 
-/* "10s", "1.5m", "250ms", "100us" -> nanoseconds. Units ns, us, µs, ms,
- * s, m, h; a unit is required. -EINVAL on garbage, -ERANGE on overflow. */
+/*
+ * cfg_parse_duration - "10s", "1.5m", "250ms", "100us" -> nanoseconds.
+ * A decimal number (no sign, no exponent; fraction digits beyond the ninth
+ * are ignored, the result is truncated to whole ns), optional spaces, and a
+ * unit (ns, us, µs, ms, s, m, h), which is required.
+ * Errors: -EINVAL on anything else (ns untouched), -ERANGE if the result
+ * does not fit in 64 bits.
+ */
 int cfg_parse_duration(const char *s, uint64_t *ns);
 
-/* "128MiB", "1GiB", "4096B", "10MB" -> bytes (KiB/MiB/GiB/TiB powers of
- * 1024, KB/MB/GB/TB powers of 1000). A unit is required. -EINVAL, -ERANGE. */
+/*
+ * cfg_parse_size - "128MiB", "1.5GiB", "4096B", "10MB" -> bytes. Syntax as
+ * for durations; units B, KiB, MiB, GiB, TiB (powers of 1024) and KB (or
+ * kB), MB, GB, TB (powers of 1000). Errors: -EINVAL, -ERANGE.
+ */
 int cfg_parse_size(const char *s, uint64_t *bytes);
 
-/* "debug", "info", "warn", "error". */
+/* cfg_log_level_name - "debug", "info", "warn", "error"; a static string.
+ * Out-of-range values give "info". */
 const char *cfg_log_level_name(enum cfg_log_level l);
 
 #endif

@@ -1,0 +1,284 @@
+/*
+ * check.c - store_check: verify every record and index.
+ *
+ * One read transaction, three passes:
+ *   1. windows: each key and header decodes, each zstd frame inflates to
+ *      its raw size with a good checksum, the time index has the window's
+ *      entry, and ids[seq] names this key; sums the stored bytes and finds
+ *      the highest seq.
+ *   2. by_time: each entry is start + a window key that exists with that
+ *      start.
+ *   3. ids: each entry names a window whose header carries that seq.
+ * Then the entry counts of the three DBs must agree and the meta counters
+ * must match what was summed. Problems are collected one per line into a
+ * capped text; the check goes on after a problem so that one run lists
+ * them all (up to the cap).
+ */
+#include "internal.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CHECK_MAX_LINES 100
+
+struct report {
+    char *buf;
+    size_t len, cap;
+    unsigned lines, dropped;
+    int oom;
+};
+
+__attribute__((format(printf, 2, 3))) static void report(struct report *r, const char *fmt, ...)
+{
+    if (r->lines >= CHECK_MAX_LINES) {
+        r->dropped++;
+        return;
+    }
+    r->lines++;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t l = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
+    line[l++] = '\n';
+    if (r->len + l + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 1024;
+        while (cap < r->len + l + 1)
+            cap *= 2;
+        char *nb = isoprof_realloc(r->buf, cap);
+        if (nb == NULL) {
+            r->oom = 1;
+            return;
+        }
+        r->buf = nb;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, line, l);
+    r->len += l;
+    r->buf[r->len] = '\0';
+}
+
+/* A printable rendering of a window key for the report. */
+static void key_text(const void *key, size_t len, char *out, size_t cap)
+{
+    struct store_key k;
+    if (store_key_decode(key, len, &k) == 0) {
+        snprintf(out, cap, "%.*s/%.*s start=%" PRIu64 " isolate=%" PRIu32 " type=%u",
+                 (int)(k.worker_len > 64 ? 64 : k.worker_len), k.worker,
+                 (int)(k.version_len > 64 ? 64 : k.version_len), k.version, k.start_ns, k.isolate,
+                 (unsigned)k.type);
+        for (char *p = out; *p; p++)
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+                *p = '?';
+        return;
+    }
+    const uint8_t *b = key;
+    size_t o = 0;
+    o += (size_t)snprintf(out, cap, "key[%zu]=", len);
+    for (size_t i = 0; i < len && i < 24 && o + 3 < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%02x", b[i]);
+}
+
+static int pass_windows(struct store *s, MDB_txn *txn, struct report *r, uint64_t *stored,
+                        uint64_t *max_seq)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, s->windows, &c);
+    if (rc != 0)
+        return rc;
+    MDB_val k, d;
+    char kt[256];
+    for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        key_text(k.mv_data, k.mv_size, kt, sizeof(kt));
+        *stored += store_stored_size(k.mv_size, d.mv_size);
+        struct store_key key;
+        struct store_rec_hdr h;
+        if (store_key_decode(k.mv_data, k.mv_size, &key) != 0) {
+            report(r, "windows: %s: undecodable key", kt);
+            continue;
+        }
+        uint8_t tk[STORE_TIME_KEY_MAX];
+        store_be64_put(tk, key.start_ns);
+        memcpy(tk + 8, k.mv_data, k.mv_size);
+        MDB_val t = {8 + k.mv_size, tk}, tv;
+        int trc = mdb_get(txn, s->by_time, &t, &tv);
+        if (trc == MDB_NOTFOUND)
+            report(r, "windows: %s: no by_time entry", kt);
+        else if (trc != 0) {
+            rc = trc;
+            break;
+        }
+        if (store_record_decode(d.mv_data, d.mv_size, &h) != 0) {
+            report(r, "windows: %s: undecodable header (%zu bytes)", kt, d.mv_size);
+            continue;
+        }
+        if (h.seq > *max_seq)
+            *max_seq = h.seq;
+        uint8_t ik[8];
+        store_be64_put(ik, h.seq);
+        MDB_val i = {8, ik}, iv;
+        int irc = mdb_get(txn, s->ids, &i, &iv);
+        if (irc == MDB_NOTFOUND)
+            report(r, "windows: %s: id %" PRIu64 " missing from ids", kt, h.seq);
+        else if (irc != 0) {
+            rc = irc;
+            break;
+        } else if (iv.mv_size != k.mv_size || memcmp(iv.mv_data, k.mv_data, k.mv_size) != 0)
+            report(r, "windows: %s: ids[%" PRIu64 "] names another window", kt, h.seq);
+        void *raw = NULL;
+        int zrc = store_record_inflate(&h, &raw);
+        isoprof_free(raw);
+        if (zrc == -ENOMEM) {
+            rc = ENOMEM;
+            break;
+        }
+        if (zrc != 0)
+            report(r,
+                   "windows: %s (id %" PRIu64 "): zstd frame does not inflate to raw size %" PRIu64,
+                   kt, h.seq, h.raw_size);
+    }
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int pass_by_time(struct store *s, MDB_txn *txn, struct report *r)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, s->by_time, &c);
+    if (rc != 0)
+        return rc;
+    MDB_val k, d;
+    char kt[256];
+    for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        struct store_key key;
+        if (k.mv_size < 8 || store_key_decode((uint8_t *)k.mv_data + 8, k.mv_size - 8, &key) != 0) {
+            key_text(k.mv_data, k.mv_size, kt, sizeof(kt));
+            report(r, "by_time: %s: undecodable entry", kt);
+            continue;
+        }
+        key_text((uint8_t *)k.mv_data + 8, k.mv_size - 8, kt, sizeof(kt));
+        if (key.start_ns != store_be64_get(k.mv_data))
+            report(r, "by_time: %s: time prefix does not match the window start", kt);
+        MDB_val wk = {k.mv_size - 8, (uint8_t *)k.mv_data + 8}, v;
+        int wrc = mdb_get(txn, s->windows, &wk, &v);
+        if (wrc == MDB_NOTFOUND)
+            report(r, "by_time: %s: no such window", kt);
+        else if (wrc != 0) {
+            rc = wrc;
+            break;
+        }
+    }
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int pass_ids(struct store *s, MDB_txn *txn, struct report *r)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, s->ids, &c);
+    if (rc != 0)
+        return rc;
+    MDB_val k, d;
+    char kt[256];
+    for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        if (k.mv_size != 8) {
+            report(r, "ids: key of %zu bytes", k.mv_size);
+            continue;
+        }
+        uint64_t seq = store_be64_get(k.mv_data);
+        key_text(d.mv_data, d.mv_size, kt, sizeof(kt));
+        struct store_key key;
+        if (store_key_decode(d.mv_data, d.mv_size, &key) != 0) {
+            report(r, "ids: %" PRIu64 " -> %s: undecodable window key", seq, kt);
+            continue;
+        }
+        MDB_val v;
+        int wrc = mdb_get(txn, s->windows, &d, &v);
+        struct store_rec_hdr h;
+        if (wrc == MDB_NOTFOUND)
+            report(r, "ids: %" PRIu64 " -> %s: no such window", seq, kt);
+        else if (wrc != 0) {
+            rc = wrc;
+            break;
+        } else if (store_record_decode(v.mv_data, v.mv_size, &h) == 0 && h.seq != seq)
+            report(r, "ids: %" PRIu64 " -> %s: the window carries id %" PRIu64, seq, kt, h.seq);
+    }
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int store_check(struct store *s, char **why)
+{
+    if (why)
+        *why = NULL;
+    if (s == NULL)
+        return -EINVAL;
+    struct report r = {0};
+    MDB_txn *txn;
+    int rc = store_txn_read(s, &txn);
+    if (rc != 0)
+        return rc;
+    uint64_t stored = 0, max_seq = 0, next_seq = 0, meta_stored = 0, evicted = 0, instance = 0;
+    if ((rc = pass_windows(s, txn, &r, &stored, &max_seq)) != 0 ||
+        (rc = pass_by_time(s, txn, &r)) != 0 || (rc = pass_ids(s, txn, &r)) != 0)
+        goto out;
+    MDB_stat sw, st, si;
+    if ((rc = mdb_stat(txn, s->windows, &sw)) != 0 || (rc = mdb_stat(txn, s->by_time, &st)) != 0 ||
+        (rc = mdb_stat(txn, s->ids, &si)) != 0)
+        goto out;
+    if (sw.ms_entries != st.ms_entries || sw.ms_entries != si.ms_entries)
+        report(&r, "counts: windows %zu, by_time %zu, ids %zu", sw.ms_entries, st.ms_entries,
+               si.ms_entries);
+    const char *names[] = {"next_seq", "stored_bytes", "evicted", "instance"};
+    uint64_t *vals[] = {&next_seq, &meta_stored, &evicted, &instance};
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(names); i++) {
+        int mrc = store_meta_get_u64(s, txn, names[i], vals[i]);
+        if (mrc == ISOPROF_ECORRUPT)
+            report(&r, "meta: %s missing or malformed", names[i]);
+        else if (mrc != 0) {
+            rc = mrc;
+            goto out;
+        }
+    }
+    if (next_seq <= max_seq)
+        report(&r, "meta: next_seq %" PRIu64 " is not above the highest id %" PRIu64, next_seq,
+               max_seq);
+    if (meta_stored != stored)
+        report(&r, "meta: stored_bytes %" PRIu64 ", the windows take %" PRIu64, meta_stored,
+               stored);
+    if (instance != s->instance)
+        report(&r, "meta: instance id changed while open");
+out:
+    mdb_txn_abort(txn);
+    if (rc == 0 && r.oom)
+        rc = -ENOMEM;
+    if (rc == 0 && r.lines > 0) {
+        rc = ISOPROF_ECORRUPT;
+    }
+    if (rc == ISOPROF_ECORRUPT && r.dropped && r.buf) {
+        char tail[64];
+        int n = snprintf(tail, sizeof(tail), "... and %u more\n", r.dropped);
+        char *nb = isoprof_realloc(r.buf, r.len + (size_t)n + 1);
+        if (nb) {
+            memcpy(nb + r.len, tail, (size_t)n + 1);
+            r.buf = nb;
+        }
+    }
+    if (rc == ISOPROF_ECORRUPT && why && r.buf && !r.oom) {
+        *why = r.buf;
+        r.buf = NULL;
+    }
+    isoprof_free(r.buf);
+    return store_err(rc);
+}

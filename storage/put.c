@@ -1,0 +1,301 @@
+/*
+ * put.c - store_put: batched inserts and retention.
+ *
+ * A batch is validated and compressed before any transaction begins, so
+ * the write lock is held only for B-tree work. One write transaction then
+ * assigns sequence ids, writes the three entries of every window, evicts
+ * the oldest windows (the head of by_time) until the stored-bytes counter
+ * is back under the budget, updates the meta counters and commits. Any
+ * failure aborts the whole transaction: a batch is stored entirely or not
+ * at all, and the counters always describe the committed data.
+ *
+ * Eviction inside the insert transaction cannot make room for that same
+ * transaction: LMDB reuses freed pages only after the commit that freed
+ * them. So on MDB_MAP_FULL the insert is aborted, a separate transaction
+ * evicts further and commits, and the insert is tried once more.
+ *
+ * DESIGN: store_put is not reentrant (the compression context and the
+ * write transaction are per handle); readers never block it (MVCC).
+ */
+#include "internal.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct put_item {
+    uint8_t key[STORE_KEY_MAX];
+    size_t klen;
+    uint8_t *val;
+    size_t vlen;
+};
+
+struct put_counters {
+    uint64_t next_seq, stored, evicted_total;
+    uint64_t evicted, evicted_bytes; /* this transaction */
+};
+
+static int check_record(const struct store_record *r)
+{
+    const struct store_window *w = &r->w;
+    if (w->worker == NULL || w->version == NULL || w->runtime == NULL)
+        return -EINVAL;
+    size_t wl = strnlen(w->worker, STORE_WORKER_MAX + 1);
+    size_t vl = strnlen(w->version, STORE_VERSION_MAX + 1);
+    size_t rl = strnlen(w->runtime, STORE_RUNTIME_MAX + 1);
+    if (wl > STORE_WORKER_MAX || vl > STORE_VERSION_MAX || rl > STORE_RUNTIME_MAX ||
+        wl + vl > STORE_LABELS_MAX)
+        return -EINVAL;
+    if (w->type != STORE_TYPE_CPU && w->type != STORE_TYPE_HEAP)
+        return -EINVAL;
+    if (r->len > STORE_RAW_MAX || (r->len > 0 && r->pprof == NULL))
+        return -EINVAL;
+    return 0;
+}
+
+static int counters_read(struct store *s, MDB_txn *txn, struct put_counters *c)
+{
+    int rc;
+    memset(c, 0, sizeof(*c));
+    if ((rc = store_meta_get_u64(s, txn, "next_seq", &c->next_seq)) != 0 ||
+        (rc = store_meta_get_u64(s, txn, "stored_bytes", &c->stored)) != 0 ||
+        (rc = store_meta_get_u64(s, txn, "evicted", &c->evicted_total)) != 0)
+        return rc;
+    if (c->next_seq == 0)
+        return ISOPROF_ECORRUPT;
+    return 0;
+}
+
+static int counters_write(struct store *s, MDB_txn *txn, const struct put_counters *c)
+{
+    int rc;
+    if ((rc = store_meta_put_u64(s, txn, "next_seq", c->next_seq)) != 0 ||
+        (rc = store_meta_put_u64(s, txn, "stored_bytes", c->stored)) != 0 ||
+        (rc = store_meta_put_u64(s, txn, "evicted", c->evicted_total)) != 0)
+        return rc;
+    return 0;
+}
+
+/* Delete the window with key wk (and its index entries), if present.
+ * *bytes receives its stored size (0 if it was not there). Raw LMDB code. */
+static int window_delete(struct store *s, MDB_txn *txn, const uint8_t *wk, size_t klen,
+                         uint64_t *bytes)
+{
+    MDB_val k = {klen, (void *)wk}, d;
+    *bytes = 0;
+    int rc = mdb_get(txn, s->windows, &k, &d);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    struct store_rec_hdr h;
+    uint64_t seq = 0;
+    if (store_record_decode(d.mv_data, d.mv_size, &h) == 0)
+        seq = h.seq; /* else the ids entry cannot be found; store_check reports it */
+    *bytes = store_stored_size(klen, d.mv_size);
+    if ((rc = mdb_del(txn, s->windows, &k, NULL)) != 0)
+        return rc;
+    struct store_key key;
+    if (store_key_decode(wk, klen, &key) == 0) {
+        uint8_t tk[STORE_TIME_KEY_MAX];
+        store_be64_put(tk, key.start_ns);
+        memcpy(tk + 8, wk, klen);
+        MDB_val t = {8 + klen, tk};
+        rc = mdb_del(txn, s->by_time, &t, NULL);
+        if (rc != 0 && rc != MDB_NOTFOUND)
+            return rc;
+    }
+    if (seq != 0) {
+        uint8_t ik[8];
+        store_be64_put(ik, seq);
+        MDB_val i = {8, ik};
+        rc = mdb_del(txn, s->ids, &i, NULL);
+        if (rc != 0 && rc != MDB_NOTFOUND)
+            return rc;
+    }
+    return 0;
+}
+
+/* Evict from the head of by_time while the stored bytes exceed target.
+ * Raw LMDB code. */
+static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint64_t target)
+{
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, s->by_time, &cur);
+    if (rc != 0)
+        return rc;
+    while (c->stored > target) {
+        MDB_val k, d;
+        rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
+        if (rc == MDB_NOTFOUND) {
+            /* Nothing left to evict but the counter says otherwise: it was
+             * off (store_check reports such drift); trust the data. */
+            c->stored = 0;
+            rc = 0;
+            break;
+        }
+        if (rc != 0)
+            break;
+        /* Copy the key out: the page it points into changes as we delete. */
+        uint8_t wk[STORE_KEY_MAX];
+        size_t klen = k.mv_size >= 8 ? k.mv_size - 8 : 0;
+        if (klen > sizeof(wk))
+            klen = 0;
+        memcpy(wk, (const uint8_t *)k.mv_data + (k.mv_size >= 8 ? 8 : 0), klen);
+        if ((rc = mdb_cursor_del(cur, 0)) != 0)
+            break;
+        uint64_t bytes = 0;
+        if (klen > 0 && (rc = window_delete(s, txn, wk, klen, &bytes)) != 0)
+            break;
+        if (bytes == 0)
+            continue; /* a dangling time entry, now gone */
+        c->stored = c->stored > bytes ? c->stored - bytes : 0;
+        c->evicted++;
+        c->evicted_total++;
+        c->evicted_bytes += bytes;
+    }
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+/* One attempt at the whole batch. Returns 0, a raw LMDB code or a project
+ * code; store_err maps the first and passes the second through. */
+static int put_txn(struct store *s, struct store_record *recs, struct put_item *it, size_t n,
+                   struct put_counters *out)
+{
+    MDB_txn *txn;
+    struct put_counters c;
+    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0)
+        return rc;
+    if ((rc = counters_read(s, txn, &c)) != 0)
+        goto abort;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t old = 0;
+        if ((rc = window_delete(s, txn, it[i].key, it[i].klen, &old)) != 0)
+            goto abort;
+        c.stored = c.stored > old ? c.stored - old : 0;
+        uint64_t seq = c.next_seq++;
+        store_be64_put(it[i].val + STORE_REC_SEQ_OFF, seq);
+        MDB_val k = {it[i].klen, it[i].key}, d = {it[i].vlen, it[i].val};
+        if ((rc = mdb_put(txn, s->windows, &k, &d, 0)) != 0)
+            goto abort;
+        uint8_t tk[STORE_TIME_KEY_MAX];
+        store_be64_put(tk, recs[i].w.start_ns);
+        memcpy(tk + 8, it[i].key, it[i].klen);
+        MDB_val t = {8 + it[i].klen, tk}, empty = {0, NULL};
+        if ((rc = mdb_put(txn, s->by_time, &t, &empty, 0)) != 0)
+            goto abort;
+        uint8_t ik[8];
+        store_be64_put(ik, seq);
+        MDB_val ikv = {8, ik};
+        if ((rc = mdb_put(txn, s->ids, &ikv, &k, 0)) != 0)
+            goto abort;
+        c.stored += store_stored_size(it[i].klen, it[i].vlen);
+    }
+    if ((rc = evict_to(s, txn, &c, s->budget)) != 0)
+        goto abort;
+    if ((rc = counters_write(s, txn, &c)) != 0)
+        goto abort;
+    if ((rc = mdb_txn_commit(txn)) != 0)
+        return rc; /* the commit failed: LMDB has freed the txn, nothing is stored */
+    *out = c;
+    return 0;
+abort:
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+/* Make room after MDB_MAP_FULL: evict down to target and commit. */
+static int evict_txn(struct store *s, uint64_t target, struct put_counters *out)
+{
+    MDB_txn *txn;
+    struct put_counters c;
+    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0)
+        return rc;
+    if ((rc = counters_read(s, txn, &c)) != 0 || (rc = evict_to(s, txn, &c, target)) != 0 ||
+        (rc = counters_write(s, txn, &c)) != 0) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    if ((rc = mdb_txn_commit(txn)) != 0)
+        return rc;
+    *out = c;
+    return 0;
+}
+
+int store_put(struct store *s, struct store_record *recs, size_t n, struct store_put_stats *st)
+{
+    struct put_counters c = {0};
+    uint64_t evicted = 0, evicted_bytes = 0;
+    int rc = 0;
+    if (st)
+        memset(st, 0, sizeof(*st));
+    if (s == NULL || (recs == NULL && n > 0))
+        return -EINVAL;
+    if (s->readonly)
+        return -EROFS;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = check_record(&recs[i])) != 0)
+            return rc;
+    if (n > SIZE_MAX / sizeof(struct put_item))
+        return -E2BIG;
+    struct put_item *it = isoprof_calloc(n, sizeof(*it));
+    if (it == NULL)
+        return -ENOMEM;
+    uint64_t batch = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct store_window *w = &recs[i].w;
+        it[i].klen = store_key_encode(it[i].key, sizeof(it[i].key), w->worker, w->version,
+                                      w->start_ns, w->isolate, w->type);
+        if (it[i].klen == 0) {
+            rc = -EINVAL; /* unreachable after check_record; kept as a guard */
+            goto out;
+        }
+        if ((rc = store_record_build(s->cctx, &recs[i], &it[i].val, &it[i].vlen)) != 0)
+            goto out;
+        uint64_t sz = store_stored_size(it[i].klen, it[i].vlen);
+        if (sz > s->budget) {
+            rc = -E2BIG;
+            goto out;
+        }
+        batch += sz;
+    }
+
+    rc = put_txn(s, recs, it, n, &c);
+    if (rc == MDB_MAP_FULL || rc == ISOPROF_EMAPFULL) {
+        uint64_t slack = s->budget / 8 + batch;
+        uint64_t target = s->budget > slack ? s->budget - slack : 0;
+        struct put_counters e;
+        rc = evict_txn(s, target, &e);
+        if (rc == 0) {
+            evicted += e.evicted;
+            evicted_bytes += e.evicted_bytes;
+            rc = put_txn(s, recs, it, n, &c);
+        }
+    }
+    if (rc != 0) {
+        rc = store_err(rc);
+        goto out;
+    }
+    evicted += c.evicted;
+    evicted_bytes += c.evicted_bytes;
+    for (size_t i = 0; i < n; i++) {
+        recs[i].w.id = store_be64_get(it[i].val + STORE_REC_SEQ_OFF);
+        recs[i].w.raw_size = recs[i].len;
+        recs[i].w.stored_size = store_stored_size(it[i].klen, it[i].vlen);
+    }
+out:
+    if (st) {
+        st->evicted = evicted;
+        st->evicted_bytes = evicted_bytes;
+    }
+    for (size_t i = 0; i < n; i++)
+        isoprof_free(it[i].val);
+    isoprof_free(it);
+    return rc;
+}

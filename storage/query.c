@@ -1,0 +1,248 @@
+/*
+ * query.c - store_windows and store_load.
+ *
+ * A query is one read transaction, so it sees one committed snapshot and
+ * never blocks or is blocked by the writer. Two access paths:
+ *
+ *   worker given   range seek in `windows` on the key prefix worker\0
+ *                  (plus version\0 and the since time when known). Without
+ *                  a version, a window outside [since, until) skips the
+ *                  cursor to the start of the range within its version, or
+ *                  past the version entirely, so a narrow time range over a
+ *                  long history costs a few seeks per version, not a scan.
+ *   no worker      walk `by_time` from since to until and fetch each window.
+ *
+ * The window handed to the callback points into the snapshot (key strings
+ * are NUL-terminated by their separators), so listing copies nothing.
+ */
+#include "internal.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct query {
+    struct store *s;
+    MDB_txn *txn;
+    const struct store_filter *f;
+    store_window_cb cb;
+    void *arg;
+};
+
+static int str_eq(const char *want, const char *got, size_t got_len)
+{
+    return strlen(want) == got_len && memcmp(want, got, got_len) == 0;
+}
+
+/* Filters that the access path does not already guarantee. */
+static int key_matches(const struct store_filter *f, const struct store_key *k)
+{
+    if (f->worker && !str_eq(f->worker, k->worker, k->worker_len))
+        return 0;
+    if (f->version && !str_eq(f->version, k->version, k->version_len))
+        return 0;
+    if (f->type && f->type != k->type)
+        return 0;
+    if (f->since_ns && k->start_ns < f->since_ns)
+        return 0;
+    if (f->until_ns && k->start_ns >= f->until_ns)
+        return 0;
+    return 1;
+}
+
+/* Decode the value of window key k (klen bytes) and call back.
+ * Returns 0 to go on (also for a record that does not decode), the
+ * callback's value, or a raw LMDB code. */
+static int emit(struct query *q, const struct store_key *k, size_t klen, const MDB_val *d)
+{
+    struct store_rec_hdr h;
+    if (store_record_decode(d->mv_data, d->mv_size, &h) != 0)
+        return 0;
+    if (q->f->id && h.seq != q->f->id)
+        return 0;
+    struct store_window w;
+    store_window_fill(&w, k, &h, klen, d->mv_size);
+    return q->cb(&w, q->arg);
+}
+
+static int by_id(struct query *q)
+{
+    uint8_t ik[8];
+    store_be64_put(ik, q->f->id);
+    MDB_val i = {8, ik}, k, d;
+    int rc = mdb_get(q->txn, q->s->ids, &i, &k);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    struct store_key key;
+    if (store_key_decode(k.mv_data, k.mv_size, &key) != 0 || !key_matches(q->f, &key))
+        return 0;
+    rc = mdb_get(q->txn, q->s->windows, &k, &d);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    return emit(q, &key, k.mv_size, &d);
+}
+
+static int by_time(struct query *q)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(q->txn, q->s->by_time, &c);
+    if (rc != 0)
+        return rc;
+    uint8_t seek[8];
+    store_be64_put(seek, q->f->since_ns);
+    MDB_val k = {8, seek}, d;
+    for (rc = mdb_cursor_get(c, &k, &d, q->f->since_ns ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        if (k.mv_size < 8)
+            continue;
+        if (q->f->until_ns && store_be64_get(k.mv_data) >= q->f->until_ns)
+            break;
+        struct store_key key;
+        MDB_val wk = {k.mv_size - 8, (uint8_t *)k.mv_data + 8}, v;
+        if (store_key_decode(wk.mv_data, wk.mv_size, &key) != 0 || !key_matches(q->f, &key))
+            continue;
+        rc = mdb_get(q->txn, q->s->windows, &wk, &v);
+        if (rc == MDB_NOTFOUND)
+            continue;
+        if (rc != 0)
+            break;
+        if ((rc = emit(q, &key, wk.mv_size, &v)) != 0)
+            break;
+    }
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int by_key(struct query *q)
+{
+    const struct store_filter *f = q->f;
+    size_t wl = strlen(f->worker);
+    size_t vl = f->version ? strlen(f->version) : 0;
+    /* A prefix that cannot be a key matches nothing. */
+    if (wl > STORE_WORKER_MAX || vl > STORE_VERSION_MAX || wl + vl > STORE_LABELS_MAX)
+        return 0;
+    uint8_t seek[STORE_KEY_MAX];
+    size_t plen = wl + 1; /* the prefix every match carries */
+    memcpy(seek, f->worker, wl + 1);
+    size_t slen = plen;
+    if (f->version) {
+        memcpy(seek + plen, f->version, vl + 1);
+        plen += vl + 1;
+        slen = plen;
+        if (f->since_ns) {
+            store_be64_put(seek + slen, f->since_ns);
+            slen += 8;
+        }
+    }
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(q->txn, q->s->windows, &c);
+    if (rc != 0)
+        return rc;
+    MDB_val k = {slen, seek}, d;
+    rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
+    while (rc == 0) {
+        if (k.mv_size < plen || memcmp(k.mv_data, seek, plen) != 0)
+            break; /* past the prefix: done */
+        struct store_key key;
+        if (store_key_decode(k.mv_data, k.mv_size, &key) != 0) {
+            rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+            continue;
+        }
+        if (f->since_ns && key.start_ns < f->since_ns) {
+            /* Jump to since within this version (only without a version
+             * filter: with one, the first seek already did). */
+            size_t n = wl + 1 + key.version_len + 1;
+            memmove(seek + wl + 1, key.version, key.version_len + 1);
+            store_be64_put(seek + n, f->since_ns);
+            k.mv_size = n + 8;
+            k.mv_data = seek;
+            rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
+            continue;
+        }
+        if (f->until_ns && key.start_ns >= f->until_ns) {
+            if (f->version)
+                break;
+            /* Skip the rest of this version: the smallest key above every
+             * key of it ends its version with \x01 instead of \0. */
+            size_t n = wl + 1 + key.version_len;
+            memmove(seek + wl + 1, key.version, key.version_len);
+            seek[n] = 0x01;
+            k.mv_size = n + 1;
+            k.mv_data = seek;
+            rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
+            continue;
+        }
+        if (key_matches(f, &key) && (rc = emit(q, &key, k.mv_size, &d)) != 0)
+            break;
+        rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+    }
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int store_windows(struct store *s, const struct store_filter *f, store_window_cb cb, void *arg)
+{
+    static const struct store_filter all;
+    if (s == NULL || cb == NULL)
+        return -EINVAL;
+    struct query q = {s, NULL, f ? f : &all, cb, arg};
+    int rc = store_txn_read(s, &q.txn);
+    if (rc != 0)
+        return rc;
+    /* Callback values pass through untouched; only LMDB codes (which
+     * callbacks do not produce) are translated. */
+    if (q.f->id)
+        rc = by_id(&q);
+    else if (q.f->worker)
+        rc = by_key(&q);
+    else
+        rc = by_time(&q);
+    mdb_txn_abort(q.txn);
+    if (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE)
+        rc = store_err(rc);
+    return rc;
+}
+
+int store_load(struct store *s, uint64_t id, void **pprof, size_t *len)
+{
+    if (s == NULL || pprof == NULL || len == NULL || id == 0)
+        return -EINVAL;
+    MDB_txn *txn;
+    int rc = store_txn_read(s, &txn);
+    if (rc != 0)
+        return rc;
+    uint8_t ik[8];
+    store_be64_put(ik, id);
+    MDB_val i = {8, ik}, k, d;
+    struct store_key key;
+    struct store_rec_hdr h;
+    if ((rc = mdb_get(txn, s->ids, &i, &k)) != 0) {
+        rc = store_err(rc);
+        goto out;
+    }
+    if (store_key_decode(k.mv_data, k.mv_size, &key) != 0) {
+        rc = ISOPROF_ECORRUPT;
+        goto out;
+    }
+    if ((rc = mdb_get(txn, s->windows, &k, &d)) != 0) {
+        rc = store_err(rc);
+        goto out;
+    }
+    if (store_record_decode(d.mv_data, d.mv_size, &h) != 0 || h.seq != id) {
+        rc = ISOPROF_ECORRUPT;
+        goto out;
+    }
+    void *out;
+    if ((rc = store_record_inflate(&h, &out)) != 0)
+        goto out;
+    *pprof = out;
+    *len = (size_t)h.raw_size;
+out:
+    mdb_txn_abort(txn);
+    return rc;
+}

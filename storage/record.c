@@ -1,0 +1,200 @@
+/*
+ * record.c - the byte formats of the store: the window key and the record
+ * (header + zstd frame), see internal.h for the layout.
+ *
+ * Everything that reads bytes from the file goes through the two decoders
+ * here, which check every length before touching a byte and return
+ * ISOPROF_ECORRUPT for anything they do not recognise; a damaged page can
+ * therefore cost a query one window, never the process. Compression uses
+ * a context whose allocations go through base.h, so the allocation-failure
+ * hook reaches zstd too; frames carry their content size and a checksum,
+ * which store_check and store_load verify.
+ */
+#include "internal.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void *zstd_on_alloc(void *opaque, size_t size)
+{
+    (void)opaque;
+    return isoprof_malloc(size);
+}
+
+static void zstd_on_free(void *opaque, void *p)
+{
+    (void)opaque;
+    isoprof_free(p);
+}
+
+static const ZSTD_customMem store_zstd_mem = {zstd_on_alloc, zstd_on_free, NULL};
+
+size_t store_key_encode(uint8_t *out, size_t cap, const char *worker, const char *version,
+                        uint64_t start_ns, uint32_t isolate, uint8_t type)
+{
+    size_t wl = strlen(worker), vl = strlen(version);
+    size_t len = wl + 1 + vl + 1 + STORE_KEY_TAIL;
+    if (len > cap || len > STORE_KEY_MAX)
+        return 0;
+    uint8_t *p = out;
+    memcpy(p, worker, wl + 1); /* with its NUL: the separator */
+    p += wl + 1;
+    memcpy(p, version, vl + 1);
+    p += vl + 1;
+    store_be64_put(p, start_ns);
+    store_be32_put(p + 8, isolate);
+    p[12] = type;
+    return len;
+}
+
+int store_key_decode(const void *key, size_t len, struct store_key *k)
+{
+    const uint8_t *p = key;
+    if (key == NULL || len < 2 + STORE_KEY_TAIL || len > STORE_KEY_MAX)
+        return ISOPROF_ECORRUPT;
+    const uint8_t *end = p + len - STORE_KEY_TAIL;
+    const uint8_t *nul1 = memchr(p, 0, (size_t)(end - p));
+    if (nul1 == NULL)
+        return ISOPROF_ECORRUPT;
+    const uint8_t *v = nul1 + 1;
+    const uint8_t *nul2 = memchr(v, 0, (size_t)(end - v));
+    /* The version's NUL must be the last byte before the fixed tail. */
+    if (nul2 == NULL || nul2 + 1 != end)
+        return ISOPROF_ECORRUPT;
+    k->worker = (const char *)p;
+    k->worker_len = (size_t)(nul1 - p);
+    k->version = (const char *)v;
+    k->version_len = (size_t)(nul2 - v);
+    if (k->worker_len > STORE_WORKER_MAX || k->version_len > STORE_VERSION_MAX)
+        return ISOPROF_ECORRUPT;
+    k->start_ns = store_be64_get(end);
+    k->isolate = store_be32_get(end + 8);
+    k->type = end[12];
+    if (k->type != STORE_TYPE_CPU && k->type != STORE_TYPE_HEAP)
+        return ISOPROF_ECORRUPT;
+    return 0;
+}
+
+int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
+{
+    const uint8_t *p = val;
+    if (val == NULL || len < STORE_REC_FIXED)
+        return ISOPROF_ECORRUPT;
+    if (p[0] != STORE_REC_MAGIC || p[1] != STORE_REC_VERSION || p[2] != STORE_CODEC_ZSTD)
+        return ISOPROF_ECORRUPT;
+    size_t rl = p[3];
+    if (rl > STORE_RUNTIME_MAX || len < STORE_REC_FIXED + rl + 1) /* + at least one frame byte */
+        return ISOPROF_ECORRUPT;
+    if (memchr(p + STORE_REC_FIXED, 0, rl) != NULL)
+        return ISOPROF_ECORRUPT;
+    h->version = p[1];
+    h->codec = p[2];
+    h->flags = store_be32_get(p + 4);
+    h->end_ns = store_be64_get(p + 8);
+    h->samples = store_be64_get(p + 16);
+    h->interval = store_be64_get(p + 24);
+    h->raw_size = store_be64_get(p + 32);
+    h->seq = store_be64_get(p + STORE_REC_SEQ_OFF);
+    if (h->raw_size > STORE_RAW_MAX || h->seq == 0)
+        return ISOPROF_ECORRUPT;
+    memcpy(h->runtime, p + STORE_REC_FIXED, rl);
+    h->runtime[rl] = '\0';
+    h->payload = p + STORE_REC_FIXED + rl;
+    h->payload_len = len - STORE_REC_FIXED - rl;
+    return 0;
+}
+
+int store_record_inflate(const struct store_rec_hdr *h, void **out)
+{
+    unsigned long long csize = ZSTD_getFrameContentSize(h->payload, h->payload_len);
+    if (csize == ZSTD_CONTENTSIZE_ERROR || csize == ZSTD_CONTENTSIZE_UNKNOWN ||
+        csize != h->raw_size)
+        return ISOPROF_ECORRUPT;
+    size_t fsize = ZSTD_findFrameCompressedSize(h->payload, h->payload_len);
+    if (ZSTD_isError(fsize) || fsize != h->payload_len)
+        return ISOPROF_ECORRUPT;
+    uint8_t *buf = isoprof_malloc((size_t)h->raw_size);
+    if (buf == NULL)
+        return -ENOMEM;
+    ZSTD_DCtx *d = ZSTD_createDCtx_advanced(store_zstd_mem);
+    if (d == NULL) {
+        isoprof_free(buf);
+        return -ENOMEM;
+    }
+    size_t got = ZSTD_decompressDCtx(d, buf, (size_t)h->raw_size, h->payload, h->payload_len);
+    ZSTD_freeDCtx(d);
+    if (ZSTD_isError(got) || got != h->raw_size) {
+        isoprof_free(buf);
+        if (ZSTD_isError(got) && ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation)
+            return -ENOMEM;
+        return ISOPROF_ECORRUPT;
+    }
+    *out = buf;
+    return 0;
+}
+
+ZSTD_CCtx *store_zstd_cctx_new(void)
+{
+    ZSTD_CCtx *c = ZSTD_createCCtx_advanced(store_zstd_mem);
+    if (c == NULL)
+        return NULL;
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, STORE_ZSTD_LEVEL)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1))) {
+        ZSTD_freeCCtx(c);
+        return NULL;
+    }
+    return c;
+}
+
+int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, uint8_t **val, size_t *vlen)
+{
+    size_t rl = strlen(r->w.runtime);
+    size_t hl = STORE_REC_FIXED + rl;
+    size_t bound = ZSTD_compressBound(r->len);
+    uint8_t *buf = isoprof_malloc(hl + bound);
+    if (buf == NULL)
+        return -ENOMEM;
+    buf[0] = STORE_REC_MAGIC;
+    buf[1] = STORE_REC_VERSION;
+    buf[2] = STORE_CODEC_ZSTD;
+    buf[3] = (uint8_t)rl;
+    store_be32_put(buf + 4, r->w.flags);
+    store_be64_put(buf + 8, r->w.end_ns);
+    store_be64_put(buf + 16, r->w.samples);
+    store_be64_put(buf + 24, r->w.interval);
+    store_be64_put(buf + 32, (uint64_t)r->len);
+    store_be64_put(buf + STORE_REC_SEQ_OFF, 0); /* set in the write txn */
+    memcpy(buf + STORE_REC_FIXED, r->w.runtime, rl);
+    /* An empty pprof is still one (empty) frame, so every record has one. */
+    static const uint8_t none[1];
+    size_t got = ZSTD_compress2(cctx, buf + hl, bound, r->len ? r->pprof : none, r->len);
+    if (ZSTD_isError(got)) {
+        isoprof_free(buf);
+        return ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation ? -ENOMEM : ISOPROF_EZSTD;
+    }
+    *val = buf;
+    *vlen = hl + got;
+    return 0;
+}
+
+void store_window_fill(struct store_window *w, const struct store_key *k,
+                       const struct store_rec_hdr *h, size_t klen, size_t vlen)
+{
+    memset(w, 0, sizeof(*w));
+    w->id = h->seq;
+    w->worker = k->worker;
+    w->version = k->version;
+    w->runtime = h->runtime;
+    w->start_ns = k->start_ns;
+    w->end_ns = h->end_ns;
+    w->isolate = k->isolate;
+    w->type = k->type;
+    w->flags = h->flags;
+    w->samples = h->samples;
+    w->interval = h->interval;
+    w->raw_size = h->raw_size;
+    w->stored_size = store_stored_size(klen, vlen);
+}

@@ -1,0 +1,261 @@
+/*
+ * store.h - the isoprof window store (LMDB).
+ *
+ * A store is a directory holding one LMDB environment. Every profile window
+ * (one CPU window or one heap snapshot of one isolate) is one record: a small
+ * header (end time, samples, flags, interval, runtime, sequence id) followed
+ * by the zstd-compressed pprof protobuf. Records are keyed by
+ * (worker, version, start_ns, isolate, type) so that the queries people ask
+ * ("checkout v42, last Tuesday") are range seeks; a time index serves the
+ * listings without a worker and the retention that evicts the oldest
+ * windows first; an id index maps the short sequence id to the record.
+ *
+ * Threads: one store handle is shared by all threads of a process.
+ * store_put may be called from any thread, but from one thread at a time
+ * (the caller serialises writers). store_windows, store_load, store_stat,
+ * store_check, store_id_format and store_id_parse may be called from any
+ * thread, concurrently with each other and with store_put. store_open and
+ * store_close must not race with any other call on the same handle.
+ * Several processes may open the same store: one writer (the daemon) and
+ * any number of read-only handles (the CLI). Do not open the same store
+ * twice in one process (LMDB's file locks are per process).
+ *
+ * Errors: 0, a negative errno, or an ISOPROF_E* code (config/base.h).
+ * Nothing here logs.
+ */
+#ifndef ISOPROF_STORE_H
+#define ISOPROF_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Schema version this build reads and writes (stored in the meta DB). */
+#define STORE_SCHEMA_VERSION 1u
+
+enum store_type { STORE_TYPE_CPU = 1, STORE_TYPE_HEAP = 2 };
+
+/* Window flags (struct store_window.flags). */
+#define STORE_FLAG_ON_DEMAND 0x1u
+
+/* Limits on the strings of a window (bytes, without the terminating NUL). */
+#define STORE_WORKER_MAX 255
+#define STORE_VERSION_MAX 255
+/* worker and version together: LMDB keys are at most 511 bytes and the
+ * time index key is 8 bytes + the window key. */
+#define STORE_LABELS_MAX 488
+#define STORE_RUNTIME_MAX 31
+/* Largest uncompressed pprof accepted by store_put and inflated on load. */
+#define STORE_RAW_MAX (256u * 1024 * 1024)
+
+struct store;
+
+struct store_options {
+    /* Budget for stored data in bytes: keys and values of all DBs, counted
+     * per window as stored_size (below); 0 = 1 GiB. The file on disk is
+     * larger (LMDB pages: typically 1.3-1.6 x, up to about 2 x for values
+     * just over a page). The LMDB map (address space, sparse file limit)
+     * is 3 x budget + 16 MiB so that this overhead and the copy-on-write
+     * pages of a transaction fit. Ignored by read-only handles. */
+    uint64_t max_size;
+    /* Open read-only (the CLI). Works while another process writes the
+     * same store; each query sees the last committed state. */
+    int readonly;
+};
+
+struct store_window {
+    uint64_t id; /* sequence number, >= 1; assigned by store_put (input ignored) */
+    /* Non-NULL, no NUL inside. worker <= STORE_WORKER_MAX bytes, version <=
+     * STORE_VERSION_MAX, together <= STORE_LABELS_MAX; runtime <=
+     * STORE_RUNTIME_MAX. */
+    const char *worker, *version, *runtime;
+    uint64_t start_ns, end_ns; /* wall clock ns */
+    uint32_t isolate;
+    uint8_t type; /* enum store_type */
+    uint32_t flags;
+    uint64_t samples;
+    uint64_t interval;    /* cpu: sampling interval ns; heap: sampling interval bytes */
+    uint64_t raw_size;    /* output: uncompressed pprof bytes */
+    uint64_t stored_size; /* output: bytes the window takes in the store (keys and values
+                             of its windows, by_time and ids entries); counts against
+                             the budget */
+};
+
+/* One window to store. pprof: the uncompressed protobuf, borrowed for the
+ * duration of store_put; len <= STORE_RAW_MAX (pprof may be NULL if len 0). */
+struct store_record {
+    struct store_window w;
+    const void *pprof;
+    size_t len;
+};
+
+struct store_put_stats {
+    uint64_t evicted;       /* windows removed by retention during this call */
+    uint64_t evicted_bytes; /* their stored_size */
+};
+
+/*
+ * store_open - open (and create, unless readonly) the store in directory
+ * path.
+ *
+ * path: directory; created with parents (mode 0750) if missing and not
+ *   readonly. Borrowed; copied.
+ * opt: options, borrowed; NULL = defaults (writable, 1 GiB budget).
+ * out: receives the handle on success (owned by the caller, release with
+ *   store_close); untouched on failure.
+ * why: if non-NULL, receives on failure an allocated message for a person,
+ *   prefixed with the path, e.g. "isoprof-data: schema version 9, this
+ *   build reads 1"; the caller frees it with isoprof_free. Set to NULL on
+ *   success (and on failure if the message could not be allocated).
+ *
+ * A writable open creates the schema in an empty environment and records the
+ * budget in it. Data committed before a crash is always there after reopen
+ * (LMDB syncs data and meta on each commit; no unsafe flags are used).
+ *
+ * Errors: -EINVAL (NULL argument), -ENOENT (readonly and no store there),
+ * -ENOMEM, -EACCES and other -errno from the file system, ISOPROF_EMAGIC
+ * (an LMDB environment that is not an isoprof store), ISOPROF_ESCHEMA
+ * (another schema version, or an LMDB file format this library cannot
+ * read), ISOPROF_ECORRUPT (damaged file or meta).
+ * Thread: any; not concurrently with other calls on the handle (none yet).
+ */
+int store_open(const char *path, const struct store_options *opt, struct store **out, char **why);
+
+/*
+ * store_close - release the handle. s may be NULL. No other call on s may
+ * be running or follow. Committed data is already durable.
+ */
+void store_close(struct store *s);
+
+/*
+ * store_put - store n windows in one write transaction, all or nothing.
+ *
+ * Each pprof is compressed (zstd level 3, with a checksum) before the transaction
+ * begins. In the transaction every record gets the next sequence id; then,
+ * while the total stored size exceeds the budget, the oldest windows in
+ * start-time order are evicted (this may include windows of this batch if
+ * they are the oldest). If LMDB reports the map full, the transaction is
+ * aborted, a separate transaction evicts further (down to budget - batch -
+ * budget/8) and the put is retried once.
+ *
+ * A record whose key (worker, version, start_ns, isolate, type) already
+ * exists replaces the old window (the old id becomes invalid); this is not
+ * counted as an eviction.
+ *
+ * recs: n records, borrowed; on success each recs[i].w.id, .raw_size and
+ *   .stored_size are filled in (other fields are not modified).
+ * st: may be NULL; filled in with the evictions that were committed, also
+ *   when the call fails after an eviction-only transaction.
+ * n == 0 is a no-op returning 0.
+ *
+ * Errors: -EINVAL (bad record: NULL string, too long, NUL in runtime, type
+ * not 1 or 2, len > STORE_RAW_MAX, pprof NULL with len > 0), -EROFS
+ * (read-only handle), -E2BIG (one record's stored size exceeds the budget,
+ * or the batch is too large for one transaction), -ENOMEM, ISOPROF_EZSTD,
+ * ISOPROF_EMAPFULL (no room even after evicting), -ENOSPC / -EIO (disk;
+ * nothing of the batch is committed and the store stays consistent),
+ * ISOPROF_ECORRUPT (damaged meta).
+ * Thread: any, but one at a time per handle (not reentrant).
+ */
+int store_put(struct store *s, struct store_record *recs, size_t n, struct store_put_stats *st);
+
+/* Query filter; zero-initialise and set what you need. */
+struct store_filter {
+    const char *worker, *version; /* NULL = any */
+    uint8_t type;                 /* 0 = any */
+    uint64_t since_ns, until_ns;  /* window start in [since, until); 0 = unbounded */
+    uint64_t id;                  /* nonzero: only that window (the other fields still apply) */
+};
+
+/*
+ * store_window_cb - called once per matching window. w and all its strings
+ * are borrowed for the duration of the call only (they point into the
+ * read transaction's snapshot). Return 0 to continue, nonzero to stop;
+ * that value is then returned by store_windows. The callback may call
+ * store_load, store_id_format and other read calls; it must not call
+ * store_put or store_close.
+ */
+typedef int (*store_window_cb)(const struct store_window *w, void *arg);
+
+/*
+ * store_windows - call cb for each window matching f, in one read
+ * transaction (a consistent snapshot).
+ *
+ * Order: start time ascending (then key order) when f->worker is NULL;
+ * key order (version, start, isolate, type) within the worker when
+ * f->worker is set. With a worker the scan is a range seek on the key
+ * prefix (and on the start time when since/version allow), never a full
+ * scan. Records whose key or header do not decode are skipped (store_check
+ * reports them).
+ *
+ * f: borrowed; NULL = everything. arg: passed to cb.
+ * Returns 0, the callback's nonzero value, -EINVAL (NULL s or cb), or an
+ * LMDB error translated (ISOPROF_ECORRUPT, -errno).
+ * Thread: any, concurrently with everything but store_close.
+ */
+int store_windows(struct store *s, const struct store_filter *f, store_window_cb cb, void *arg);
+
+/*
+ * store_load - the uncompressed pprof of window id.
+ * pprof: receives an allocation the caller frees with isoprof_free.
+ * len: receives its size. Both untouched on failure.
+ * Errors: ISOPROF_ENOTFOUND (no such id), ISOPROF_ECORRUPT (record or zstd
+ * frame damaged, size mismatch), -ENOMEM, -EINVAL.
+ * Thread: any, concurrently with everything but store_close.
+ */
+int store_load(struct store *s, uint64_t id, void **pprof, size_t *len);
+
+#define STORE_ID_LEN 36
+
+/*
+ * store_id_format - the external form of a window id: a UUID-shaped string
+ * (RFC 9562 version 8, variant 10) carrying 60 bits of the store's random
+ * instance id and the low 62 bits of the sequence number, so ids from
+ * different stores do not collide. out receives 36 lowercase characters
+ * and a NUL. Thread: any.
+ */
+void store_id_format(const struct store *s, uint64_t id, char out[STORE_ID_LEN + 1]);
+
+/*
+ * store_id_parse - read a window id: the UUID form of store_id_format
+ * (either case) or a plain decimal sequence number (1..2^64-1).
+ * id: receives the sequence number. The id is not looked up: a
+ * well-formed id of a window that is gone parses fine.
+ * Errors: -EINVAL (neither form, or 0), ISOPROF_ENOTFOUND (a version 8 id
+ * of another store). Thread: any.
+ */
+int store_id_parse(const struct store *s, const char *text, uint64_t *id);
+
+struct store_stat {
+    uint32_t schema_version;
+    uint64_t windows, windows_cpu, windows_heap;
+    uint64_t raw_bytes;            /* sum of uncompressed pprof sizes */
+    uint64_t stored_bytes;         /* the budget counter: sum of stored_size */
+    uint64_t budget;               /* as recorded by the last writable open */
+    uint64_t map_size;             /* LMDB map size */
+    uint64_t file_size;            /* data.mdb on disk */
+    uint64_t evicted_total;        /* windows evicted since the store was created */
+    uint64_t oldest_ns, newest_ns; /* start of the oldest / newest window; 0 if none */
+};
+
+/*
+ * store_stat - counts and sizes, from one read transaction. Reads every
+ * record header (not the payloads), so it is O(windows).
+ * Errors: -EINVAL, ISOPROF_ECORRUPT, -errno. Thread: any.
+ */
+int store_stat(struct store *s, struct store_stat *st);
+
+/*
+ * store_check - verify every record and index in one read transaction:
+ * keys and headers decode, each zstd frame inflates to exactly its raw
+ * size (and its checksum holds), windows <-> by_time <-> ids agree, and
+ * the meta counters (next seq, stored bytes) match the data.
+ * why: if non-NULL, receives on ISOPROF_ECORRUPT an allocated text with one
+ *   problem per line (each ending in '\n', at most 100 lines plus a count
+ *   of the rest); the caller frees it with isoprof_free. Set to NULL when
+ *   clean.
+ * Returns 0 if clean, ISOPROF_ECORRUPT, or -ENOMEM / -errno if the check
+ * itself could not run. Works on read-only handles. Thread: any.
+ */
+int store_check(struct store *s, char **why);
+
+#endif
