@@ -1,0 +1,192 @@
+/*
+ * common.h - helpers shared by the storage tests: temporary store
+ * directories (removed at exit, also when a test fails), window records
+ * with deterministic pseudo-pprof payloads, and collecting a listing.
+ */
+#ifndef ISOPROF_TEST_STORAGE_COMMON_H
+#define ISOPROF_TEST_STORAGE_COMMON_H
+
+#include "../test.h"
+
+#include "../../../storage/internal.h"
+#include "base.h"
+#include "store.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SEC 1000000000ull
+#define DAY (86400ull * SEC)
+#define T0 (1764000000ull * SEC) /* a fixed wall-clock origin */
+
+static char tmp_dirs_[64][256];
+static int tmp_ndirs_;
+
+static int tmp_rm_one_(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static void tmp_cleanup_(void)
+{
+    for (int i = 0; i < tmp_ndirs_; i++)
+        nftw(tmp_dirs_[i], tmp_rm_one_, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh, empty temporary directory; removed at exit. */
+static const char *tmp_dir(void)
+{
+    if (tmp_ndirs_ == 0)
+        atexit(tmp_cleanup_);
+    if (tmp_ndirs_ >= 64)
+        abort();
+    const char *base = getenv("TMPDIR");
+    char *d = tmp_dirs_[tmp_ndirs_];
+    snprintf(d, sizeof(tmp_dirs_[0]), "%s/isoprof-storage-XXXXXX", base && *base ? base : "/tmp");
+    if (mkdtemp(d) == NULL) {
+        perror("mkdtemp");
+        abort();
+    }
+    tmp_ndirs_++;
+    return d;
+}
+
+/* A path inside a fresh temporary directory that does not exist yet. */
+__attribute__((unused)) static const char *tmp_store_path(void)
+{
+    static char p[64][300];
+    static int n;
+    const char *d = tmp_dir();
+    snprintf(p[n % 64], sizeof(p[0]), "%s/store", d);
+    return p[n++ % 64];
+}
+
+/* Deterministic payload: compressible but not trivially (like pprof). */
+static void fill_payload(uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (i % 4 == 0) ? (uint8_t)x : (uint8_t)(i / 64);
+    }
+}
+
+struct test_rec {
+    struct store_record r;
+    uint8_t *payload;
+};
+
+static void rec_make(struct test_rec *t, const char *worker, const char *version, uint64_t start,
+                     uint32_t isolate, uint8_t type, size_t len, uint64_t seed)
+{
+    memset(t, 0, sizeof(*t));
+    t->payload = isoprof_malloc(len ? len : 1);
+    if (t->payload == NULL)
+        abort();
+    fill_payload(t->payload, len, seed);
+    t->r.w.worker = worker;
+    t->r.w.version = version;
+    t->r.w.runtime = "node-20.11.0";
+    t->r.w.start_ns = start;
+    t->r.w.end_ns = start + 10 * SEC;
+    t->r.w.isolate = isolate;
+    t->r.w.type = type;
+    t->r.w.flags = 0;
+    t->r.w.samples = 1000 + seed;
+    t->r.w.interval = 10000000;
+    t->r.pprof = t->payload;
+    t->r.len = len;
+}
+
+static void rec_free(struct test_rec *t)
+{
+    isoprof_free(t->payload);
+}
+
+/* Put one window; returns store_put's code, the id in *id. */
+__attribute__((unused)) static int put_one(struct store *s, const char *worker, const char *version,
+                                           uint64_t start, uint32_t isolate, uint8_t type,
+                                           size_t len, uint64_t *id)
+{
+    struct test_rec t;
+    rec_make(&t, worker, version, start, isolate, type, len, start ^ isolate);
+    int rc = store_put(s, &t.r, 1, NULL);
+    if (id)
+        *id = t.r.w.id;
+    rec_free(&t);
+    return rc;
+}
+
+/* A listing, copied out of the callback. */
+struct seen {
+    size_t n;
+    struct {
+        uint64_t id, start, raw, stored;
+        uint32_t isolate;
+        uint8_t type;
+        char worker[64], version[64], runtime[32];
+    } w[4096];
+};
+
+static int seen_on_window(const struct store_window *w, void *arg)
+{
+    struct seen *s = arg;
+    if (s->n >= ISOPROF_ARRAY_SIZE(s->w))
+        return 99;
+    s->w[s->n].id = w->id;
+    s->w[s->n].start = w->start_ns;
+    s->w[s->n].raw = w->raw_size;
+    s->w[s->n].stored = w->stored_size;
+    s->w[s->n].isolate = w->isolate;
+    s->w[s->n].type = w->type;
+    snprintf(s->w[s->n].worker, sizeof(s->w[0].worker), "%s", w->worker);
+    snprintf(s->w[s->n].version, sizeof(s->w[0].version), "%s", w->version);
+    snprintf(s->w[s->n].runtime, sizeof(s->w[0].runtime), "%s", w->runtime);
+    s->n++;
+    return 0;
+}
+
+__attribute__((unused)) static struct seen *list(struct store *s, const struct store_filter *f,
+                                                 int *rc)
+{
+    static struct seen out;
+    memset(&out, 0, sizeof(out));
+    *rc = store_windows(s, f, seen_on_window, &out);
+    return &out;
+}
+
+__attribute__((unused)) static struct store *open_rw(const char *path, uint64_t max_size)
+{
+    struct store_options o = {.max_size = max_size};
+    struct store *s = NULL;
+    char *why = NULL;
+    int rc = store_open(path, &o, &s, &why);
+    if (rc != 0) {
+        fprintf(stderr, "store_open(%s): %s: %s\n", path, isoprof_strerror(rc), why ? why : "");
+        isoprof_free(why);
+        return NULL;
+    }
+    return s;
+}
+
+__attribute__((unused)) static int check_clean(struct store *s)
+{
+    char *why = NULL;
+    int rc = store_check(s, &why);
+    if (rc != 0)
+        fprintf(stderr, "store_check: %s\n%s", isoprof_strerror(rc), why ? why : "");
+    isoprof_free(why);
+    return rc;
+}
+
+#endif

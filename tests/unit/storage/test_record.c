@@ -1,0 +1,303 @@
+/*
+ * test_record.c - the byte formats: key order equals tuple order, the
+ * record decoder rejects every truncation and damage, window ids.
+ */
+#include "common.h"
+
+struct tuple {
+    const char *worker, *version;
+    uint64_t start;
+    uint32_t isolate;
+    uint8_t type;
+    uint8_t key[STORE_KEY_MAX];
+    size_t klen;
+};
+
+static int bytes_cmp(const char *a, const char *b)
+{
+    return strcmp(a, b); /* strcmp compares as unsigned char */
+}
+
+static int tuple_cmp(const void *pa, const void *pb)
+{
+    const struct tuple *a = pa, *b = pb;
+    int c;
+    if ((c = bytes_cmp(a->worker, b->worker)) != 0)
+        return c;
+    if ((c = bytes_cmp(a->version, b->version)) != 0)
+        return c;
+    if (a->start != b->start)
+        return a->start < b->start ? -1 : 1;
+    if (a->isolate != b->isolate)
+        return a->isolate < b->isolate ? -1 : 1;
+    return (int)a->type - (int)b->type;
+}
+
+/* LMDB's default key order: memcmp, then the shorter first. */
+static int key_cmp(const void *pa, const void *pb)
+{
+    const struct tuple *a = pa, *b = pb;
+    size_t n = a->klen < b->klen ? a->klen : b->klen;
+    int c = memcmp(a->key, b->key, n);
+    if (c != 0)
+        return c;
+    return a->klen < b->klen ? -1 : a->klen > b->klen;
+}
+
+TEST(key_order)
+{
+    static const char *workers[] = {"", "a", "a\x01", "ab", "b", "checkout", "\xff"};
+    static const char *versions[] = {"", "1", "10", "2", "v\x7f", "v42"};
+    static const uint64_t starts[] = {0, 1, 255, 256, 1ull << 32, 1ull << 63, UINT64_MAX};
+    static const uint32_t isolates[] = {0, 1, 256, UINT32_MAX};
+    size_t n = ISOPROF_ARRAY_SIZE(workers) * ISOPROF_ARRAY_SIZE(versions) *
+               ISOPROF_ARRAY_SIZE(starts) * ISOPROF_ARRAY_SIZE(isolates) * 2;
+    struct tuple *a = isoprof_calloc(n, sizeof(*a)), *b = isoprof_calloc(n, sizeof(*b));
+    REQUIRE(a && b);
+    size_t i = 0;
+    for (size_t w = 0; w < ISOPROF_ARRAY_SIZE(workers); w++)
+        for (size_t v = 0; v < ISOPROF_ARRAY_SIZE(versions); v++)
+            for (size_t s = 0; s < ISOPROF_ARRAY_SIZE(starts); s++)
+                for (size_t k = 0; k < ISOPROF_ARRAY_SIZE(isolates); k++)
+                    for (uint8_t t = 1; t <= 2; t++, i++) {
+                        a[i].worker = workers[w];
+                        a[i].version = versions[v];
+                        a[i].start = starts[s];
+                        a[i].isolate = isolates[k];
+                        a[i].type = t;
+                        a[i].klen = store_key_encode(a[i].key, sizeof(a[i].key), workers[w],
+                                                     versions[v], starts[s], isolates[k], t);
+                        CHECK(a[i].klen > 0);
+                        struct store_key d;
+                        CHECK_EQ_INT(store_key_decode(a[i].key, a[i].klen, &d), 0);
+                        CHECK(d.start_ns == starts[s] && d.isolate == isolates[k] && d.type == t);
+                        CHECK_STR(d.worker, workers[w]);
+                        CHECK_STR(d.version, versions[v]);
+                    }
+    /* Shuffle deterministically, then sort one copy each way. */
+    uint64_t x = 12345;
+    for (size_t j = n - 1; j > 0; j--) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t r = (size_t)(x >> 33) % (j + 1);
+        struct tuple tmp = a[j];
+        a[j] = a[r];
+        a[r] = tmp;
+    }
+    memcpy(b, a, n * sizeof(*a));
+    qsort(a, n, sizeof(*a), tuple_cmp);
+    qsort(b, n, sizeof(*b), key_cmp);
+    size_t bad = 0;
+    for (size_t j = 0; j < n; j++)
+        bad += tuple_cmp(&a[j], &b[j]) != 0;
+    CHECK_EQ_INT(bad, 0);
+    isoprof_free(a);
+    isoprof_free(b);
+}
+
+TEST(key_limits)
+{
+    uint8_t k[STORE_KEY_MAX + 64];
+    char w[300], v[300];
+    memset(w, 'w', sizeof(w));
+    memset(v, 'v', sizeof(v));
+    w[244] = v[244] = '\0'; /* 244 + 244 = 488: the largest accepted */
+    CHECK(store_key_encode(k, sizeof(k), w, v, 1, 2, 1) == STORE_KEY_MAX);
+    w[244] = 'w';
+    w[245] = '\0';
+    CHECK(store_key_encode(k, sizeof(k), w, v, 1, 2, 1) == 0);
+    /* Decoder: every truncation of a valid key fails. */
+    size_t len = store_key_encode(k, sizeof(k), "checkout", "v42", 7, 8, 2);
+    struct store_key d;
+    for (size_t n = 0; n < len; n++)
+        CHECK_EQ_INT(store_key_decode(k, n, &d), ISOPROF_ECORRUPT);
+    CHECK_EQ_INT(store_key_decode(k, len, &d), 0);
+    k[len - 1] = 3; /* bad type */
+    CHECK_EQ_INT(store_key_decode(k, len, &d), ISOPROF_ECORRUPT);
+    k[len - 1] = 2;
+    k[8] = 'x'; /* worker's NUL gone: only one separator */
+    CHECK_EQ_INT(store_key_decode(k, len, &d), ISOPROF_ECORRUPT);
+    CHECK_EQ_INT(store_key_decode(NULL, 0, &d), ISOPROF_ECORRUPT);
+}
+
+TEST(record_codec)
+{
+    ZSTD_CCtx *c = store_zstd_cctx_new();
+    REQUIRE(c != NULL);
+    struct test_rec t;
+    rec_make(&t, "w", "v", T0, 1, STORE_TYPE_CPU, 5000, 7);
+    t.r.w.runtime = "workerd";
+    t.r.w.flags = STORE_FLAG_ON_DEMAND;
+    uint8_t *val = NULL;
+    size_t vlen = 0;
+    REQUIRE(store_record_build(c, &t.r, &val, &vlen) == 0);
+    store_be64_put(val + STORE_REC_SEQ_OFF, 77);
+    struct store_rec_hdr h;
+    REQUIRE(store_record_decode(val, vlen, &h) == 0);
+    CHECK(h.seq == 77 && h.raw_size == 5000 && h.end_ns == T0 + 10 * SEC);
+    CHECK(h.flags == STORE_FLAG_ON_DEMAND && h.interval == 10000000 && h.samples == 1007);
+    CHECK_STR(h.runtime, "workerd");
+    void *raw = NULL;
+    REQUIRE(store_record_inflate(&h, &raw) == 0);
+    CHECK(memcmp(raw, t.payload, 5000) == 0);
+    isoprof_free(raw);
+
+    /* Every truncation is ECORRUPT, by the header decoder or by inflate. */
+    for (size_t n = 0; n < vlen; n++) {
+        int rc = store_record_decode(val, n, &h);
+        if (rc == 0) {
+            raw = NULL;
+            rc = store_record_inflate(&h, &raw);
+            isoprof_free(raw);
+        }
+        if (rc != ISOPROF_ECORRUPT) {
+            fprintf(stderr, "truncated at %zu: %d\n", n, rc);
+            CHECK(0);
+            break;
+        }
+    }
+    /* Every single-byte change is either rejected or (header fields that
+     * carry no invariant) decodes; a changed payload never inflates. */
+    size_t hl = STORE_REC_FIXED + 7;
+    for (size_t i = 0; i < vlen; i++) {
+        val[i] ^= 0x5a;
+        int rc = store_record_decode(val, vlen, &h);
+        if (rc == 0) {
+            raw = NULL;
+            rc = store_record_inflate(&h, &raw);
+            isoprof_free(raw);
+        }
+        if (i < 4 || (i >= 32 && i < 40) || i >= hl)
+            CHECK_EQ_INT(rc, ISOPROF_ECORRUPT);
+        val[i] ^= 0x5a;
+    }
+    /* Garbage. */
+    uint8_t junk[256];
+    for (int round = 0; round < 2000; round++) {
+        fill_payload(junk, sizeof(junk), (uint64_t)round);
+        junk[0] = STORE_REC_MAGIC;
+        junk[1] = STORE_REC_VERSION;
+        junk[2] = STORE_CODEC_ZSTD;
+        junk[3] = (uint8_t)(round % 40);
+        size_t n = (size_t)round % sizeof(junk);
+        if (store_record_decode(junk, n, &h) == 0) {
+            raw = NULL;
+            if (store_record_inflate(&h, &raw) == 0)
+                CHECK(h.raw_size <= STORE_RAW_MAX);
+            isoprof_free(raw);
+        }
+    }
+    isoprof_free(val);
+    rec_free(&t);
+    ZSTD_freeCCtx(c);
+}
+
+TEST(empty_payload)
+{
+    ZSTD_CCtx *c = store_zstd_cctx_new();
+    REQUIRE(c != NULL);
+    struct store_record r = {.w = {.worker = "w", .version = "v", .runtime = "", .type = 1}};
+    uint8_t *val;
+    size_t vlen;
+    REQUIRE(store_record_build(c, &r, &val, &vlen) == 0);
+    store_be64_put(val + STORE_REC_SEQ_OFF, 1);
+    struct store_rec_hdr h;
+    REQUIRE(store_record_decode(val, vlen, &h) == 0);
+    CHECK(h.raw_size == 0 && h.runtime[0] == '\0');
+    void *raw = NULL;
+    CHECK_EQ_INT(store_record_inflate(&h, &raw), 0);
+    isoprof_free(raw);
+    isoprof_free(val);
+    ZSTD_freeCCtx(c);
+}
+
+TEST(ids)
+{
+    struct store a = {.instance = 0x0123456789abcdefull}, b = {.instance = 0xfedcba9876543210ull};
+    char id[STORE_ID_LEN + 1];
+    store_id_format(&a, 42, id);
+    CHECK_EQ_INT(strlen(id), 36);
+    CHECK_STR(id, "01234567-89ab-8cde-8000-00000000002a");
+    CHECK(id[14] == '8');
+    CHECK(strchr("89ab", id[19]) != NULL);
+    uint64_t v = 0;
+    CHECK_EQ_INT(store_id_parse(&a, id, &v), 0);
+    CHECK(v == 42);
+    /* Upper case too. */
+    char up[STORE_ID_LEN + 1];
+    for (int i = 0; i <= STORE_ID_LEN; i++)
+        up[i] = (char)(id[i] >= 'a' && id[i] <= 'f' ? id[i] - 32 : id[i]);
+    v = 0;
+    CHECK_EQ_INT(store_id_parse(&a, up, &v), 0);
+    CHECK(v == 42);
+    /* Another store's id. */
+    CHECK_EQ_INT(store_id_parse(&b, id, &v), ISOPROF_ENOTFOUND);
+    char other[STORE_ID_LEN + 1];
+    store_id_format(&b, 42, other);
+    CHECK(strcmp(other, id) != 0);
+    /* Largest seq that fits (62 bits). */
+    uint64_t big = (1ull << 62) - 1;
+    store_id_format(&a, big, id);
+    CHECK_EQ_INT(store_id_parse(&a, id, &v), 0);
+    CHECK(v == big);
+    /* Distinct seqs, distinct ids. */
+    char x1[STORE_ID_LEN + 1], x2[STORE_ID_LEN + 1];
+    store_id_format(&a, 1, x1);
+    store_id_format(&a, 2, x2);
+    CHECK(strcmp(x1, x2) != 0);
+    /* Decimal. */
+    CHECK_EQ_INT(store_id_parse(&a, "42", &v), 0);
+    CHECK(v == 42);
+    CHECK_EQ_INT(store_id_parse(&a, "18446744073709551615", &v), 0);
+    CHECK(v == UINT64_MAX);
+    CHECK_EQ_INT(store_id_parse(&a, "18446744073709551616", &v), -EINVAL);
+    CHECK_EQ_INT(store_id_parse(&a, "0", &v), -EINVAL);
+    CHECK_EQ_INT(store_id_parse(&a, "", &v), -EINVAL);
+    CHECK_EQ_INT(store_id_parse(&a, "-1", &v), -EINVAL);
+    CHECK_EQ_INT(store_id_parse(&a, "12a", &v), -EINVAL);
+    CHECK_EQ_INT(store_id_parse(&a, " 12", &v), -EINVAL);
+    /* Malformed UUIDs. */
+    store_id_format(&a, 42, id);
+    char bad[STORE_ID_LEN + 1];
+    memcpy(bad, id, sizeof(bad));
+    bad[8] = 'x';
+    CHECK_EQ_INT(store_id_parse(&a, bad, &v), -EINVAL);
+    memcpy(bad, id, sizeof(bad));
+    bad[14] = '4'; /* version 4 */
+    CHECK_EQ_INT(store_id_parse(&a, bad, &v), -EINVAL);
+    memcpy(bad, id, sizeof(bad));
+    bad[19] = 'c'; /* variant 11 */
+    CHECK_EQ_INT(store_id_parse(&a, bad, &v), -EINVAL);
+    memcpy(bad, id, sizeof(bad));
+    bad[35] = 'g';
+    CHECK_EQ_INT(store_id_parse(&a, bad, &v), -EINVAL);
+    store_id_format(&a, 0, id);
+    CHECK_EQ_INT(store_id_parse(&a, id, &v), -EINVAL);
+    CHECK_EQ_INT(store_id_parse(&a, NULL, &v), -EINVAL);
+}
+
+/* Two real stores have different instance ids. */
+TEST(ids_real_stores)
+{
+    struct store *a = open_rw(tmp_store_path(), 0), *b = open_rw(tmp_store_path(), 0);
+    REQUIRE(a && b);
+    char x[STORE_ID_LEN + 1], y[STORE_ID_LEN + 1];
+    store_id_format(a, 1, x);
+    store_id_format(b, 1, y);
+    CHECK(strcmp(x, y) != 0);
+    uint64_t v;
+    CHECK_EQ_INT(store_id_parse(a, x, &v), 0);
+    CHECK_EQ_INT(store_id_parse(a, y, &v), ISOPROF_ENOTFOUND);
+    store_close(a);
+    store_close(b);
+}
+
+int main(void)
+{
+    RUN(key_order);
+    RUN(key_limits);
+    RUN(record_codec);
+    RUN(empty_payload);
+    RUN(ids);
+    RUN(ids_real_stores);
+    TEST_EXIT();
+}
