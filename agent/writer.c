@@ -63,7 +63,14 @@ struct writer {
     uv_timer_t retry;
     uint64_t retry_ms;
     int retry_armed;
+    size_t solo_left; /* after a permanent error: store this many one by one */
 };
+
+/* Errors a retry cannot cure: the record itself is unacceptable. */
+static int put_error_is_permanent(int err)
+{
+    return err == -EINVAL || err == -E2BIG || err == -ENAMETOOLONG;
+}
 
 static void writer_kick(struct writer *w);
 
@@ -238,6 +245,26 @@ static void put_on_done(uv_work_t *req, int status)
     w->storing = 0;
     struct writer_job *batch = w->put_batch;
     w->put_batch = NULL;
+    size_t nbatch = 0;
+    for (struct writer_job *j = batch; j; j = j->next)
+        nbatch++;
+    if (w->solo_left > 0)
+        w->solo_left--;
+    if (w->put_err != 0 && put_error_is_permanent(w->put_err) && nbatch == 1) {
+        a->n.store_errors++;
+        a->n.windows_dropped++;
+        log_error("window refused by the store", "worker=%s isolate=%u err=%e", batch->worker,
+                  batch->isolate, w->put_err);
+        job_free(batch);
+        writer_kick(w);
+        agent_maybe_finish(a);
+        return;
+    }
+    if (w->put_err != 0 && put_error_is_permanent(w->put_err)) {
+        /* One of the batch is bad: store them one by one to find it. */
+        w->solo_left = nbatch;
+        w->retry_armed = 0;
+    }
     if (w->put_err != 0) {
         a->n.store_errors++;
         /* Keep the batch, in order, ahead of newer windows. */
@@ -252,7 +279,9 @@ static void put_on_done(uv_work_t *req, int status)
         if (w->retry_ms > WRITER_RETRY_MAX_MS)
             w->retry_ms = WRITER_RETRY_MAX_MS;
         log_error("store write failed, will retry", "err=%e retry_ms=%U", w->put_err, w->retry_ms);
-        if (a->stopping) {
+        if (put_error_is_permanent(w->put_err)) {
+            writer_kick(w); /* one by one, at once: no backoff for a bad record */
+        } else if (a->stopping) {
             /* No retry at shutdown: say what is lost. */
             for (struct writer_job *j = w->put_head, *n; j; j = n) {
                 n = j->next;
@@ -309,7 +338,8 @@ static void writer_kick(struct writer *w)
     if (!w->storing && !w->retry_armed && w->put_head) {
         struct writer_job *batch = w->put_head, *last = batch;
         size_t n = 1;
-        while (last->next && n < WRITER_MAX_BATCH) {
+        size_t max = w->solo_left > 0 ? 1 : WRITER_MAX_BATCH;
+        while (last->next && n < max) {
             last = last->next;
             n++;
         }
