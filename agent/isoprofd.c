@@ -8,6 +8,7 @@
 #include "base.h"
 
 #include <getopt.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,13 @@ int main(int argc, char **argv)
         cfg_free(cfg);
         return 0;
     }
+    /* Profile replies and their conversions are big, short-lived buffers
+     * made on one thread and freed on another. A fixed mmap threshold keeps
+     * every such buffer in its own mapping, returned to the system when
+     * freed, instead of letting glibc raise the threshold and keep the
+     * memory in its heaps; two arenas bound what the thread pool keeps. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_ARENA_MAX, 2);
     rc = agent_run(cfg);
     cfg_free(cfg);
     return rc == 0 ? 0 : 1;
