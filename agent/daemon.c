@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#define SHUTDOWN_DEADLINE_MS 1500
+#define SHUTDOWN_DEADLINE_MS 800
 
 uint64_t agent_rand(struct agent *a)
 {
