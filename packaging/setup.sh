@@ -6,8 +6,15 @@
 # when everything is present.
 #
 #   packaging/setup.sh [--quiet] [--runtimes] [--print-runtimes]
+#
+#   --quiet           say nothing unless something fails
+#   --runtimes        also install workerd and Deno (pinned versions)
+#   --print-runtimes  print workerd=PATH and deno=PATH; exit 1 if one is
+#                     missing. Alone it checks nothing else; with --runtimes
+#                     it installs first.
 set -euo pipefail
 
+# Pinned: the versions the integration tests were checked against.
 WORKERD_VERSION=1.20261117.1
 DENO_VERSION=2.9.6
 PACKAGES=(cmake gcc make pkg-config libuv1-dev liblmdb-dev libzstd-dev libprotobuf-c-dev
@@ -23,35 +30,56 @@ for a in "$@"; do
     --quiet) quiet=1 ;;
     --runtimes) runtimes=1 ;;
     --print-runtimes) print=1 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
 
 say() { [ "$quiet" = 1 ] || echo "setup.sh: $*" >&2; }
-die() { echo "setup.sh: $*" >&2; exit 1; }
+die() { echo "setup.sh: error: $*" >&2; exit 1; }
 
-if [ "$print" = 1 ]; then
-  [ -x "$WORKERD" ] && echo "workerd=$WORKERD"
-  [ -x "$DENO" ] && echo "deno=$DENO"
-  exit 0
+# Output of a failed step is kept here and shown, so a failure says why.
+log=$(mktemp "${TMPDIR:-/tmp}/isoprof-setup.XXXXXX")
+trap 'rm -f "$log"' EXIT
+run_logged() {
+  local what=$1; shift
+  if ! "$@" >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    die "$what failed"
+  fi
+}
+
+print_runtimes() {
+  local rc=0
+  if [ -x "$WORKERD" ]; then echo "workerd=$WORKERD"; else echo "setup.sh: workerd not installed ($WORKERD); run packaging/setup.sh --runtimes" >&2; rc=1; fi
+  if [ -x "$DENO" ]; then echo "deno=$DENO"; else echo "setup.sh: deno not installed ($DENO); run packaging/setup.sh --runtimes" >&2; rc=1; fi
+  return "$rc"
+}
+
+if [ "$print" = 1 ] && [ "$runtimes" = 0 ]; then
+  print_runtimes
+  exit $?
 fi
 
 missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
+if command -v dpkg-query >/dev/null; then
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+else
+  die "dpkg-query not found: this script installs Debian packages; install these by hand: ${PACKAGES[*]}"
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
-  sudo=""
+  sudo=()
   if [ "$(id -u)" != 0 ]; then
     command -v sudo >/dev/null || die "missing packages (${missing[*]}) and not root; install them or run as root"
-    sudo=sudo
+    sudo=(sudo)
   fi
+  command -v apt-get >/dev/null || die "apt-get not found; install by hand: ${missing[*]}"
   say "installing ${missing[*]}"
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
-    || die "apt-get update failed"
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+  run_logged "apt-get update" "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  run_logged "apt-get install ${missing[*]}" "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 if [ "$runtimes" = 1 ]; then
@@ -59,12 +87,19 @@ if [ "$runtimes" = 1 ]; then
   [ -x "$WORKERD" ] || want+=("@cloudflare/workerd-linux-64@$WORKERD_VERSION")
   [ -x "$DENO" ] || want+=("@deno/linux-x64-glibc@$DENO_VERSION")
   if [ "${#want[@]}" -gt 0 ]; then
-    command -v npm >/dev/null || die "npm is needed to install the test runtimes"
+    command -v npm >/dev/null || die "npm is needed to install the test runtimes (apt-get install npm)"
     say "installing ${want[*]} into $CACHE"
     mkdir -p "$CACHE"
-    (cd "$CACHE" && npm install --no-audit --no-fund --silent --prefix "$CACHE" "${want[@]}" >/dev/null) \
-      || die "npm install ${want[*]} failed"
-    [ -x "$WORKERD" ] && [ -x "$DENO" ] || die "runtimes installed but binaries not found in $CACHE"
+    [ -f "$CACHE/package.json" ] || echo '{"private": true}' >"$CACHE/package.json"
+    run_logged "npm install ${want[*]}" npm install --prefix "$CACHE" --no-audit --no-fund \
+      --save-exact --loglevel=error "${want[@]}"
+    [ -x "$WORKERD" ] || die "npm installed workerd but $WORKERD is missing"
+    [ -x "$DENO" ] || die "npm installed deno but $DENO is missing"
   fi
+  # A binary that cannot run here (wrong libc, truncated download) fails now,
+  # not in the middle of a test.
+  run_logged "$WORKERD --version" "$WORKERD" --version
+  run_logged "$DENO --version" "$DENO" --version
+  [ "$print" = 1 ] && print_runtimes
 fi
 exit 0

@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing (Debian packages and the test
-# runtimes), then builds and runs the whole CTest suite twice: a
-# RelWithDebInfo build and an ASan+UBSan build.
+# The test command (the README's second quick-start command; .ci/run calls
+# it): installs what is missing (Debian packages and the test runtimes),
+# then builds and runs the whole CTest suite twice, a RelWithDebInfo build
+# in build/ and an ASan+UBSan build in build-asan/.
 #
-#   tests/run-all.sh            both builds
+#   tests/run-all.sh                           both builds
 #   ISOPROF_SKIP_SANITIZE=1 tests/run-all.sh   the plain build only
+#   ISOPROF_JOBS=N                             parallel build/test jobs (2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${ISOPROF_JOBS:-2}
 
-packaging/setup.sh --quiet --runtimes
+run() { echo "+ $*" >&2; "$@"; }
 
-run_suite() {
+suite() {
   local dir=$1; shift
-  cmake -S . -B "$dir" "$@" >/dev/null
-  cmake --build "$dir" -j"$jobs" >/dev/null
-  ctest --test-dir "$dir" --output-on-failure -j"$jobs"
+  run cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+  run cmake --build "$dir" -j"$jobs"
+  run ctest --test-dir "$dir" --output-on-failure -j"$jobs"
 }
 
-echo "== build: RelWithDebInfo"
-run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run packaging/setup.sh --quiet --runtimes
+echo "== RelWithDebInfo build (build/)" >&2
+suite build
 if [ "${ISOPROF_SKIP_SANITIZE:-0}" != 1 ]; then
-  echo "== build: ASan + UBSan"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DISOPROF_SANITIZE=ON
+  echo "== ASan + UBSan build (build-asan/)" >&2
+  # abort_on_error makes a report fail the test that caused it; the
+  # integration harness also fails a test whose daemon printed one.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  suite build-asan -DISOPROF_SANITIZE=ON
 fi

@@ -1,5 +1,6 @@
 // The quick-start demo workload: a "pricing service" whose hot path is one
-// obviously expensive function, so the profile has a clear answer.
+// obviously expensive function, so the profile has a clear answer. No HTTP:
+// a setImmediate loop keeps the event loop busy and alive.
 'use strict';
 
 // Hot: naive recursion, called for every simulated request.
@@ -23,3 +24,12 @@ function loop() {
   setImmediate(loop);
 }
 loop();
+
+// run.sh names itself here: if it dies without cleaning up (SIGKILL), the
+// demo must not keep a core busy and the inspector port taken.
+const parent = Number(process.env.ISOPROF_DEMO_PARENT || 0);
+if (parent > 0) {
+  setInterval(() => {
+    try { process.kill(parent, 0); } catch (_) { process.exit(0); }
+  }, 1000).unref();
+}

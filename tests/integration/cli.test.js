@@ -1,0 +1,233 @@
+// The command lines: isoprofd --check-config (positions, exit 2),
+// --help/--version/--print-config, usage errors; isoprof's commands and
+// exit codes (0 ok, 1 nothing matched, 2 usage or store error) on a store
+// the daemon filled from a fake inspector whose profile is known exactly.
+'use strict';
+const { test, describe, before, after } = require('node:test');
+const assert = require('node:assert');
+const fs = require('node:fs');
+const path = require('node:path');
+const zlib = require('node:zlib');
+const L = require('./lib');
+const F = require('./fake-inspector');
+
+after(L.cleanup);
+
+const VERSION = /project\(isoprof VERSION ([\d.]+)/.exec(fs.readFileSync(path.join(L.ROOT, 'CMakeLists.txt'), 'utf8'))[1];
+const OPTIONS = ['store.path', 'store.max_size', 'targets[].inspector', 'targets[].worker', 'targets[].version',
+  'targets[].memory_limit', 'discovery.interval', 'sampling.cpu.duration', 'sampling.cpu.period',
+  'sampling.cpu.interval', 'sampling.cpu.jitter', 'sampling.cpu.max_concurrent', 'log.level'];
+const daemon = (args) => L.cli(args, { bin: L.ISOPROFD });
+
+test('isoprofd and isoprof: --version, --help', () => {
+  for (const [bin, name] of [[L.ISOPROFD, 'isoprofd'], [L.ISOPROF, 'isoprof']]) {
+    for (const flag of ['--version', '-V']) {
+      if (name === 'isoprof' && flag === '-V') continue;
+      const r = L.cli([flag], { bin });
+      assert.strictEqual(r.status, 0, `${name} ${flag}: ${r.stderr}`);
+      assert.strictEqual(r.stdout, `${name} ${VERSION}\n`);
+    }
+    const h = L.cli(['--help'], { bin });
+    assert.strictEqual(h.status, 0, h.stderr);
+    assert.match(h.stdout, new RegExp(`^usage: ${name} `));
+  }
+  const h = daemon(['--help']).stdout;
+  for (const o of OPTIONS) assert.ok(h.includes(o), `--help lists ${o}`);
+  for (const f of ['--config', '--check-config', '--print-config', '--version']) assert.ok(h.includes(f), `--help names ${f}`);
+  const c = L.cli(['--help']).stdout;
+  for (const cmd of ['windows', 'export', 'top', 'store']) assert.match(c, new RegExp(`isoprof ${cmd}`));
+  assert.match(c, /0 ok, 1 nothing matched, 2 usage or store error/);
+});
+
+test('isoprofd --check-config: valid files exit 0, --print-config is valid', () => {
+  const dir = L.tmpdir();
+  const ok = path.join(dir, 'ok.yaml');
+  fs.writeFileSync(ok, L.yamlConfig({ store: path.join(dir, 's'), targets: [{ port: 9229, worker: 'w', version: 'v1', memory_limit: '64MiB' }], jitter: '20%' }));
+  const r = daemon(['--check-config', ok]);
+  assert.strictEqual(r.status, 0, r.stderr);
+  assert.strictEqual(r.stderr, '');
+  const pc = daemon(['--print-config']);
+  assert.strictEqual(pc.status, 0);
+  for (const o of OPTIONS) assert.ok(pc.stdout.includes(`${o.split('.').pop()}:`), `--print-config shows ${o}`);
+  const printed = path.join(dir, 'printed.yaml');
+  fs.writeFileSync(printed, pc.stdout);
+  assert.strictEqual(daemon(['--check-config', printed]).status, 0, 'the printed example config is valid');
+  const empty = path.join(dir, 'empty.yaml');
+  fs.writeFileSync(empty, '');
+  assert.strictEqual(daemon(['--check-config', empty]).status, 0, 'an empty file is the defaults');
+});
+
+test('isoprofd --check-config: every problem with file:line:col, exit 2', () => {
+  const dir = L.tmpdir();
+  const cases = [
+    {
+      text: 'store:\n  path: /tmp/x\n  bogus: 1\nsampling:\n  cpu:\n    duration: 20s\n    period: 5s\n    interval: 10us\n    max_concurrent: many\ntargets:\n  - inspector: nohost\n  - worker: x\nlog: {level: loud}\n',
+      want: [[3, 3, /store\.bogus/], [7, 13, /period/], [8, 15, /interval/], [9, 21, /max_concurrent/], [11, 16, /nohost/], [12, 5, /inspector/], [13, 14, /level/]],
+    },
+    { text: 'store: 5\nwhat: 1\n', want: [[1, 8, /store/], [2, 1, /what/]] },
+    { text: 'store:\n  path: a\n  path: b\n', want: [[3, 3, /duplicate key 'path'/]] },
+    { text: 'store: [\n', want: [[2, 1, /YAML/]] },
+    { text: 'discovery:\n\tinterval: 1s\n', want: [[2, 1, /./]] },
+    { text: 'sampling:\n  cpu:\n    jitter: 90%\n    duration: -1s\n', want: [[3, 13, /jitter/], [4, 15, /duration/]] },
+    { text: 'targets:\n  - inspector: 127.0.0.1:0\n  - inspector: 127.0.0.1:70000\n', want: [[2, 16, /inspector/], [3, 16, /inspector/]] },
+  ];
+  cases.forEach((c, i) => {
+    const file = path.join(dir, `bad${i}.yaml`);
+    fs.writeFileSync(file, c.text);
+    const r = daemon(['--check-config', file]);
+    assert.strictEqual(r.status, 2, `case ${i}: exit 2\n${r.stderr}`);
+    const lines = r.stderr.split('\n').filter(Boolean);
+    for (const l of lines) assert.ok(l.startsWith(`${file}:`), `case ${i}: every line is file:line:col: message: ${l}`);
+    const got = lines.map((l) => /^.*?:(\d+):(\d+): (.*)$/.exec(l.slice(file.length))).filter(Boolean)
+      .map((m) => [Number(m[1]), Number(m[2]), m[3]]);
+    for (const [line, col, re] of c.want) {
+      assert.ok(got.some((g) => g[0] === line && g[1] === col && re.test(g[2])),
+        `case ${i}: expected ${line}:${col} ${re} in\n${r.stderr}`);
+    }
+    // A config that does not check does not start either.
+    if (i === 0) {
+      const s = daemon(['--config', file]);
+      assert.strictEqual(s.status, 2);
+      assert.ok(s.stderr.includes(`${file}:3:3:`), s.stderr);
+    }
+  });
+  const missing = daemon(['--check-config', path.join(dir, 'nope.yaml')]);
+  assert.strictEqual(missing.status, 2);
+  assert.match(missing.stderr, /nope\.yaml: .*No such file/);
+});
+
+test('isoprofd and isoprof: usage errors exit 2', () => {
+  for (const args of [['--bogus'], ['extra-argument'], ['--check-config'], ['--config']]) {
+    const r = daemon(args);
+    assert.strictEqual(r.status, 2, `isoprofd ${args.join(' ')}: ${r.stderr}`);
+    assert.ok(r.stderr.length > 0);
+  }
+  const dir = L.tmpdir();
+  for (const args of [[], ['nope'], ['windows'], ['windows', '--store', path.join(dir, 'missing')],
+    ['store'], ['store', 'frob', '--store', dir], ['top', '--store', dir, '-n', 'x']]) {
+    const r = L.cli(args);
+    assert.strictEqual(r.status, 2, `isoprof ${args.join(' ')}: ${r.stdout}${r.stderr}`);
+    assert.ok(r.stderr.length > 0, `isoprof ${args.join(' ')} says why`);
+  }
+});
+
+// One daemon run against the fake inspector fills the store for the rest.
+describe('on a store the daemon filled', () => {
+  let store; let dir;
+  before(async () => {
+    dir = L.tmpdir();
+    store = path.join(dir, 'store');
+    const fake = await F.startFakeInspector({ url: 'file:///fake/service.js' });
+    const d = await L.startDaemon(L.yamlConfig({ store, targets: [{ port: fake.port, version: 'v3' }], duration: '1s', period: '1500ms', jitter: '0%' }), { dir });
+    await L.waitFor(() => d.count((l) => l.msg === 'window stored') >= 3, 30000, 'three windows stored');
+    const r = await L.stopDaemon(d, { signal: 'SIGTERM' });
+    assert.strictEqual(r.code, 0, d.tail());
+    assert.ok(r.ms < 2000, `SIGTERM to exit took ${r.ms} ms`);
+    assert.deepStrictEqual(fake.violations, [], 'the daemon speaks valid WebSocket');
+    await fake.close();
+  });
+
+  test('isoprof windows: --json fields, table, filters and exit 1 when nothing matches', () => {
+    const ws = L.windows(store);
+    assert.ok(ws.length >= 3, `windows: ${ws.length}`);
+    for (const w of ws) {
+      for (const k of ['id', 'worker', 'version', 'isolate', 'runtime', 'type', 'start', 'end', 'samples', 'bytes']) assert.ok(k in w, `${k} in ${JSON.stringify(w)}`);
+      assert.strictEqual(w.worker, 'service.js');
+      assert.strictEqual(w.version, 'v3');
+      assert.strictEqual(w.runtime, 'node');
+      assert.strictEqual(w.type, 'cpu');
+      assert.ok(w.samples === 100 || w.samples === 101, `samples ${w.samples}`);
+      assert.ok(Number.isInteger(w.isolate) && w.isolate > 0);
+      assert.ok(w.bytes > 0);
+      assert.ok(Date.parse(w.end) > Date.parse(w.start), `${w.start} < ${w.end}`);
+    }
+    assert.strictEqual(new Set(ws.map((w) => w.id)).size, ws.length, 'ids are unique');
+    const sorted = [...ws].sort((a, b) => Date.parse(a.start) - Date.parse(b.start));
+    assert.deepStrictEqual(ws.map((w) => w.id), sorted.map((w) => w.id), 'in time order');
+
+    const table = L.cli(['windows', '--store', store]);
+    assert.strictEqual(table.status, 0);
+    const rows = table.stdout.split('\n').filter(Boolean);
+    assert.match(rows[0], /^ID\s+WORKER/);
+    assert.strictEqual(rows.length, ws.length + 1);
+    for (const w of ws) assert.ok(table.stdout.includes(w.id));
+
+    assert.strictEqual(L.windows(store, ['--worker', 'service.js']).length, ws.length);
+    assert.strictEqual(L.windows(store, ['--version', 'v3', '--type', 'cpu']).length, ws.length);
+    assert.strictEqual(L.windows(store, ['--since', '-1h']).length, ws.length);
+    assert.strictEqual(L.windows(store, ['--since', sorted[1].start]).length, ws.length - 1, '--since is inclusive');
+    assert.strictEqual(L.windows(store, ['--until', sorted[1].start]).length, 1, '--until is exclusive');
+    for (const f of [['--worker', 'nobody'], ['--version', 'v4'], ['--type', 'heap'], ['--since', '2099-01-01T00:00:00Z'], ['--until', '-1h']]) {
+      const r = L.cli(['windows', '--store', store, ...f]);
+      assert.strictEqual(r.status, 1, `${f.join(' ')}: exit 1`);
+      assert.match(r.stderr, /no window matched/);
+    }
+    for (const f of [['--type', 'wall'], ['--since', 'yesterday'], ['--until', '2026-13-45T00:00:00Z']]) {
+      assert.strictEqual(L.cli(['windows', '--store', store, ...f]).status, 2, `${f.join(' ')}: exit 2`);
+    }
+  });
+
+  test('isoprof export: one window exact, merged windows, stdout, go tool pprof reads them', () => {
+    const ws = L.windows(store);
+    const one = L.exportTo(store, ['--id', ws[0].id], path.join(dir, 'one.pb.gz'));
+    const buf = fs.readFileSync(one);
+    assert.deepStrictEqual([...buf.subarray(0, 2)], [0x1f, 0x8b], 'gzip');
+    assert.ok(zlib.gunzipSync(buf).length > 0);
+    // The fake's profile: fakeHot 90 samples at pprof line 10 (0-based 9), fakeCold 10.
+    const raw = L.pprofRaw(one);
+    assert.deepStrictEqual(raw.sampleTypes.slice(0, 2), ['samples/count', 'cpu/nanoseconds']);
+    const byFn = {};
+    for (const s of raw.samples) {
+      const leaf = raw.locations.get(s.locs[0])[0];
+      byFn[leaf.fn] = (byFn[leaf.fn] || 0) + s.values[0];
+      if (leaf.fn === 'fakeHot') assert.deepStrictEqual([leaf.file, leaf.start], ['/fake/app.js', 10]);
+    }
+    assert.strictEqual(byFn.fakeHot, 90, JSON.stringify(byFn));
+    assert.strictEqual(byFn.fakeCold, 10, JSON.stringify(byFn));
+    const top = L.pprofTop(one);
+    assert.strictEqual(top[0].name, 'fakeHot');
+    assert.ok(top[0].flatPct > 88 && top[0].flatPct <= 90, `flat ${top[0].flatPct}%`);
+
+    const all = L.exportTo(store, ['--worker', 'service.js', '--type', 'cpu'], path.join(dir, 'all.pb.gz'));
+    const rawAll = L.pprofRaw(all);
+    const hot = rawAll.samples.filter((s) => rawAll.locations.get(s.locs[0])[0].fn === 'fakeHot').reduce((n, s) => n + s.values[0], 0);
+    assert.strictEqual(hot, 90 * ws.length, 'merging adds the windows up');
+
+    const out = L.cli(['export', '--store', store, '--id', ws[0].id], { encoding: 'buffer' });
+    assert.strictEqual(out.status, 0, out.stderr);
+    assert.deepStrictEqual([...out.stdout.subarray(0, 2)], [0x1f, 0x8b], 'export without -o writes gzip to stdout');
+
+    const absent = ws[0].id.replace(/[0-9a-f]{4}$/, (h) => (h === 'ffff' ? '0000' : 'ffff'));
+    assert.strictEqual(L.cli(['export', '--store', store, '--id', absent, '-o', path.join(dir, 'x.pb.gz')]).status, 1, 'an id that is not there');
+    assert.strictEqual(L.cli(['export', '--store', store, '--id', 'not-an-id', '-o', path.join(dir, 'x.pb.gz')]).status, 2, 'a malformed id');
+    assert.strictEqual(L.cli(['export', '--store', store, '--type', 'heap', '-o', path.join(dir, 'x.pb.gz')]).status, 1);
+  });
+
+  test('isoprof top: hot function first with file:line; -n; exit 1', () => {
+    const r = L.cli(['top', '--store', store, '-n', '2']);
+    assert.strictEqual(r.status, 0, r.stderr);
+    const rows = r.stdout.split('\n').filter((l) => /%\s+\S/.test(l) && !/flat%/.test(l));
+    assert.strictEqual(rows.length, 2, r.stdout);
+    assert.match(rows[0], /fakeHot \/fake\/app\.js:10$/);
+    assert.match(rows[1], /fakeCold \/fake\/app\.js:20$/);
+    assert.match(r.stdout, /^Type: cpu$/m);
+    assert.strictEqual(L.cli(['top', '--store', store, '--worker', 'nobody']).status, 1);
+  });
+
+  test('isoprof store stat and check', () => {
+    const ws = L.windows(store);
+    const st = L.cli(['store', 'stat', '--store', store]);
+    assert.strictEqual(st.status, 0, st.stderr);
+    assert.match(st.stdout, new RegExp(`^windows\\s+${ws.length} \\(cpu ${ws.length}, heap 0\\)$`, 'm'));
+    assert.match(st.stdout, /^schema version\s+\d+$/m);
+    assert.match(L.storeCheck(store), /: ok$/m);
+    // A file that is not a store is a store error, not a crash.
+    const junk = path.join(L.tmpdir(), 'junk');
+    fs.mkdirSync(junk);
+    fs.writeFileSync(path.join(junk, 'data.mdb'), Buffer.alloc(65536, 0x5a));
+    for (const cmd of [['store', 'check'], ['store', 'stat'], ['windows']]) {
+      const r = L.cli([...cmd, '--store', junk]);
+      assert.strictEqual(r.status, 2, `${cmd.join(' ')} on junk: ${r.stdout}${r.stderr}`);
+    }
+  });
+});

@@ -1,0 +1,353 @@
+// A scripted V8 inspector for the integration tests: an HTTP server on
+// 127.0.0.1 that serves /json/version and /json/list, and a WebSocket server
+// written here from RFC 6455 (so it can also break the protocol on purpose)
+// that answers CDP requests like Node 20 does, or misbehaves as told.
+//
+//   const fake = await startFakeInspector({ mode: 'huge-frame' });
+//   fake.port, fake.sessions, fake.methods, fake.paths, fake.violations
+//   await fake.close();
+//
+// Modes (what the target does; `on` names the request that triggers it):
+//   normal            well-formed replies; Profiler.stop returns `profile`
+//   invalid-json      replies `{"id":N,"result":{` and keeps the socket open
+//   truncated-frame   a frame header announcing 4096 bytes, 100 of them, close
+//   huge-frame        a frame header announcing 300 MB, 64 KiB of it, stall
+//   bad-profile       Profiler.stop returns nodes whose children/samples
+//                     reference ids that do not exist
+//   hostile-list      /json/list names targets with hostile strings (see
+//                     hostileList below); their sessions behave normally
+//   version-garbage   /json/version is not JSON
+// style 'workerd' answers like workerd (empty results echo the request,
+// Browser "workerd"); the default is Node 20.
+// `times` (default Infinity) bounds how many times the misbehaviour fires;
+// after that the fake behaves normally, so a reattach can succeed.
+//
+// Everything the agent does is recorded: `violations` lists WebSocket rules
+// a client broke (unmasked frame, ping, fragment, bad handshake).
+//
+// Run directly (`node fake-inspector.js [mode]`) it prints `port=N` and
+// serves until killed, for poking at the daemon by hand.
+'use strict';
+const crypto = require('node:crypto');
+const http = require('node:http');
+
+const WS_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
+
+// Sec-WebSocket-Accept for a client's Sec-WebSocket-Key (RFC 6455 4.2.2).
+function acceptKey(key) {
+  return crypto.createHash('sha1').update(key + WS_GUID).digest('base64');
+}
+
+// One server-to-client frame header (never masked) for `len` payload bytes.
+function frameHeader(opcode, len, fin = true) {
+  const b0 = (fin ? 0x80 : 0) | opcode;
+  if (len < 126) return Buffer.from([b0, len]);
+  if (len < 65536) {
+    const h = Buffer.alloc(4);
+    h[0] = b0; h[1] = 126; h.writeUInt16BE(len, 2);
+    return h;
+  }
+  const h = Buffer.alloc(10);
+  h[0] = b0; h[1] = 127; h.writeBigUInt64BE(BigInt(len), 2);
+  return h;
+}
+
+function frame(opcode, payload) {
+  const p = Buffer.isBuffer(payload) ? payload : Buffer.from(payload);
+  return Buffer.concat([frameHeader(opcode, p.length), p]);
+}
+
+// Parses client frames out of `buf`; returns {frames, rest} or {error}.
+// Client frames must be masked (RFC 6455 5.1); the payload is unmasked here.
+function parseFrames(buf, maxPayload) {
+  const frames = [];
+  let off = 0;
+  for (;;) {
+    if (buf.length - off < 2) break;
+    const b0 = buf[off]; const b1 = buf[off + 1];
+    const fin = (b0 & 0x80) !== 0;
+    const rsv = b0 & 0x70;
+    const opcode = b0 & 0x0f;
+    const masked = (b1 & 0x80) !== 0;
+    let len = b1 & 0x7f;
+    let p = off + 2;
+    if (len === 126) {
+      if (buf.length - p < 2) break;
+      len = buf.readUInt16BE(p); p += 2;
+    } else if (len === 127) {
+      if (buf.length - p < 8) break;
+      const big = buf.readBigUInt64BE(p); p += 8;
+      if (big > BigInt(maxPayload)) return { error: `client frame of ${big} bytes` };
+      len = Number(big);
+    }
+    if (len > maxPayload) return { error: `client frame of ${len} bytes` };
+    let mask = null;
+    if (masked) {
+      if (buf.length - p < 4) break;
+      mask = buf.subarray(p, p + 4); p += 4;
+    }
+    if (buf.length - p < len) break;
+    const payload = Buffer.from(buf.subarray(p, p + len));
+    if (mask) for (let i = 0; i < payload.length; i++) payload[i] ^= mask[i & 3];
+    frames.push({ fin, rsv, opcode, masked, payload });
+    off = p + len;
+  }
+  return { frames, rest: buf.subarray(off) };
+}
+
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
+
+// A small, valid Node-style CPU profile: fakeHot (file:///fake/app.js,
+// 0-based line 9, so pprof line 10) has 90 of 101 samples, fakeCold 10.
+// Times are µs on CLOCK_MONOTONIC, as V8 reports them; the samples are
+// spread evenly from startUs to endUs.
+function defaultProfile(startUs = monoUs() - 100100, endUs = startUs + 100100) {
+  const nodes = [
+    { id: 1, callFrame: { functionName: '(root)', scriptId: '0', url: '', lineNumber: -1, columnNumber: -1 }, hitCount: 0, children: [2, 3, 4] },
+    { id: 2, callFrame: { functionName: '(program)', scriptId: '0', url: '', lineNumber: -1, columnNumber: -1 }, hitCount: 1, children: [] },
+    { id: 3, callFrame: { functionName: 'fakeHot', scriptId: '7', url: 'file:///fake/app.js', lineNumber: 9, columnNumber: 17 }, hitCount: 90, children: [], positionTicks: [{ line: 11, ticks: 90 }] },
+    { id: 4, callFrame: { functionName: 'fakeCold', scriptId: '7', url: 'file:///fake/app.js', lineNumber: 19, columnNumber: 18 }, hitCount: 10, children: [] },
+  ];
+  const samples = [2];
+  for (let i = 0; i < 100; i++) samples.push(i % 10 === 0 ? 4 : 3);
+  const step = Math.max(1, Math.floor((endUs - startUs) / samples.length));
+  const timeDeltas = samples.map(() => step);
+  return { nodes, startTime: startUs, endTime: Math.max(endUs, startUs + step * samples.length), samples, timeDeltas };
+}
+
+// Nodes whose children and samples name ids that do not exist.
+function badProfile(startUs, endUs) {
+  const p = defaultProfile(startUs, endUs);
+  p.nodes[0].children = [2, 3, 4, 999];
+  p.samples[5] = 12345;
+  return p;
+}
+
+// A /json/list whose entries carry hostile strings. Usable entries have an
+// id and a ws:// URL; the rest lack or break a required field.
+function hostileList(port) {
+  const ws = (p) => `ws://127.0.0.1:${port}${p}`;
+  return [
+    // Usable, with hostile labels the agent must sanitise.
+    { id: 'huge-title', type: 'node', title: 'T'.repeat(200000), url: '', webSocketDebuggerUrl: ws('/huge-title') },
+    { id: 'ctl"chars', type: 'node', title: 'a"b\\c\n level=error msg="forged" \u0001\u007f\u00e9\u2028', url: 'file:///srv/x"\n msg=forged\u0007.js', webSocketDebuggerUrl: ws('/ctl') },
+    // Advertises another host: the agent may use only the path, and must
+    // connect to the endpoint it was configured with (this server).
+    { id: 'elsewhere', type: 'node', title: 'elsewhere', url: 'file:///srv/elsewhere.js', webSocketDebuggerUrl: 'ws://203.0.113.7:9229/elsewhere' },
+    // Unusable.
+    { title: 'no id', webSocketDebuggerUrl: ws('/no-id') },
+    { id: 'no-ws', title: 'no ws url' },
+    { id: 'ws-not-string', webSocketDebuggerUrl: 12345 },
+    { id: 'http-url', webSocketDebuggerUrl: `http://127.0.0.1:${port}/http-url` },
+    { id: 'space-path', webSocketDebuggerUrl: ws('/a b') },
+    { id: 'ctl-path', webSocketDebuggerUrl: ws('/a\u0001b') },
+    { id: 'i'.repeat(5000), webSocketDebuggerUrl: ws('/long-id') },
+    { id: '', webSocketDebuggerUrl: ws('/empty-id') },
+    42, null, 'a string', [],
+  ];
+}
+// Paths of the entries above that must never be connected to.
+const HOSTILE_UNUSABLE_PATHS = ['/no-id', '/http-url', '/a b', '/a%20b', '/a\u0001b', '/long-id', '/empty-id'];
+
+// Every fake still open; closeAll() is the harness's cleanup, so a test
+// that failed half-way does not leave a listening server behind (which
+// would keep the test process alive until CTest's timeout).
+const open = new Set();
+function closeAll() { return Promise.all([...open].map((f) => f.close())); }
+
+async function startFakeInspector(opts = {}) {
+  const fake = {
+    mode: opts.mode || 'normal',
+    on: opts.on || (opts.mode === 'bad-profile' || opts.mode === 'huge-frame' || opts.mode === 'truncated-frame' ? 'Profiler.stop' : 'Profiler.enable'),
+    times: opts.times === undefined ? Infinity : opts.times,
+    fired: 0,
+    style: opts.style || 'node',
+    browser: opts.browser || (opts.style === 'workerd' ? 'workerd' : 'node.js/v20.20.2'),
+    profile: opts.profile || null,
+    list: opts.list || null,
+    sessions: 0,
+    open: 0,
+    methods: [],
+    paths: [],
+    violations: [],
+    httpRequests: [],
+    sockets: new Set(),
+    port: 0,
+  };
+  const running = new Map(); // socket -> profiling state
+
+  function targets(host) {
+    if (fake.mode === 'hostile-list') return hostileList(fake.port);
+    if (fake.list) return typeof fake.list === 'function' ? fake.list(fake.port, host) : fake.list;
+    const id = opts.id || '5f8b1e64-0a3c-4a8e-9c1e-6a9a7a1f0c01';
+    return [{
+      description: 'node.js instance', devtoolsFrontendUrl: `devtools://devtools/bundled/js_app.html?experiments=true&v8only=true&ws=${host}/${id}`,
+      faviconUrl: 'https://nodejs.org/static/images/favicons/favicon.ico', id, title: opts.title || 'fake.js',
+      type: 'node', url: opts.url || 'file:///fake/fake.js', webSocketDebuggerUrl: `ws://${host}/${id}`,
+    }];
+  }
+
+  const server = http.createServer((req, res) => {
+    fake.httpRequests.push(req.url);
+    const host = req.headers.host || `127.0.0.1:${fake.port}`;
+    let body;
+    if (req.url === '/json/version') {
+      body = fake.mode === 'version-garbage' ? '<html>not json' : JSON.stringify({ Browser: fake.browser, 'Protocol-Version': '1.3' });
+    } else if (req.url === '/json/list' || req.url === '/json') {
+      body = JSON.stringify(targets(host));
+    } else {
+      res.writeHead(404); res.end(); return;
+    }
+    res.writeHead(200, { 'Content-Type': 'application/json; charset=UTF-8', 'Content-Length': Buffer.byteLength(body) });
+    res.end(body);
+  });
+
+  function shouldFire(method) {
+    if (fake.mode === 'normal' || fake.mode === 'hostile-list' || fake.mode === 'version-garbage') return false;
+    if (method !== fake.on || fake.fired >= fake.times) return false;
+    fake.fired++;
+    return true;
+  }
+
+  // workerd answers methods whose result is empty by echoing the request
+  // ({id, method, params}, no "result"); style 'workerd' does the same.
+  function reply(sock, id, result, req) {
+    const echo = fake.style === 'workerd' && Object.keys(result).length === 0;
+    const msg = echo ? { id, method: req.method, params: req.params || {} } : fake.style === 'workerd' ? { id, method: req.method, result } : { id, result };
+    sock.write(frame(1, JSON.stringify(msg)));
+  }
+  function error(sock, id, code, message) { sock.write(frame(1, JSON.stringify({ id, error: { code, message } }))); }
+
+  function onMessage(sock, text) {
+    let msg;
+    try { msg = JSON.parse(text); } catch (_) { fake.violations.push(`invalid JSON from client: ${text.slice(0, 80)}`); return; }
+    const { id, method } = msg;
+    fake.methods.push(method);
+    if (typeof id !== 'number' || typeof method !== 'string') { fake.violations.push(`bad request: ${text.slice(0, 80)}`); return; }
+    const st = running.get(sock);
+    if (shouldFire(method)) {
+      switch (fake.mode) {
+        case 'invalid-json':
+          sock.write(frame(1, `{"id":${id},"result":{`));
+          return;
+        case 'truncated-frame': {
+          sock.write(Buffer.concat([frameHeader(1, 4096), Buffer.from(`{"id":${id},"result":{"profile":`), Buffer.alloc(70, 0x20)]));
+          setTimeout(() => sock.end(), 50);
+          return;
+        }
+        case 'huge-frame': {
+          sock.write(Buffer.concat([frameHeader(1, 300 * 1000 * 1000), Buffer.from(`{"id":${id},"result":{"profile":{"nodes":[`), Buffer.alloc(65536, 0x20)]));
+          return; // stall: no more bytes, the socket stays open
+        }
+        case 'bad-profile':
+          st.profiling = false;
+          reply(sock, id, { profile: badProfile(st.startUs, monoUs()) }, msg);
+          return;
+        default:
+          throw new Error(`unknown mode ${fake.mode}`);
+      }
+    }
+    switch (method) {
+      case 'Profiler.enable': case 'Profiler.disable': case 'Runtime.enable': case 'Runtime.runIfWaitingForDebugger':
+      case 'Debugger.enable': case 'Debugger.disable': case 'HeapProfiler.enable': case 'NodeWorker.enable':
+        st.enabled = method === 'Profiler.enable' ? true : st.enabled;
+        reply(sock, id, {}, msg);
+        return;
+      case 'Profiler.setSamplingInterval':
+        if (st.profiling) { error(sock, id, -32000, 'Cannot change sampling interval when profiling.'); return; }
+        st.interval = msg.params && msg.params.interval;
+        reply(sock, id, {}, msg);
+        return;
+      case 'Profiler.start':
+        st.profiling = true;
+        st.startUs = monoUs();
+        reply(sock, id, {}, msg);
+        return;
+      case 'Profiler.stop':
+        if (!st.profiling) { error(sock, id, -32000, 'No recording profiles found'); return; }
+        st.profiling = false;
+        reply(sock, id, { profile: fake.profile || defaultProfile(st.startUs, monoUs()) }, msg);
+        return;
+      case 'Runtime.getHeapUsage':
+        reply(sock, id, { usedSize: 5 << 20, totalSize: 8 << 20 }, msg);
+        return;
+      default:
+        error(sock, id, -32601, `'${method}' wasn't found`);
+    }
+  }
+
+  server.on('upgrade', (req, sock, head) => {
+    fake.paths.push(req.url);
+    const key = req.headers['sec-websocket-key'];
+    const version = req.headers['sec-websocket-version'];
+    const upgrade = (req.headers.upgrade || '').toLowerCase();
+    const connection = (req.headers.connection || '').toLowerCase();
+    if (!key || Buffer.from(key, 'base64').length !== 16 || version !== '13' || upgrade !== 'websocket' || !connection.split(/,\s*/).includes('upgrade')) {
+      fake.violations.push(`bad handshake: ${JSON.stringify(req.headers)}`);
+      sock.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    if (!/^127\.0\.0\.1:\d+$|^localhost:\d+$/.test(req.headers.host || '')) fake.violations.push(`Host header ${req.headers.host}`);
+    sock.write(['HTTP/1.1 101 Switching Protocols', 'Upgrade: websocket', 'Connection: Upgrade',
+      `Sec-WebSocket-Accept: ${acceptKey(key)}`, '', ''].join('\r\n'));
+    fake.sessions++;
+    fake.open++;
+    fake.sockets.add(sock);
+    running.set(sock, { profiling: false, enabled: false });
+    sock.setNoDelay(true);
+    let buf = head && head.length ? Buffer.from(head) : Buffer.alloc(0);
+    let closed = false;
+    const onData = (d) => {
+      buf = buf.length ? Buffer.concat([buf, d]) : d;
+      const r = parseFrames(buf, 16 << 20);
+      if (r.error) { fake.violations.push(r.error); sock.destroy(); return; }
+      buf = r.rest;
+      for (const f of r.frames) {
+        if (!f.masked) fake.violations.push('unmasked client frame');
+        if (f.rsv) fake.violations.push('RSV bits set');
+        if (!f.fin || f.opcode === 0) fake.violations.push('fragmented client frame');
+        if (f.opcode === 1) {
+          if (!closed) onMessage(sock, f.payload.toString('utf8'));
+        } else if (f.opcode === 8) {
+          if (!closed) { closed = true; sock.end(frame(8, f.payload.subarray(0, 2))); }
+        } else if (f.opcode === 9) {
+          fake.violations.push('ping from client');
+          sock.write(frame(10, f.payload));
+        } else if (f.opcode === 10) {
+          fake.violations.push('unsolicited pong from client');
+        } else if (f.opcode !== 0) {
+          fake.violations.push(`opcode ${f.opcode} from client`);
+        }
+      }
+    };
+    sock.on('data', onData);
+    sock.on('error', () => {});
+    sock.on('close', () => { fake.open--; fake.sockets.delete(sock); running.delete(sock); });
+  });
+
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port || 0, '127.0.0.1', resolve);
+  });
+  fake.port = server.address().port;
+  fake.inspector = `127.0.0.1:${fake.port}`;
+  fake.server = server;
+  // Drop every open session (the target "crashes").
+  fake.dropAll = () => { for (const s of fake.sockets) s.destroy(); };
+  fake.close = () => new Promise((resolve) => {
+    open.delete(fake);
+    fake.dropAll();
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+  open.add(fake);
+  return fake;
+}
+
+module.exports = { startFakeInspector, closeAll, acceptKey, frame, frameHeader, parseFrames, defaultProfile, badProfile, hostileList, HOSTILE_UNUSABLE_PATHS };
+
+if (require.main === module) {
+  startFakeInspector({ mode: process.argv[2] || 'normal' }).then((f) => {
+    console.log(`port=${f.port}`);
+  });
+}
