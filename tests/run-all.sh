@@ -6,6 +6,8 @@
 #
 #   tests/run-all.sh                           both builds
 #   ISOPROF_SKIP_SANITIZE=1 tests/run-all.sh   the plain build only
+#   ISOPROF_SKIP_FUZZ=1                        no libFuzzer stage
+#   ISOPROF_FUZZ_SECONDS=N                     seconds per fuzz target (15)
 #   ISOPROF_JOBS=N                             parallel build/test jobs (2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +32,11 @@ if [ "${ISOPROF_SKIP_SANITIZE:-0}" != 1 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   suite build-asan -DISOPROF_SANITIZE=ON
+fi
+if [ "${ISOPROF_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== libFuzzer targets, ${ISOPROF_FUZZ_SECONDS:-15} s each (build-fuzz/)" >&2
+  run cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+    -DISOPROF_FUZZ=ON -DISOPROF_FUZZ_SECONDS="${ISOPROF_FUZZ_SECONDS:-15}"
+  run cmake --build build-fuzz -j"$jobs"
+  run ctest --test-dir build-fuzz --output-on-failure -j"$jobs" -L fuzz
 fi
