@@ -177,6 +177,8 @@ int agent_run(struct cfg *cfg)
     uv_run(&loop, UV_RUN_DEFAULT);
     log_counters(a);
     store_close(a->store);
+    for (size_t i = 0; i < a->nendpoints; i++)
+        isoprof_free(a->endpoints[i].runtime);
     isoprof_free(a->endpoints);
     rc = uv_loop_close(&loop);
     if (rc != 0)
