@@ -87,11 +87,11 @@ function track(child, name) {
       if (child.stderrText.length > 2 << 20) child.stderrText = child.stderrText.slice(-(1 << 20));
     });
   }
-  child.exited = new Promise((resolve) => child.on('exit', (code, signal) => {
-    children.delete(child);
-    resolve({ code, signal });
-  }));
-  child.on('error', () => children.delete(child));
+  child.exited = new Promise((resolve) => {
+    child.on('exit', (code, signal) => { children.delete(child); resolve({ code, signal }); });
+    // Not started at all (ENOENT, EACCES): there will be no 'exit'.
+    child.on('error', (err) => { child.spawnError = err; children.delete(child); resolve({ code: null, signal: null, error: err }); });
+  });
   return child;
 }
 
@@ -298,6 +298,7 @@ const SANITIZER_RE = /ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: |SU
 // .lines (every parsed stderr line, in order, with .raw and .seq),
 // .waitLog(pred, ms, what), .count(pred), .since(seq) and .alive().
 async function startDaemon(configText, { dir, args = [], env = {} } = {}) {
+  if (!fs.existsSync(ISOPROFD)) throw new Error(`${ISOPROFD} not found: build it, or set ISOPROFD (CTest does)`);
   dir = dir || tmpdir();
   const cfg = path.join(dir, 'isoprof.yaml');
   fs.writeFileSync(cfg, configText);
@@ -324,7 +325,7 @@ async function startDaemon(configText, { dir, args = [], env = {} } = {}) {
   d.waitLog = (pred, timeoutMs, what, from = 0) => waitFor(() => {
     const hit = d.lines.slice(from).find(pred);
     if (hit) return hit;
-    if (d.exitCode !== null || d.signalCode !== null) {
+    if (d.exitCode !== null || d.signalCode !== null || d.spawnError) {
       throw new Error(`isoprofd exited (${d.exitCode ?? d.signalCode}) while waiting for ${what}:\n${d.tail()}`);
     }
     return null;
