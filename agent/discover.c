@@ -183,9 +183,10 @@ static void ep_on_list(int status, long code, const char *body, size_t len, cons
         d[k].url = str_field(o, "url");
         k++;
     }
-    if (skipped)
+    if (skipped != ep->last_skipped && skipped)
         log_warn("unusable targets in json/list", "inspector=%s skipped=%U", ep->cfg->inspector,
                  (uint64_t)skipped);
+    ep->last_skipped = skipped;
     if (!ep->reachable)
         log_info("endpoint reachable", "inspector=%s runtime=%s targets=%U", ep->cfg->inspector,
                  ep->runtime, (uint64_t)k);

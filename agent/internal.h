@@ -36,6 +36,7 @@ struct endpoint {
     uint64_t backoff_ms;
     int reachable;
     int failures;
+    size_t last_skipped; /* unusable /json/list entries at the last poll */
 };
 
 enum target_state {
@@ -68,6 +69,7 @@ struct target {
     int removing;          /* vanished; freed once cdp and timer closed */
     int pending_closes;
     uint64_t backoff_ms;
+    const char *close_reason; /* static text when the agent itself closed the session */
     uint64_t attached_mono_ns;
     enum window_state win;
     uint64_t win_start_mono_ns;

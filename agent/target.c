@@ -133,6 +133,9 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
     struct agent *a = t->a;
     int was_ready = t->state == TARGET_READY;
     const char *why = cdp_last_error(s);
+    if ((why == NULL || *why == '\0') && t->close_reason)
+        why = t->close_reason;
+    t->close_reason = NULL;
     t->cdp = NULL;
     if (t->win != WINDOW_NONE) {
         if (t->win != WINDOW_QUEUED)
@@ -143,7 +146,8 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
     if (!t->removing && !a->stopping) {
         a->n.sessions_dropped++;
         log_warn("session dropped", "worker=%s isolate=%u inspector=%s err=%s why=%s", t->worker,
-                 t->isolate, t->ep->cfg->inspector, isoprof_strerror(status), why ? why : "");
+                 t->isolate, t->ep->cfg->inspector,
+                 status == 0 ? "closed" : isoprof_strerror(status), why ? why : "");
     }
     int evicted = was_ready && strcmp(target_runtime(t), "workerd") == 0;
     if (was_ready && isoprof_now_mono_ns() - t->attached_mono_ns > TARGET_STABLE_NS)
@@ -174,8 +178,10 @@ static void target_on_enabled(struct cdp_session *s, struct cdp_reply *r, void *
     if (r->status != 0) {
         log_warn("Profiler.enable failed", "worker=%s err=%s why=%s", t->worker,
                  isoprof_strerror(r->status), r->error_message ? r->error_message : "");
-        if (r->status != ISOPROF_ECLOSED)
+        if (r->status != ISOPROF_ECLOSED) {
+            t->close_reason = "Profiler.enable failed";
             cdp_close(s);
+        }
         return;
     }
     t->state = TARGET_READY;
@@ -193,8 +199,10 @@ static void target_on_open(struct cdp_session *s, int status, void *arg)
     if (status != 0)
         return; /* target_on_close follows and backs off */
     int rc = cdp_call(s, "Profiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_enabled, t);
-    if (rc != 0)
+    if (rc != 0) {
+        t->close_reason = "Profiler.enable not sent";
         cdp_close(s);
+    }
 }
 
 static void target_connect(struct target *t)

@@ -29,7 +29,7 @@ cleanup() {
   for p in $sleep_pid $daemon_pid $node_pid; do kill "$p" 2>/dev/null || true; done
   for p in $daemon_pid $node_pid; do wait "$p" 2>/dev/null || true; done
   if [ "${ISOPROF_DEMO_KEEP:-0}" = 1 ]; then
-    echo "demo: kept $work (store: $work/store)" >&2
+    echo "demo: kept $work (store: $work/isoprof-data)" >&2
   else
     rm -rf "$work"
   fi
@@ -43,15 +43,13 @@ if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
   port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
   echo "demo: 127.0.0.1:9229 is in use; using port $port" >&2
 fi
-cat >"$work/isoprof.yaml" <<YAML
-# The demo's schedule is short so that ~20 s give 2-3 windows; the embedded
-# defaults take 10 s of every 60 s.
-store: {path: "$work/store"}
-targets:
-  - {inspector: "127.0.0.1:$port", version: demo}
-discovery: {interval: 1s}
-sampling: {cpu: {duration: 5s, period: 8s}}
-YAML
+# The embedded defaults (127.0.0.1:9229, ./isoprof-data, 10 s windows every
+# 60 s, the first within 6 s of attach); a config only when 9229 is taken.
+config=()
+if [ "$port" != 9229 ]; then
+  printf 'targets:\n  - {inspector: "127.0.0.1:%s"}\n' "$port" >"$work/isoprof.yaml"
+  config=(--config "$work/isoprof.yaml")
+fi
 
 ISOPROF_DEMO_PARENT=$$ node --inspect=127.0.0.1:"$port" "$here/demo.js" 2>"$work/node.log" &
 node_pid=$!
@@ -67,7 +65,7 @@ if ! grep -q 'Debugger listening' "$work/node.log"; then
 fi
 
 echo "demo: profiling demo.js (pid $node_pid, inspector 127.0.0.1:$port) for ${seconds}s ..." >&2
-"$isoprofd" --config "$work/isoprof.yaml" 2>"$work/isoprofd.log" &
+(cd "$work" && exec "$isoprofd" "${config[@]}") 2>"$work/isoprofd.log" &
 daemon_pid=$!
 # sleep in the background and wait, so INT/TERM reach the traps at once.
 sleep "$seconds" &
@@ -95,6 +93,6 @@ if [ "$stored" = 0 ]; then
   exit 1
 fi
 echo
-"$isoprof" windows --store "$work/store"
+"$isoprof" windows --store "$work/isoprof-data"
 echo
-"$isoprof" top --store "$work/store" -n 15
+"$isoprof" top --store "$work/isoprof-data" -n 15
