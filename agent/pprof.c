@@ -243,17 +243,6 @@ static size_t utf8_clean(const uint8_t *s, size_t n, char *out, size_t max)
     return o;
 }
 
-static int hexval(uint8_t c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* --- output buffer (protobuf wire format) --- */
 
 struct obuf {
@@ -1104,8 +1093,8 @@ static uint32_t intern_frame_string(struct jp *p, enum jkey k, const uint8_t *s,
         size_t o = 0;
         for (size_t i = 7; i < n && o < PPROF_MAX_STRING; i++) {
             int hi, lo;
-            if (s[i] == '%' && i + 2 < n && (hi = hexval(s[i + 1])) >= 0 &&
-                (lo = hexval(s[i + 2])) >= 0) {
+            if (s[i] == '%' && i + 2 < n && (hi = isoprof_hexval(s[i + 1])) >= 0 &&
+                (lo = isoprof_hexval(s[i + 2])) >= 0) {
                 p->tmp2[o++] = (char)(hi << 4 | lo);
                 i += 2;
             } else {

@@ -145,6 +145,17 @@ const char *isoprof_errname(int err)
     }
 }
 
+int isoprof_hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 static uint64_t clock_ns(clockid_t id)
 {
     struct timespec ts;

@@ -87,6 +87,9 @@ char *isoprof_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 void isoprof_alloc_fail_after(long n);
 unsigned long isoprof_alloc_count(void);
 
+/* The value of one hex digit (either case), or -1 if c is not one. */
+int isoprof_hexval(int c);
+
 /* Wall clock and CLOCK_MONOTONIC in nanoseconds. */
 uint64_t isoprof_now_wall_ns(void);
 uint64_t isoprof_now_mono_ns(void);

@@ -53,17 +53,6 @@ void store_id_format(const struct store *s, uint64_t id, char out[STORE_ID_LEN +
     *p = '\0';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static int parse_decimal(const char *t, uint64_t *id)
 {
     uint64_t v = 0;
@@ -98,7 +87,7 @@ int store_id_parse(const struct store *s, const char *text, uint64_t *id)
                 return -EINVAL;
             continue;
         }
-        int hi = hexval(text[i]), lo = hexval(text[i + 1]);
+        int hi = isoprof_hexval(text[i]), lo = isoprof_hexval(text[i + 1]);
         if (hi < 0 || lo < 0)
             return -EINVAL;
         b[j++] = (uint8_t)(hi << 4 | lo);
