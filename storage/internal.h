@@ -15,10 +15,14 @@
  *            "stored_bytes" u64  sum of stored_size of all windows
  *            "budget"       u64  max_size of the last writable open
  *
- *   record header (48 bytes + runtime):
- *     0 magic:u8 = 0xA5   1 version:u8 = 1   2 codec:u8 = 1 (zstd)
+ *   record header, version 2 (88 bytes + runtime):
+ *     0 magic:u8 = 0xA5   1 version:u8 = 2   2 codec:u8 = 1 (zstd)
  *     3 runtime_len:u8 (<= 31)   4 flags:u32   8 end_ns:u64   16 samples:u64
- *     24 interval:u64   32 raw_size:u64   40 seq:u64   48 runtime bytes
+ *     24 interval:u64   32 raw_size:u64   40 seq:u64   48 anomaly:u8
+ *     49 reserved (7 zero bytes)   56 mem_min:u64   64 mem_max:u64
+ *     72 mem_last:u64   80 mem_p999:u64   88 runtime bytes
+ *   Version 1 records (schema 1 stores) are the first 48 bytes of this,
+ *   the runtime at offset 48; they read as anomaly 0 and no memory figures.
  *
  * A window's stored_size is what its three entries take: windows key +
  * value, by_time key, ids key + value (store_stored_size()).
@@ -47,9 +51,10 @@
 #define STORE_META_MAGIC_LEN 8
 
 #define STORE_REC_MAGIC 0xA5u
-#define STORE_REC_VERSION 1u
+#define STORE_REC_VERSION 2u
 #define STORE_CODEC_ZSTD 1u
-#define STORE_REC_FIXED 48u
+#define STORE_REC_FIXED_V1 48u
+#define STORE_REC_FIXED 88u
 #define STORE_REC_SEQ_OFF 40u
 #define STORE_REC_MAX (STORE_REC_FIXED + STORE_RUNTIME_MAX)
 
@@ -60,6 +65,7 @@
 struct store {
     MDB_env *env;
     MDB_dbi windows, by_time, ids, meta;
+    MDB_dbi anomalies, anomaly_ids, pins;
     int readonly;
     uint32_t schema;
     uint64_t instance;
@@ -83,6 +89,8 @@ struct store_rec_hdr {
     uint8_t version, codec;
     uint32_t flags;
     uint64_t end_ns, samples, interval, raw_size, seq;
+    uint8_t anomaly;
+    struct store_mem mem;
     char runtime[STORE_RUNTIME_MAX + 1];
     const uint8_t *payload;
     size_t payload_len;

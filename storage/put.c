@@ -49,6 +49,8 @@ static int check_record(const struct store_record *r)
         return -EINVAL;
     if (w->type != STORE_TYPE_CPU && w->type != STORE_TYPE_HEAP)
         return -EINVAL;
+    if (w->anomaly > STORE_ANOMALY_MAX)
+        return -EINVAL;
     if (r->len > STORE_RAW_MAX || (r->len > 0 && r->pprof == NULL))
         return -EINVAL;
     return 0;

@@ -80,14 +80,16 @@ int store_key_decode(const void *key, size_t len, struct store_key *k)
 int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
 {
     const uint8_t *p = val;
-    if (val == NULL || len < STORE_REC_FIXED)
+    if (val == NULL || len < STORE_REC_FIXED_V1)
         return ISOPROF_ECORRUPT;
-    if (p[0] != STORE_REC_MAGIC || p[1] != STORE_REC_VERSION || p[2] != STORE_CODEC_ZSTD)
+    if (p[0] != STORE_REC_MAGIC || (p[1] != 1 && p[1] != STORE_REC_VERSION) ||
+        p[2] != STORE_CODEC_ZSTD)
         return ISOPROF_ECORRUPT;
+    size_t fixed = p[1] == 1 ? STORE_REC_FIXED_V1 : STORE_REC_FIXED;
     size_t rl = p[3];
-    if (rl > STORE_RUNTIME_MAX || len < STORE_REC_FIXED + rl + 1) /* + at least one frame byte */
+    if (rl > STORE_RUNTIME_MAX || len < fixed + rl + 1) /* + at least one frame byte */
         return ISOPROF_ECORRUPT;
-    if (memchr(p + STORE_REC_FIXED, 0, rl) != NULL)
+    if (memchr(p + fixed, 0, rl) != NULL)
         return ISOPROF_ECORRUPT;
     h->version = p[1];
     h->codec = p[2];
@@ -97,12 +99,23 @@ int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
     h->interval = store_be64_get(p + 24);
     h->raw_size = store_be64_get(p + 32);
     h->seq = store_be64_get(p + STORE_REC_SEQ_OFF);
+    h->anomaly = 0;
+    memset(&h->mem, 0, sizeof(h->mem));
+    if (fixed == STORE_REC_FIXED) {
+        h->anomaly = p[48];
+        if (h->anomaly > STORE_ANOMALY_MAX)
+            return ISOPROF_ECORRUPT;
+        h->mem.min = store_be64_get(p + 56);
+        h->mem.max = store_be64_get(p + 64);
+        h->mem.last = store_be64_get(p + 72);
+        h->mem.p999 = store_be64_get(p + 80);
+    }
     if (h->raw_size > STORE_RAW_MAX || h->seq == 0)
         return ISOPROF_ECORRUPT;
-    memcpy(h->runtime, p + STORE_REC_FIXED, rl);
+    memcpy(h->runtime, p + fixed, rl);
     h->runtime[rl] = '\0';
-    h->payload = p + STORE_REC_FIXED + rl;
-    h->payload_len = len - STORE_REC_FIXED - rl;
+    h->payload = p + fixed + rl;
+    h->payload_len = len - fixed - rl;
     return 0;
 }
 
@@ -167,6 +180,12 @@ int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, uint8_t **
     store_be64_put(buf + 24, r->w.interval);
     store_be64_put(buf + 32, (uint64_t)r->len);
     store_be64_put(buf + STORE_REC_SEQ_OFF, 0); /* set in the write txn */
+    memset(buf + 48, 0, 8);
+    buf[48] = r->w.anomaly;
+    store_be64_put(buf + 56, r->w.mem.min);
+    store_be64_put(buf + 64, r->w.mem.max);
+    store_be64_put(buf + 72, r->w.mem.last);
+    store_be64_put(buf + 80, r->w.mem.p999);
     memcpy(buf + STORE_REC_FIXED, r->w.runtime, rl);
     /* An empty pprof is still one (empty) frame, so every record has one. */
     static const uint8_t none[1];
@@ -195,6 +214,24 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
     w->flags = h->flags;
     w->samples = h->samples;
     w->interval = h->interval;
+    w->anomaly = h->anomaly;
+    w->mem = h->mem;
     w->raw_size = h->raw_size;
     w->stored_size = store_stored_size(klen, vlen);
+}
+
+static const char *const anomaly_names[STORE_ANOMALY_MAX + 1] = {
+    "", "memory_near_limit", "oom_suspected", "latency_p999_spike"};
+
+const char *store_anomaly_name(unsigned kind)
+{
+    return kind <= STORE_ANOMALY_MAX ? anomaly_names[kind] : NULL;
+}
+
+unsigned store_anomaly_parse(const char *name)
+{
+    for (unsigned k = 1; name != NULL && k <= STORE_ANOMALY_MAX; k++)
+        if (strcmp(name, anomaly_names[k]) == 0)
+            return k;
+    return STORE_ANOMALY_NONE;
 }

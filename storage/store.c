@@ -156,20 +156,36 @@ static uint64_t random_u64(void)
     return v ? v : 1;
 }
 
+/* Open the DBs of the current schema (flags: MDB_CREATE or 0). Raw LMDB code. */
+static int dbs_open(struct store *s, MDB_txn *txn, unsigned flags)
+{
+    int rc;
+    if ((rc = mdb_dbi_open(txn, "windows", flags, &s->windows)) != 0 ||
+        (rc = mdb_dbi_open(txn, "by_time", flags, &s->by_time)) != 0 ||
+        (rc = mdb_dbi_open(txn, "ids", flags, &s->ids)) != 0 ||
+        (rc = mdb_dbi_open(txn, "anomalies", flags, &s->anomalies)) != 0 ||
+        (rc = mdb_dbi_open(txn, "anomaly_ids", flags, &s->anomaly_ids)) != 0 ||
+        (rc = mdb_dbi_open(txn, "pins", flags, &s->pins)) != 0)
+        return rc;
+    return 0;
+}
+
+/* Record the magic and this build's schema version. Raw LMDB code. */
+static int format_put(struct store *s, MDB_txn *txn)
+{
+    uint8_t fmt[STORE_META_MAGIC_LEN + 4];
+    memcpy(fmt, STORE_META_MAGIC, STORE_META_MAGIC_LEN);
+    store_be32_put(fmt + STORE_META_MAGIC_LEN, STORE_SCHEMA_VERSION);
+    MDB_val k = {6, "format"}, d = {sizeof(fmt), fmt};
+    return mdb_put(txn, s->meta, &k, &d, 0);
+}
+
 /* Create the DBs and the meta of a fresh environment. */
 static int schema_create(struct store *s, MDB_txn *txn)
 {
     int rc;
     if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
-        (rc = mdb_dbi_open(txn, "windows", MDB_CREATE, &s->windows)) != 0 ||
-        (rc = mdb_dbi_open(txn, "by_time", MDB_CREATE, &s->by_time)) != 0 ||
-        (rc = mdb_dbi_open(txn, "ids", MDB_CREATE, &s->ids)) != 0)
-        return store_err(rc);
-    uint8_t fmt[STORE_META_MAGIC_LEN + 4];
-    memcpy(fmt, STORE_META_MAGIC, STORE_META_MAGIC_LEN);
-    store_be32_put(fmt + STORE_META_MAGIC_LEN, STORE_SCHEMA_VERSION);
-    MDB_val k = {6, "format"}, d = {sizeof(fmt), fmt};
-    if ((rc = mdb_put(txn, s->meta, &k, &d, 0)) != 0)
+        (rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = format_put(s, txn)) != 0)
         return store_err(rc);
     s->instance = random_u64();
     s->schema = STORE_SCHEMA_VERSION;
@@ -195,18 +211,28 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
     if (rc != 0)
         return store_err(rc);
     s->schema = store_be32_get((const uint8_t *)d.mv_data + STORE_META_MAGIC_LEN);
+    if (s->schema == 1 && !s->readonly) {
+        /* Schema 2 adds the anomaly DBs and a longer record header; version
+         * 1 records stay readable as they are, so the upgrade is the new
+         * (empty) DBs and the version number, in this transaction. */
+        if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = format_put(s, txn)) != 0)
+            return store_err(rc);
+        s->schema = STORE_SCHEMA_VERSION;
+    }
     if (s->schema != STORE_SCHEMA_VERSION) {
         if (why) {
             isoprof_free(*why);
-            *why = isoprof_asprintf("%s: schema version %u, this build reads %u", s->path,
-                                    (unsigned)s->schema, (unsigned)STORE_SCHEMA_VERSION);
+            if (s->schema == 1)
+                *why = isoprof_asprintf("%s: schema version 1, this build reads %u; isoprofd "
+                                        "upgrades the store when it next opens it",
+                                        s->path, (unsigned)STORE_SCHEMA_VERSION);
+            else
+                *why = isoprof_asprintf("%s: schema version %u, this build reads %u", s->path,
+                                        (unsigned)s->schema, (unsigned)STORE_SCHEMA_VERSION);
         }
         return ISOPROF_ESCHEMA;
     }
-    unsigned flags = s->readonly ? 0 : MDB_CREATE;
-    if ((rc = mdb_dbi_open(txn, "windows", flags, &s->windows)) != 0 ||
-        (rc = mdb_dbi_open(txn, "by_time", flags, &s->by_time)) != 0 ||
-        (rc = mdb_dbi_open(txn, "ids", flags, &s->ids)) != 0)
+    if ((rc = dbs_open(s, txn, s->readonly ? 0 : MDB_CREATE)) != 0)
         return rc == MDB_NOTFOUND ? ISOPROF_ECORRUPT : store_err(rc);
     if ((rc = store_meta_get_u64(s, txn, "instance", &s->instance)) != 0)
         return rc;

@@ -30,12 +30,37 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 1u
+#define STORE_SCHEMA_VERSION 2u
 
 enum store_type { STORE_TYPE_CPU = 1, STORE_TYPE_HEAP = 2 };
 
 /* Window flags (struct store_window.flags). */
 #define STORE_FLAG_ON_DEMAND 0x1u
+
+/* Why an anomaly was flagged (struct store_window.anomaly, struct
+ * store_anomaly.kind). 0 means none; values are stored, never renumber. */
+enum store_anomaly_kind {
+    STORE_ANOMALY_NONE = 0,
+    STORE_ANOMALY_MEMORY_NEAR_LIMIT = 1,
+    STORE_ANOMALY_OOM_SUSPECTED = 2,
+    STORE_ANOMALY_LATENCY_P999_SPIKE = 3,
+};
+#define STORE_ANOMALY_MAX 3
+
+/* store_anomaly_name - "memory_near_limit", "oom_suspected",
+ * "latency_p999_spike"; "" for STORE_ANOMALY_NONE and NULL for values out
+ * of range. A static string. Thread: any. */
+const char *store_anomaly_name(unsigned kind);
+
+/* store_anomaly_parse - the kind named by name (as store_anomaly_name
+ * prints it); 0 (NONE) if name names none. Thread: any. */
+unsigned store_anomaly_parse(const char *name);
+
+/* The target's memory during a window, from its Runtime.getHeapUsage polls
+ * (bytes; all zero when no poll fell inside the window). */
+struct store_mem {
+    uint64_t min, max, last, p999;
+};
 
 /* Limits on the strings of a window (bytes, without the terminating NUL). */
 #define STORE_WORKER_MAX 255
@@ -74,6 +99,8 @@ struct store_window {
     uint32_t flags;
     uint64_t samples;
     uint64_t interval;    /* cpu: sampling interval ns; heap: sampling interval bytes */
+    uint8_t anomaly;      /* enum store_anomaly_kind: the window was taken because of one */
+    struct store_mem mem;
     uint64_t raw_size;    /* output: uncompressed pprof bytes */
     uint64_t stored_size; /* output: bytes the window takes in the store (keys and values
                              of its windows, by_time and ids entries); counts against

@@ -242,14 +242,23 @@ TEST(schema_mismatch)
     isoprof_free(why);
     struct store_options ro = {.readonly = 1};
     CHECK_EQ_INT(store_open(path, &ro, &s, NULL), ISOPROF_ESCHEMA);
-    /* Restoring the version restores the store, data intact. */
+    /* Schema 1 (before the anomaly DBs): a reader is told to let the
+     * daemon upgrade it; a writer upgrades it in place, data intact. */
     raw_put(path, "meta", "format", "ISOPROF\0\0\0\0\x01", 12);
+    CHECK_EQ_INT(store_open(path, &ro, &s, &why), ISOPROF_ESCHEMA);
+    CHECK(why != NULL && strstr(why, "schema version 1") && strstr(why, "upgrades"));
+    isoprof_free(why);
     s = open_rw(path, 0);
     REQUIRE(s != NULL);
     int rc;
     struct seen *l = list(s, NULL, &rc);
     CHECK_EQ_INT(l->n, 1);
     CHECK_EQ_INT(check_clean(s), 0);
+    struct store_stat st;
+    CHECK(store_stat(s, &st) == 0 && st.schema_version == STORE_SCHEMA_VERSION);
+    store_close(s);
+    s = NULL;
+    CHECK_EQ_INT(store_open(path, &ro, &s, NULL), 0);
     store_close(s);
 }
 

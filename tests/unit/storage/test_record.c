@@ -127,6 +127,8 @@ TEST(record_codec)
     rec_make(&t, "w", "v", T0, 1, STORE_TYPE_CPU, 5000, 7);
     t.r.w.runtime = "workerd";
     t.r.w.flags = STORE_FLAG_ON_DEMAND;
+    t.r.w.anomaly = STORE_ANOMALY_OOM_SUSPECTED;
+    t.r.w.mem = (struct store_mem){.min = 1, .max = 1ull << 40, .last = 3, .p999 = 4};
     uint8_t *val = NULL;
     size_t vlen = 0;
     REQUIRE(store_record_build(c, &t.r, &val, &vlen) == 0);
@@ -136,6 +138,8 @@ TEST(record_codec)
     CHECK(h.seq == 77 && h.raw_size == 5000 && h.end_ns == T0 + 10 * SEC);
     CHECK(h.flags == STORE_FLAG_ON_DEMAND && h.interval == 10000000 && h.samples == 1007);
     CHECK_STR(h.runtime, "workerd");
+    CHECK(h.anomaly == STORE_ANOMALY_OOM_SUSPECTED && h.mem.min == 1 && h.mem.max == 1ull << 40 &&
+          h.mem.last == 3 && h.mem.p999 == 4);
     void *raw = NULL;
     REQUIRE(store_record_inflate(&h, &raw) == 0);
     CHECK(memcmp(raw, t.payload, 5000) == 0);
@@ -170,6 +174,27 @@ TEST(record_codec)
             CHECK_EQ_INT(rc, ISOPROF_ECORRUPT);
         val[i] ^= 0x5a;
     }
+    /* The same record in the version 1 layout (no anomaly, no memory
+     * figures) still decodes and inflates. */
+    {
+        size_t v1len = vlen - (STORE_REC_FIXED - STORE_REC_FIXED_V1);
+        uint8_t *v1 = isoprof_malloc(v1len);
+        REQUIRE(v1 != NULL);
+        memcpy(v1, val, STORE_REC_FIXED_V1);
+        memcpy(v1 + STORE_REC_FIXED_V1, val + STORE_REC_FIXED, vlen - STORE_REC_FIXED);
+        v1[1] = 1;
+        REQUIRE(store_record_decode(v1, v1len, &h) == 0);
+        CHECK(h.version == 1 && h.anomaly == 0 && h.mem.max == 0 && h.raw_size == 5000);
+        raw = NULL;
+        REQUIRE(store_record_inflate(&h, &raw) == 0);
+        CHECK(memcmp(raw, t.payload, 5000) == 0);
+        isoprof_free(raw);
+        isoprof_free(v1);
+    }
+    /* An anomaly kind out of range is damage. */
+    val[48] = STORE_ANOMALY_MAX + 1;
+    CHECK_EQ_INT(store_record_decode(val, vlen, &h), ISOPROF_ECORRUPT);
+    val[48] = STORE_ANOMALY_OOM_SUSPECTED;
     /* Garbage. */
     uint8_t junk[256];
     for (int round = 0; round < 2000; round++) {
