@@ -9,6 +9,9 @@
  *   2. by_time: each entry is start + a window key that exists with that
  *      start.
  *   3. ids: each entry names a window whose header carries that seq.
+ *   4. anomalies (anomaly.c): anomaly_ids and anomalies agree, every
+ *      window an anomaly lists is pinned by it, every pin names a window
+ *      and an anomaly that lists it.
  * Then the entry counts of the three DBs must agree and the meta counters
  * must match what was summed. Problems are collected one per line into a
  * capped text; the check goes on after a problem so that one run lists
@@ -218,6 +221,11 @@ static int pass_ids(struct store *s, MDB_txn *txn, struct report *r)
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+static void report_anomaly(void *r, const char *line)
+{
+    report(r, "%s", line);
+}
+
 int store_check(struct store *s, char **why)
 {
     if (why)
@@ -231,7 +239,8 @@ int store_check(struct store *s, char **why)
         return rc;
     uint64_t stored = 0, max_seq = 0, next_seq = 0, meta_stored = 0, evicted = 0, instance = 0;
     if ((rc = pass_windows(s, txn, &r, &stored, &max_seq)) != 0 ||
-        (rc = pass_by_time(s, txn, &r)) != 0 || (rc = pass_ids(s, txn, &r)) != 0)
+        (rc = pass_by_time(s, txn, &r)) != 0 || (rc = pass_ids(s, txn, &r)) != 0 ||
+        (rc = store_check_anomalies(s, txn, report_anomaly, &r)) != 0)
         goto out;
     MDB_stat sw, st, si;
     if ((rc = mdb_stat(txn, s->windows, &sw)) != 0 || (rc = mdb_stat(txn, s->by_time, &st)) != 0 ||

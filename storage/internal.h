@@ -27,7 +27,9 @@
  * A window's stored_size is what its three entries take: windows key +
  * value, by_time key, ids key + value (store_stored_size()).
  *
- * The anomalies and outbox DBs will be added beside these (maxdbs is 16).
+ *   anomalies, anomaly_ids, pins: see anomaly.c.
+ *   meta     "next_anomaly" u64  the id store_anomaly_put gives next (absent:
+ * 1)
  */
 #ifndef ISOPROF_STORE_INTERNAL_H
 #define ISOPROF_STORE_INTERNAL_H
@@ -38,7 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through base.h */
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem: zstd allocates through                         \
+                                    base.h */
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -69,9 +72,23 @@ struct store {
     int readonly;
     uint32_t schema;
     uint64_t instance;
-    uint64_t budget; /* writer: from the options; reader: from meta */
+    uint64_t budget;     /* writer: from the options; reader: from meta */
+    uint32_t pin_factor; /* pinned windows outlive unpinned ones this many times */
     char *path;
     ZSTD_CCtx *cctx; /* writer only; used by store_put, which is not reentrant */
+};
+
+#define STORE_ANOMALY_WINDOWS_MAX 1024u /* windows one anomaly keeps pinned */
+#define STORE_PINS_MAX 16u              /* anomalies one window can be pinned by */
+#define STORE_ANOMALIES_MAX 100000u     /* anomalies in the index; the oldest go first */
+#define STORE_PIN_FACTOR_DEFAULT 4u
+
+/* A decoded anomalies key; strings NUL-terminated inside the key bytes. */
+struct store_anomaly_key {
+    uint8_t kind;
+    uint64_t start_ns;
+    const char *worker, *version;
+    uint32_t isolate;
 };
 
 /* A decoded window key; the strings point into the key bytes and are
@@ -155,5 +172,24 @@ ZSTD_CCtx *store_zstd_cctx_new(void);
 /* Fill w from a decoded key and header (strings borrowed from them). */
 void store_window_fill(struct store_window *w, const struct store_key *k,
                        const struct store_rec_hdr *h, size_t klen, size_t vlen);
+
+/* anomaly.c: inside the caller's write transaction, raw LMDB codes. tk is a
+ * window's time key (by_time / pins form). */
+
+/* Pin window seq (time key tk) to anomaly id; no-op if the anomaly is gone. */
+int store_pin_txn(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq, const uint8_t *tk,
+                  size_t tklen);
+/* The window at tk (id seq) is going: drop its pins and take it out of its
+ * anomalies' lists. */
+int store_unpin_txn(struct store *s, MDB_txn *txn, const uint8_t *tk, size_t tklen, uint64_t seq);
+/* Bit (1 << kind) for each anomaly pinning the window at tk. MDB_NOTFOUND
+ * when it is not pinned. */
+int store_pins_get(struct store *s, MDB_txn *txn, const uint8_t *tk, size_t tklen, uint32_t *kinds);
+/* Keep the index within STORE_ANOMALIES_MAX. */
+int store_anomaly_sweep_txn(struct store *s, MDB_txn *txn);
+int store_anomaly_key_decode(const void *key, size_t len, struct store_anomaly_key *k);
+/* store_check's pass over anomalies, anomaly_ids and pins. */
+int store_check_anomalies(struct store *s, MDB_txn *txn, void (*report)(void *r, const char *line),
+                          void *r);
 
 #endif

@@ -79,8 +79,9 @@ static int counters_write(struct store *s, MDB_txn *txn, const struct put_counte
     return 0;
 }
 
-/* Delete the window with key wk (and its index entries), if present.
- * *bytes receives its stored size (0 if it was not there). Raw LMDB code. */
+/* Delete the window with key wk (and its index entries and pins), if
+ * present. *bytes receives its stored size (0 if it was not there). Raw
+ * LMDB code. */
 static int window_delete(struct store *s, MDB_txn *txn, const uint8_t *wk, size_t klen,
                          uint64_t *bytes)
 {
@@ -107,6 +108,8 @@ static int window_delete(struct store *s, MDB_txn *txn, const uint8_t *wk, size_
         rc = mdb_del(txn, s->by_time, &t, NULL);
         if (rc != 0 && rc != MDB_NOTFOUND)
             return rc;
+        if ((rc = store_unpin_txn(s, txn, tk, 8 + klen, seq)) != 0)
+            return rc;
     }
     if (seq != 0) {
         uint8_t ik[8];
@@ -119,45 +122,106 @@ static int window_delete(struct store *s, MDB_txn *txn, const uint8_t *wk, size_
     return 0;
 }
 
-/* Evict from the head of by_time while the stored bytes exceed target.
- * Raw LMDB code. */
-static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint64_t target)
+/* The first entry at or after seek (seeklen bytes; 0 = the first) of db,
+ * copied into out. In by_time, pinned entries are skipped. 1 if found, 0
+ * if none, or a negative raw LMDB code. */
+static int first_entry(struct store *s, MDB_txn *txn, MDB_dbi db, const uint8_t *seek,
+                       size_t seeklen, uint8_t *out, size_t *outlen)
 {
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, s->by_time, &cur);
+    int rc = mdb_cursor_open(txn, db, &cur);
     if (rc != 0)
-        return rc;
+        return rc > 0 ? -rc : rc;
+    MDB_val k = {seeklen, (void *)seek}, d;
+    int found = 0;
+    for (rc = mdb_cursor_get(cur, &k, &d, seeklen ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+        if (k.mv_size < 8 || k.mv_size > STORE_TIME_KEY_MAX)
+            continue; /* cannot be ours; store_check reports it */
+        if (db == s->by_time) {
+            MDB_val pv;
+            int prc = mdb_get(txn, s->pins, &k, &pv);
+            if (prc == 0)
+                continue;
+            if (prc != MDB_NOTFOUND) {
+                rc = prc;
+                break;
+            }
+        }
+        memcpy(out, k.mv_data, k.mv_size);
+        *outlen = k.mv_size;
+        found = 1;
+        break;
+    }
+    mdb_cursor_close(cur);
+    if (found)
+        return 1;
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    return rc > 0 ? -rc : rc;
+}
+
+/* Does the oldest pinned window (time key pk) go before the oldest
+ * unpinned one (uk)? Only once it is pin_factor times as old. */
+static int pinned_first(const struct store *s, uint64_t now, const uint8_t *pk, const uint8_t *uk)
+{
+    uint64_t ps = store_be64_get(pk), us = store_be64_get(uk);
+    double page = now > ps ? (double)(now - ps) : 0.0;
+    double uage = now > us ? (double)(now - us) : 0.0;
+    return page > (double)s->pin_factor * uage;
+}
+
+/* Evict while the stored bytes exceed target: the oldest unpinned window,
+ * unless the oldest pinned one is pin_factor times older than it (or no
+ * unpinned window is left). Raw LMDB code (negative: see first_entry). */
+static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint64_t target)
+{
+    uint8_t ukey[STORE_TIME_KEY_MAX], pkey[STORE_TIME_KEY_MAX];
+    size_t ulen = 0, plen = 0, useek = 0;
+    uint64_t now = isoprof_now_wall_ns();
+    int rc = 0;
     while (c->stored > target) {
-        MDB_val k, d;
-        rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST);
-        if (rc == MDB_NOTFOUND) {
+        /* Unpinned entries before the last one evicted are all gone: seek
+         * from there, so a run of pinned windows at the head is skipped
+         * once per transaction, not once per eviction. */
+        int u = first_entry(s, txn, s->by_time, ukey, useek, ukey, &ulen);
+        int p = u < 0 ? u : first_entry(s, txn, s->pins, NULL, 0, pkey, &plen);
+        if (u < 0 || p < 0) {
+            rc = u < 0 ? u : p;
+            break;
+        }
+        if (!u && !p) {
             /* Nothing left to evict but the counter says otherwise: it was
              * off (store_check reports such drift); trust the data. */
             c->stored = 0;
-            rc = 0;
             break;
         }
-        if (rc != 0)
-            break;
-        /* Copy the key out: the page it points into changes as we delete. */
-        uint8_t wk[STORE_KEY_MAX];
-        size_t klen = k.mv_size >= 8 ? k.mv_size - 8 : 0;
-        if (klen > sizeof(wk))
-            klen = 0;
-        memcpy(wk, (const uint8_t *)k.mv_data + (k.mv_size >= 8 ? 8 : 0), klen);
-        if ((rc = mdb_cursor_del(cur, 0)) != 0)
+        const uint8_t *tk = ukey;
+        size_t tklen = ulen;
+        if (p && (!u || pinned_first(s, now, pkey, ukey))) {
+            tk = pkey;
+            tklen = plen;
+        } else {
+            useek = ulen;
+        }
+        MDB_val t = {tklen, (void *)tk};
+        rc = mdb_del(txn, s->by_time, &t, NULL);
+        if (rc != 0 && rc != MDB_NOTFOUND)
             break;
         uint64_t bytes = 0;
-        if (klen > 0 && (rc = window_delete(s, txn, wk, klen, &bytes)) != 0)
+        if (tklen > 8 && (rc = window_delete(s, txn, tk + 8, tklen - 8, &bytes)) != 0)
             break;
-        if (bytes == 0)
-            continue; /* a dangling time entry, now gone */
+        if (bytes == 0) {
+            /* A dangling time or pin entry, now gone. */
+            if ((rc = store_unpin_txn(s, txn, tk, tklen, 0)) != 0)
+                break;
+            continue;
+        }
         c->stored = c->stored > bytes ? c->stored - bytes : 0;
         c->evicted++;
         c->evicted_total++;
         c->evicted_bytes += bytes;
     }
-    mdb_cursor_close(cur);
     return rc;
 }
 
@@ -194,14 +258,17 @@ static int put_txn(struct store *s, struct store_record *recs, struct put_item *
         MDB_val ikv = {8, ik};
         if ((rc = mdb_put(txn, s->ids, &ikv, &k, 0)) != 0)
             goto abort;
+        if (recs[i].pin && (rc = store_pin_txn(s, txn, recs[i].pin, seq, tk, 8 + it[i].klen)) != 0)
+            goto abort;
         c.stored += store_stored_size(it[i].klen, it[i].vlen);
     }
-    if ((rc = evict_to(s, txn, &c, s->budget)) != 0)
+    if ((rc = evict_to(s, txn, &c, s->budget)) != 0 || (rc = store_anomaly_sweep_txn(s, txn)) != 0)
         goto abort;
     if ((rc = counters_write(s, txn, &c)) != 0)
         goto abort;
     if ((rc = mdb_txn_commit(txn)) != 0)
-        return rc; /* the commit failed: LMDB has freed the txn, nothing is stored */
+        return rc; /* the commit failed: LMDB has freed the txn, nothing is stored
+                    */
     *out = c;
     return 0;
 abort:

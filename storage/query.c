@@ -11,6 +11,8 @@
  *                  past the version entirely, so a narrow time range over a
  *                  long history costs a few seeks per version, not a scan.
  *   no worker      walk `by_time` from since to until and fetch each window.
+ *   pinned         the same walk over `pins`, which holds only the windows
+ *                  anomalies keep.
  *
  * The window handed to the callback points into the snapshot (key strings
  * are NUL-terminated by their separators), so listing copies nothing.
@@ -28,6 +30,7 @@ struct query {
     const struct store_filter *f;
     store_window_cb cb;
     void *arg;
+    int has_pins; /* the pins DB is not empty: look each window up in it */
 };
 
 static int str_eq(const char *want, const char *got, size_t got_len)
@@ -63,6 +66,16 @@ static int emit(struct query *q, const struct store_key *k, size_t klen, const M
         return 0;
     struct store_window w;
     store_window_fill(&w, k, &h, klen, d->mv_size);
+    if (q->has_pins) {
+        uint8_t tk[STORE_TIME_KEY_MAX];
+        store_be64_put(tk, k->start_ns);
+        memcpy(tk + 8, k->worker, klen);
+        int rc = store_pins_get(q->s, q->txn, tk, 8 + klen, &w.pinned);
+        if (rc != 0 && rc != MDB_NOTFOUND)
+            return rc;
+    }
+    if (q->f->pinned && !(w.pinned & q->f->pinned))
+        return 0;
     return q->cb(&w, q->arg);
 }
 
@@ -87,10 +100,12 @@ static int by_id(struct query *q)
     return emit(q, &key, k.mv_size, &d);
 }
 
-static int by_time(struct query *q)
+/* Walk a time-keyed DB (by_time, or pins for pinned windows) from since
+ * to until and fetch each window. */
+static int by_time(struct query *q, MDB_dbi db)
 {
     MDB_cursor *c;
-    int rc = mdb_cursor_open(q->txn, q->s->by_time, &c);
+    int rc = mdb_cursor_open(q->txn, db, &c);
     if (rc != 0)
         return rc;
     uint8_t seek[8];
@@ -190,18 +205,26 @@ int store_windows(struct store *s, const struct store_filter *f, store_window_cb
     static const struct store_filter all;
     if (s == NULL || cb == NULL)
         return -EINVAL;
-    struct query q = {s, NULL, f ? f : &all, cb, arg};
+    struct query q = {s, NULL, f ? f : &all, cb, arg, 0};
     int rc = store_txn_read(s, &q.txn);
     if (rc != 0)
         return rc;
+    MDB_stat ps;
+    if ((rc = mdb_stat(q.txn, s->pins, &ps)) != 0) {
+        mdb_txn_abort(q.txn);
+        return store_err(rc);
+    }
+    q.has_pins = ps.ms_entries > 0;
     /* Callback values pass through untouched; only LMDB codes (which
      * callbacks do not produce) are translated. */
     if (q.f->id)
         rc = by_id(&q);
+    else if (q.f->pinned)
+        rc = by_time(&q, s->pins);
     else if (q.f->worker)
         rc = by_key(&q);
     else
-        rc = by_time(&q);
+        rc = by_time(&q, s->by_time);
     mdb_txn_abort(q.txn);
     if (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE)
         rc = store_err(rc);

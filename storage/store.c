@@ -60,7 +60,8 @@ int store_err(int rc)
         return -E2BIG;
     case MDB_BAD_VALSIZE:
         return -EINVAL;
-    default: /* MDB_PANIC, MDB_DBS_FULL, MDB_TLS_FULL, MDB_BAD_RSLOT, MDB_BAD_TXN */
+    default: /* MDB_PANIC, MDB_DBS_FULL, MDB_TLS_FULL, MDB_BAD_RSLOT, MDB_BAD_TXN
+              */
         return -EIO;
     }
 }
@@ -156,7 +157,8 @@ static uint64_t random_u64(void)
     return v ? v : 1;
 }
 
-/* Open the DBs of the current schema (flags: MDB_CREATE or 0). Raw LMDB code. */
+/* Open the DBs of the current schema (flags: MDB_CREATE or 0). Raw LMDB code.
+ */
 static int dbs_open(struct store *s, MDB_txn *txn, unsigned flags)
 {
     int rc;
@@ -290,7 +292,7 @@ static int schema_init(struct store *s, char **why)
 
 int store_open(const char *path, const struct store_options *opt, struct store **out, char **why)
 {
-    static const struct store_options defaults = {0, 0};
+    static const struct store_options defaults;
     int rc;
     if (why)
         *why = NULL;
@@ -303,6 +305,7 @@ int store_open(const char *path, const struct store_options *opt, struct store *
         return -ENOMEM;
     s->readonly = opt->readonly != 0;
     s->budget = opt->max_size ? opt->max_size : STORE_DEFAULT_BUDGET;
+    s->pin_factor = opt->pin_factor ? opt->pin_factor : STORE_PIN_FACTOR_DEFAULT;
     if ((s->path = isoprof_strdup(path)) == NULL) {
         rc = -ENOMEM;
         goto fail_path;
@@ -320,7 +323,8 @@ int store_open(const char *path, const struct store_options *opt, struct store *
     if ((rc = store_err(mdb_env_set_maxdbs(s->env, STORE_MAXDBS))) != 0)
         goto fail_env;
     if ((size_t)mdb_env_get_maxkeysize(s->env) < STORE_TIME_KEY_MAX) {
-        rc = -EINVAL; /* an LMDB built with a smaller key limit than the schema needs */
+        rc = -EINVAL; /* an LMDB built with a smaller key limit than the schema
+                         needs */
         goto fail_env;
     }
     if (!s->readonly) {
@@ -420,6 +424,11 @@ int store_stat(struct store *s, struct store_stat *st)
     }
     if (rc != 0 && rc != MDB_NOTFOUND)
         goto out_err;
+    MDB_stat as, ps;
+    if ((rc = mdb_stat(txn, s->anomaly_ids, &as)) != 0 || (rc = mdb_stat(txn, s->pins, &ps)) != 0)
+        goto out_err;
+    st->anomalies = as.ms_entries;
+    st->windows_pinned = ps.ms_entries;
     rc = 0;
     {
         char file[4200];

@@ -75,6 +75,10 @@ struct store_mem {
 struct store;
 
 struct store_options {
+    /* Pinned windows (evidence of an anomaly) are evicted last: the oldest
+     * pinned window goes before the oldest unpinned one only once it is
+     * pin_factor times as old. 0 = 4. */
+    uint32_t pin_factor;
     /* Budget for stored data in bytes: keys and values of all DBs, counted
      * per window as stored_size (below); 0 = 1 GiB. The file on disk is
      * larger (LMDB pages: typically 1.3-1.6 x, up to about 2 x for values
@@ -98,13 +102,15 @@ struct store_window {
     uint8_t type; /* enum store_type */
     uint32_t flags;
     uint64_t samples;
-    uint64_t interval;    /* cpu: sampling interval ns; heap: sampling interval bytes */
-    uint8_t anomaly;      /* enum store_anomaly_kind: the window was taken because of one */
+    uint64_t interval; /* cpu: sampling interval ns; heap: sampling interval bytes */
+    uint8_t anomaly;   /* enum store_anomaly_kind: the window was taken because of
+                          one */
     struct store_mem mem;
+    uint32_t pinned;      /* output: bit (1 << kind) for each kind of anomaly pinning it */
     uint64_t raw_size;    /* output: uncompressed pprof bytes */
-    uint64_t stored_size; /* output: bytes the window takes in the store (keys and values
-                             of its windows, by_time and ids entries); counts against
-                             the budget */
+    uint64_t stored_size; /* output: bytes the window takes in the store (keys and
+                             values of its windows, by_time and ids entries);
+                             counts against the budget */
 };
 
 /* One window to store. pprof: the uncompressed protobuf, borrowed for the
@@ -113,6 +119,9 @@ struct store_record {
     struct store_window w;
     const void *pprof;
     size_t len;
+    /* Nonzero: pin the window to this anomaly (store_anomaly_put's id) in
+     * the same transaction; an id that no longer exists pins nothing. */
+    uint64_t pin;
 };
 
 struct store_put_stats {
@@ -156,10 +165,10 @@ void store_close(struct store *s);
 /*
  * store_put - store n windows in one write transaction, all or nothing.
  *
- * Each pprof is compressed (zstd level 3, with a checksum) before the transaction
- * begins. In the transaction every record gets the next sequence id; then,
- * while the total stored size exceeds the budget, the oldest windows in
- * start-time order are evicted (this may include windows of this batch if
+ * Each pprof is compressed (zstd level 3, with a checksum) before the
+ * transaction begins. In the transaction every record gets the next sequence
+ * id; then, while the total stored size exceeds the budget, the oldest windows
+ * in start-time order are evicted (this may include windows of this batch if
  * they are the oldest). If LMDB reports the map full, the transaction is
  * aborted, a separate transaction evicts further (down to budget - batch -
  * budget/8) and the put is retried once.
@@ -191,7 +200,11 @@ struct store_filter {
     uint8_t type;                 /* 0 = any */
     uint64_t since_ns, until_ns;  /* window start in [since, until); 0 = unbounded */
     uint64_t id;                  /* nonzero: only that window (the other fields still apply) */
+    /* Nonzero: only windows pinned by an anomaly of a kind in this mask
+     * (bit 1 << kind; STORE_PINNED_ANY for any kind), in start order. */
+    uint32_t pinned;
 };
+#define STORE_PINNED_ANY 0xfffffffeu
 
 /*
  * store_window_cb - called once per matching window. w and all its strings
@@ -252,6 +265,72 @@ void store_id_format(const struct store *s, uint64_t id, char out[STORE_ID_LEN +
  */
 int store_id_parse(const struct store *s, const char *text, uint64_t *id);
 
+/* --- anomalies --- */
+
+/* struct store_anomaly.flags */
+#define STORE_ANOMALY_OPEN 0x1u /* the episode is still going on */
+
+/*
+ * One anomaly: an episode of one kind on one isolate (memory kinds) or one
+ * worker/version (latency, isolate 0). value and threshold are bytes for
+ * the memory kinds and nanoseconds for latency_p999_spike.
+ */
+struct store_anomaly {
+    uint64_t id;                  /* >= 1, assigned by store_anomaly_put */
+    uint8_t kind;                 /* enum store_anomaly_kind, not NONE */
+    const char *worker, *version; /* limits as for windows */
+    uint32_t isolate;
+    uint64_t start_ns, end_ns; /* wall ns; end: the last update (the end once closed) */
+    uint64_t value;            /* the peak of the measure in the episode */
+    uint64_t threshold;        /* what it was compared with */
+    uint32_t flags;            /* STORE_ANOMALY_OPEN */
+    /* Output of store_anomalies: the ids of the pinned windows, oldest
+     * first, borrowed for the callback (ignored by store_anomaly_put). */
+    const uint64_t *windows;
+    size_t nwindows;
+};
+
+/*
+ * store_anomaly_put - record a new anomaly (a->id == 0) or update one.
+ *
+ * New: every field but id and windows is stored; a->id receives the new
+ * id (a->start_ns moves by a nanosecond or more in the unlikely case that
+ * an anomaly of that kind, isolate and start exists). Update (a->id set):
+ * end_ns, value, threshold and flags are replaced; kind, labels, isolate
+ * and start are those of the existing anomaly.
+ * pin_latest_types: bits (1 << STORE_TYPE_CPU, 1 << STORE_TYPE_HEAP): also
+ * pin the newest stored window of each such type of the anomaly's
+ * worker/version/isolate that started by end_ns (oom_suspected: the last
+ * profiles before the death).
+ * An anomaly keeps at most 1024 windows (the newest); the index keeps at
+ * most 100,000 anomalies (the oldest are dropped). One write transaction.
+ * Errors: -EINVAL (bad kind or labels), -EROFS, ISOPROF_ENOTFOUND (update
+ * of an id that is gone), -ENOMEM, ISOPROF_EMAPFULL, -ENOSPC, -EIO,
+ * ISOPROF_ECORRUPT. On failure *a is unchanged and nothing is written.
+ * Thread: as store_put, and never concurrently with it.
+ */
+int store_anomaly_put(struct store *s, struct store_anomaly *a, unsigned pin_latest_types);
+
+struct store_anomaly_filter {
+    uint8_t kind;                 /* 0 = any */
+    const char *worker, *version; /* NULL = any */
+    uint64_t since_ns, until_ns;  /* overlapping [since, until); 0 = unbounded */
+    uint64_t id;                  /* nonzero: only that anomaly */
+};
+
+/* Called per matching anomaly; a and its strings and windows are borrowed
+ * for the call. Nonzero stops the scan and is returned. */
+typedef int (*store_anomaly_cb)(const struct store_anomaly *a, void *arg);
+
+/*
+ * store_anomalies - call cb for each anomaly matching f (NULL: all), in one
+ * read transaction. Order: with a kind, start time ascending; without, the
+ * order they were flagged (id). Errors: -EINVAL, ISOPROF_ECORRUPT, -errno.
+ * Thread: any, concurrently with everything but store_close.
+ */
+int store_anomalies(struct store *s, const struct store_anomaly_filter *f, store_anomaly_cb cb,
+                    void *arg);
+
 struct store_stat {
     uint32_t schema_version;
     uint64_t windows, windows_cpu, windows_heap;
@@ -262,6 +341,8 @@ struct store_stat {
     uint64_t file_size;            /* data.mdb on disk */
     uint64_t evicted_total;        /* windows evicted since the store was created */
     uint64_t oldest_ns, newest_ns; /* start of the oldest / newest window; 0 if none */
+    uint64_t anomalies;            /* in the index */
+    uint64_t windows_pinned;       /* windows held by at least one anomaly */
 };
 
 /*

@@ -1,0 +1,788 @@
+/*
+ * anomaly.c - the anomalies index and the pins that keep their windows.
+ *
+ * An anomaly is one episode (memory near the limit, a suspected OOM death,
+ * a P999 spike) of one isolate or one worker/version. Its record names the
+ * windows taken as evidence; each such window has a `pins` entry naming
+ * the anomalies that hold it, so that retention can find the pinned
+ * windows (they are evicted last, see put.c) and a window's eviction can
+ * take itself out of its anomalies' lists. An anomaly whose last window is
+ * evicted, once the episode is over, goes with it; one that never got a
+ * window (its capture failed) stays, as the record that it happened, until
+ * the count bound below removes it. Both directions are written in the same
+ * transaction, and store_check verifies they agree.
+ *
+ * Layout (big-endian):
+ *   anomalies    kind:u8 start_ns:u64 worker \0 version \0 isolate:u32
+ *                -> 0 magic 0xA6  1 version 1  2 flags:u16  4 nwin:u32
+ *                   8 id:u64  16 end_ns:u64  24 value:u64  32 threshold:u64
+ *                   40 nwin x window seq:u64 (oldest first)
+ *   anomaly_ids  id:u64 -> anomalies key
+ *   pins         start_ns:u64 + window key (the by_time key)
+ *                -> n x (kind:u8 anomaly id:u64)
+ *   meta         "next_anomaly" u64 (absent: 1)
+ *
+ * Bounds: an anomaly keeps its STORE_ANOMALY_WINDOWS_MAX newest windows
+ * (an older one is unpinned when a new one comes); a window carries at
+ * most STORE_PINS_MAX pins; the index holds at most STORE_ANOMALIES_MAX
+ * anomalies (the oldest go first). Every write here is a raw LMDB code
+ * inside the caller's transaction, except store_anomaly_put.
+ */
+#include "internal.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ANOM_MAGIC 0xA6u
+#define ANOM_VERSION 1u
+#define ANOM_FIXED 40u
+#define PIN_LEN 9u
+#define ANOM_KEY_MAX (1u + 8u + STORE_LABELS_MAX + 2u + 4u)
+/* How far back store_anomaly_put looks for an isolate's latest window. */
+#define LATEST_SCAN_MAX 100000
+
+struct anom_rec {
+    uint16_t flags;
+    uint32_t nwin;
+    uint64_t id, end_ns, value, threshold;
+    const uint8_t *wins;
+};
+
+static int anom_decode(const MDB_val *v, struct anom_rec *r)
+{
+    const uint8_t *p = v->mv_data;
+    if (v->mv_size < ANOM_FIXED || p[0] != ANOM_MAGIC || p[1] != ANOM_VERSION)
+        return ISOPROF_ECORRUPT;
+    r->flags = (uint16_t)(p[2] << 8 | p[3]);
+    r->nwin = store_be32_get(p + 4);
+    if (r->nwin > STORE_ANOMALY_WINDOWS_MAX || v->mv_size != ANOM_FIXED + 8ull * r->nwin)
+        return ISOPROF_ECORRUPT;
+    r->id = store_be64_get(p + 8);
+    r->end_ns = store_be64_get(p + 16);
+    r->value = store_be64_get(p + 24);
+    r->threshold = store_be64_get(p + 32);
+    r->wins = p + ANOM_FIXED;
+    return r->id == 0 ? ISOPROF_ECORRUPT : 0;
+}
+
+static void anom_encode(uint8_t *p, const struct anom_rec *r)
+{
+    p[0] = ANOM_MAGIC;
+    p[1] = ANOM_VERSION;
+    p[2] = (uint8_t)(r->flags >> 8);
+    p[3] = (uint8_t)r->flags;
+    store_be32_put(p + 4, r->nwin);
+    store_be64_put(p + 8, r->id);
+    store_be64_put(p + 16, r->end_ns);
+    store_be64_put(p + 24, r->value);
+    store_be64_put(p + 32, r->threshold);
+}
+
+int store_anomaly_key_decode(const void *key, size_t len, struct store_anomaly_key *k)
+{
+    const uint8_t *p = key;
+    if (key == NULL || len < 1 + 8 + 2 + 4)
+        return ISOPROF_ECORRUPT;
+    k->kind = p[0];
+    if (k->kind == STORE_ANOMALY_NONE || k->kind > STORE_ANOMALY_MAX)
+        return ISOPROF_ECORRUPT;
+    k->start_ns = store_be64_get(p + 1);
+    const uint8_t *w = p + 9, *end = p + len - 4;
+    const uint8_t *nul1 = memchr(w, 0, (size_t)(end - w));
+    if (nul1 == NULL)
+        return ISOPROF_ECORRUPT;
+    const uint8_t *v = nul1 + 1;
+    const uint8_t *nul2 = v < end ? memchr(v, 0, (size_t)(end - v)) : NULL;
+    if (nul2 == NULL || nul2 + 1 != end)
+        return ISOPROF_ECORRUPT;
+    k->worker = (const char *)w;
+    k->version = (const char *)v;
+    k->isolate = store_be32_get(end);
+    return 0;
+}
+
+static size_t anom_key_encode(uint8_t *out, unsigned kind, uint64_t start_ns, const char *worker,
+                              const char *version, uint32_t isolate)
+{
+    size_t wl = strlen(worker), vl = strlen(version);
+    size_t len = 1 + 8 + wl + 1 + vl + 1 + 4;
+    if (len > ANOM_KEY_MAX)
+        return 0;
+    out[0] = (uint8_t)kind;
+    store_be64_put(out + 1, start_ns);
+    memcpy(out + 9, worker, wl + 1);
+    memcpy(out + 9 + wl + 1, version, vl + 1);
+    store_be32_put(out + len - 4, isolate);
+    return len;
+}
+
+/* The anomalies key of anomaly id, copied into key (ANOM_KEY_MAX bytes). */
+static int anom_key_of(struct store *s, MDB_txn *txn, uint64_t id, uint8_t *key, size_t *klen)
+{
+    uint8_t ik[8];
+    store_be64_put(ik, id);
+    MDB_val i = {8, ik}, k;
+    int rc = mdb_get(txn, s->anomaly_ids, &i, &k);
+    if (rc != 0)
+        return rc;
+    if (k.mv_size > ANOM_KEY_MAX)
+        return MDB_CORRUPTED;
+    memcpy(key, k.mv_data, k.mv_size);
+    *klen = k.mv_size;
+    return 0;
+}
+
+/* The time key (by_time / pins) of window seq, copied into tk. */
+static int time_key_of(struct store *s, MDB_txn *txn, uint64_t seq, uint8_t *tk, size_t *tklen)
+{
+    uint8_t ik[8];
+    store_be64_put(ik, seq);
+    MDB_val i = {8, ik}, k;
+    int rc = mdb_get(txn, s->ids, &i, &k);
+    if (rc != 0)
+        return rc;
+    struct store_key key;
+    if (store_key_decode(k.mv_data, k.mv_size, &key) != 0)
+        return MDB_NOTFOUND; /* damaged; store_check reports it */
+    store_be64_put(tk, key.start_ns);
+    memcpy(tk + 8, k.mv_data, k.mv_size);
+    *tklen = 8 + k.mv_size;
+    return 0;
+}
+
+/* Remove (kind, id) from the pins entry at tk; the entry goes when empty. */
+static int pins_remove(struct store *s, MDB_txn *txn, const uint8_t *tk, size_t tklen, uint64_t id)
+{
+    MDB_val k = {tklen, (void *)tk}, v;
+    int rc = mdb_get(txn, s->pins, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    uint8_t buf[STORE_PINS_MAX * PIN_LEN];
+    size_t n = 0;
+    const uint8_t *p = v.mv_data;
+    for (size_t o = 0; o + PIN_LEN <= v.mv_size && n + PIN_LEN <= sizeof(buf); o += PIN_LEN)
+        if (store_be64_get(p + o + 1) != id) {
+            memcpy(buf + n, p + o, PIN_LEN);
+            n += PIN_LEN;
+        }
+    if (n == 0)
+        return mdb_del(txn, s->pins, &k, NULL);
+    MDB_val nv = {n, buf};
+    return mdb_put(txn, s->pins, &k, &nv, 0);
+}
+
+/* Delete anomaly id with its key entry, unpinning its windows. */
+static int anom_delete(struct store *s, MDB_txn *txn, uint64_t id)
+{
+    uint8_t key[ANOM_KEY_MAX];
+    size_t klen;
+    int rc = anom_key_of(s, txn, id, key, &klen);
+    if (rc != 0)
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    MDB_val k = {klen, key}, v;
+    rc = mdb_get(txn, s->anomalies, &k, &v);
+    struct anom_rec r;
+    if (rc == 0 && anom_decode(&v, &r) == 0) {
+        uint64_t wins[STORE_ANOMALY_WINDOWS_MAX];
+        uint32_t n = r.nwin;
+        for (uint32_t i = 0; i < n; i++)
+            wins[i] = store_be64_get(r.wins + 8u * i);
+        for (uint32_t i = 0; i < n; i++) {
+            uint8_t tk[STORE_TIME_KEY_MAX];
+            size_t tklen;
+            rc = time_key_of(s, txn, wins[i], tk, &tklen);
+            if (rc == 0)
+                rc = pins_remove(s, txn, tk, tklen, id);
+            if (rc != 0 && rc != MDB_NOTFOUND)
+                return rc;
+        }
+    } else if (rc != 0 && rc != MDB_NOTFOUND) {
+        return rc;
+    }
+    rc = mdb_del(txn, s->anomalies, &k, NULL);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        return rc;
+    uint8_t ik[8];
+    store_be64_put(ik, id);
+    MDB_val i = {8, ik};
+    rc = mdb_del(txn, s->anomaly_ids, &i, NULL);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Take window seq out of anomaly id's list; a closed anomaly left with no
+ * window is deleted. */
+static int anom_forget_window(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq)
+{
+    uint8_t key[ANOM_KEY_MAX];
+    size_t klen;
+    int rc = anom_key_of(s, txn, id, key, &klen);
+    if (rc != 0)
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    MDB_val k = {klen, key}, v;
+    if ((rc = mdb_get(txn, s->anomalies, &k, &v)) != 0)
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    struct anom_rec r;
+    if (anom_decode(&v, &r) != 0)
+        return 0;
+    uint8_t buf[ANOM_FIXED + 8u * STORE_ANOMALY_WINDOWS_MAX];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r.nwin; i++) {
+        uint64_t w = store_be64_get(r.wins + 8u * i);
+        if (w != seq)
+            store_be64_put(buf + ANOM_FIXED + 8u * n++, w);
+    }
+    if (n == r.nwin)
+        return 0;
+    if (n == 0 && !(r.flags & STORE_ANOMALY_OPEN))
+        return anom_delete(s, txn, id);
+    r.nwin = n;
+    anom_encode(buf, &r);
+    MDB_val nv = {ANOM_FIXED + 8u * n, buf};
+    return mdb_put(txn, s->anomalies, &k, &nv, 0);
+}
+
+int store_unpin_txn(struct store *s, MDB_txn *txn, const uint8_t *tk, size_t tklen, uint64_t seq)
+{
+    MDB_val k = {tklen, (void *)tk}, v;
+    int rc = mdb_get(txn, s->pins, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    uint64_t ids[STORE_PINS_MAX];
+    size_t n = 0;
+    for (size_t o = 0; o + PIN_LEN <= v.mv_size && n < STORE_PINS_MAX; o += PIN_LEN)
+        ids[n++] = store_be64_get((const uint8_t *)v.mv_data + o + 1);
+    if ((rc = mdb_del(txn, s->pins, &k, NULL)) != 0)
+        return rc;
+    for (size_t i = 0; i < n && seq != 0; i++)
+        if ((rc = anom_forget_window(s, txn, ids[i], seq)) != 0)
+            return rc;
+    return 0;
+}
+
+int store_pin_txn(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq, const uint8_t *tk,
+                  size_t tklen)
+{
+    uint8_t key[ANOM_KEY_MAX];
+    size_t klen;
+    int rc = anom_key_of(s, txn, id, key, &klen);
+    if (rc != 0)
+        return rc == MDB_NOTFOUND ? 0 : rc; /* the anomaly is gone: nothing to pin to */
+    MDB_val k = {klen, key}, v;
+    if ((rc = mdb_get(txn, s->anomalies, &k, &v)) != 0)
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    struct anom_rec r;
+    if (anom_decode(&v, &r) != 0)
+        return 0;
+    for (uint32_t i = 0; i < r.nwin; i++)
+        if (store_be64_get(r.wins + 8u * i) == seq)
+            return 0; /* pinned already */
+
+    /* The window's pins entry first: if it is full, the window stays as it is. */
+    MDB_val pk = {tklen, (void *)tk}, pv;
+    uint8_t pins[STORE_PINS_MAX * PIN_LEN];
+    size_t plen = 0;
+    rc = mdb_get(txn, s->pins, &pk, &pv);
+    if (rc == 0) {
+        if (pv.mv_size + PIN_LEN > sizeof(pins))
+            return 0;
+        memcpy(pins, pv.mv_data, pv.mv_size);
+        plen = pv.mv_size;
+    } else if (rc != MDB_NOTFOUND) {
+        return rc;
+    }
+    pins[plen] = key[0];
+    store_be64_put(pins + plen + 1, id);
+    MDB_val npv = {plen + PIN_LEN, pins};
+    if ((rc = mdb_put(txn, s->pins, &pk, &npv, 0)) != 0)
+        return rc;
+
+    /* Then the anomaly's list, dropping its oldest window when full. */
+    uint8_t buf[ANOM_FIXED + 8u * STORE_ANOMALY_WINDOWS_MAX];
+    uint32_t first = 0;
+    uint64_t dropped = 0;
+    if (r.nwin == STORE_ANOMALY_WINDOWS_MAX) {
+        dropped = store_be64_get(r.wins);
+        first = 1;
+    }
+    uint32_t n = 0;
+    for (uint32_t i = first; i < r.nwin; i++)
+        store_be64_put(buf + ANOM_FIXED + 8u * n++, store_be64_get(r.wins + 8u * i));
+    store_be64_put(buf + ANOM_FIXED + 8u * n++, seq);
+    r.nwin = n;
+    anom_encode(buf, &r);
+    MDB_val nv = {ANOM_FIXED + 8u * n, buf};
+    if ((rc = mdb_put(txn, s->anomalies, &k, &nv, 0)) != 0)
+        return rc;
+    if (dropped != 0) {
+        uint8_t dk[STORE_TIME_KEY_MAX];
+        size_t dklen;
+        rc = time_key_of(s, txn, dropped, dk, &dklen);
+        if (rc == 0)
+            rc = pins_remove(s, txn, dk, dklen, id);
+        if (rc != 0 && rc != MDB_NOTFOUND)
+            return rc;
+    }
+    return 0;
+}
+
+int store_pins_get(struct store *s, MDB_txn *txn, const uint8_t *tk, size_t tklen, uint32_t *kinds)
+{
+    MDB_val k = {tklen, (void *)tk}, v;
+    *kinds = 0;
+    int rc = mdb_get(txn, s->pins, &k, &v);
+    if (rc != 0)
+        return rc;
+    for (size_t o = 0; o + PIN_LEN <= v.mv_size; o += PIN_LEN) {
+        unsigned kind = ((const uint8_t *)v.mv_data)[o];
+        if (kind <= STORE_ANOMALY_MAX)
+            *kinds |= 1u << kind;
+    }
+    return 0;
+}
+
+int store_anomaly_sweep_txn(struct store *s, MDB_txn *txn)
+{
+    MDB_stat st;
+    int rc = mdb_stat(txn, s->anomaly_ids, &st);
+    if (rc != 0)
+        return rc;
+    size_t excess = st.ms_entries > STORE_ANOMALIES_MAX ? st.ms_entries - STORE_ANOMALIES_MAX : 0;
+    while (excess-- > 0) {
+        MDB_cursor *c;
+        MDB_val k, d;
+        if ((rc = mdb_cursor_open(txn, s->anomaly_ids, &c)) != 0)
+            return rc;
+        rc = mdb_cursor_get(c, &k, &d, MDB_FIRST);
+        uint64_t id = rc == 0 && k.mv_size == 8 ? store_be64_get(k.mv_data) : 0;
+        mdb_cursor_close(c);
+        if (rc != 0)
+            return rc == MDB_NOTFOUND ? 0 : rc;
+        if (id == 0)
+            return MDB_CORRUPTED;
+        if ((rc = anom_delete(s, txn, id)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Pin the newest window of each type in types (bit 1 << type) of the
+ * anomaly's worker/version/isolate that started at or before until_ns. */
+static int pin_latest(struct store *s, MDB_txn *txn, uint64_t id,
+                      const struct store_anomaly_key *ak, unsigned types, uint64_t until_ns)
+{
+    uint8_t seek[STORE_KEY_MAX];
+    size_t klen = store_key_encode(seek, sizeof(seek), ak->worker, ak->version,
+                                   until_ns ? until_ns : UINT64_MAX, UINT32_MAX, 0xff);
+    if (klen == 0)
+        return 0;
+    size_t plen = strlen(ak->worker) + 1 + strlen(ak->version) + 1;
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, s->windows, &c);
+    if (rc != 0)
+        return rc;
+    MDB_val k = {klen, seek}, d;
+    rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
+    rc = rc == 0 ? mdb_cursor_get(c, &k, &d, MDB_PREV) : mdb_cursor_get(c, &k, &d, MDB_LAST);
+    uint64_t found[3] = {0, 0, 0};
+    uint8_t tks[3][STORE_TIME_KEY_MAX];
+    size_t tklens[3] = {0, 0, 0};
+    unsigned want = types & ((1u << STORE_TYPE_CPU) | (1u << STORE_TYPE_HEAP));
+    for (int scanned = 0; rc == 0 && want != 0 && scanned < LATEST_SCAN_MAX; scanned++) {
+        if (k.mv_size < plen || memcmp(k.mv_data, seek, plen) != 0)
+            break;
+        struct store_key key;
+        struct store_rec_hdr h;
+        if (store_key_decode(k.mv_data, k.mv_size, &key) == 0 && key.isolate == ak->isolate &&
+            (want & (1u << key.type)) && store_record_decode(d.mv_data, d.mv_size, &h) == 0) {
+            found[key.type] = h.seq;
+            store_be64_put(tks[key.type], key.start_ns);
+            memcpy(tks[key.type] + 8, k.mv_data, k.mv_size);
+            tklens[key.type] = 8 + k.mv_size;
+            want &= ~(1u << key.type);
+        }
+        rc = mdb_cursor_get(c, &k, &d, MDB_PREV);
+    }
+    mdb_cursor_close(c);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        return rc;
+    for (unsigned t = STORE_TYPE_CPU; t <= STORE_TYPE_HEAP; t++)
+        if (found[t] && (rc = store_pin_txn(s, txn, id, found[t], tks[t], tklens[t])) != 0)
+            return rc;
+    return 0;
+}
+
+static int anomaly_check(const struct store_anomaly *a)
+{
+    if (a->kind == STORE_ANOMALY_NONE || a->kind > STORE_ANOMALY_MAX)
+        return -EINVAL;
+    if (a->worker == NULL || a->version == NULL)
+        return -EINVAL;
+    size_t wl = strnlen(a->worker, STORE_WORKER_MAX + 1);
+    size_t vl = strnlen(a->version, STORE_VERSION_MAX + 1);
+    if (wl > STORE_WORKER_MAX || vl > STORE_VERSION_MAX || wl + vl > STORE_LABELS_MAX)
+        return -EINVAL;
+    return 0;
+}
+
+static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *a, unsigned types)
+{
+    uint8_t key[ANOM_KEY_MAX];
+    size_t klen;
+    struct anom_rec r;
+    int rc;
+    uint8_t buf[ANOM_FIXED + 8u * STORE_ANOMALY_WINDOWS_MAX];
+    if (a->id == 0) {
+        uint8_t nk[] = "next_anomaly";
+        MDB_val mk = {sizeof(nk) - 1, nk}, mv;
+        uint64_t id = 1;
+        rc = mdb_get(txn, s->meta, &mk, &mv);
+        if (rc == 0 && mv.mv_size == 8)
+            id = store_be64_get(mv.mv_data);
+        else if (rc != 0 && rc != MDB_NOTFOUND)
+            return rc;
+        if (id == 0)
+            return MDB_CORRUPTED;
+        /* Two episodes of one isolate and kind cannot start in the same
+         * nanosecond, but a clock step could make it look so. */
+        uint64_t start = a->start_ns;
+        MDB_val k, v;
+        for (int tries = 0;; tries++) {
+            klen = anom_key_encode(key, a->kind, start, a->worker, a->version, a->isolate);
+            k = (MDB_val){klen, key};
+            rc = mdb_get(txn, s->anomalies, &k, &v);
+            if (rc == MDB_NOTFOUND)
+                break;
+            if (rc != 0)
+                return rc;
+            if (tries == 16)
+                return MDB_KEYEXIST;
+            start++;
+        }
+        memset(&r, 0, sizeof(r));
+        r.id = id;
+        r.flags = (uint16_t)(a->flags & STORE_ANOMALY_OPEN);
+        r.end_ns = a->end_ns;
+        r.value = a->value;
+        r.threshold = a->threshold;
+        anom_encode(buf, &r);
+        v = (MDB_val){ANOM_FIXED, buf};
+        if ((rc = mdb_put(txn, s->anomalies, &k, &v, 0)) != 0)
+            return rc;
+        uint8_t ik[8];
+        store_be64_put(ik, id);
+        MDB_val i = {8, ik};
+        if ((rc = mdb_put(txn, s->anomaly_ids, &i, &k, 0)) != 0)
+            return rc;
+        uint8_t nb[8];
+        store_be64_put(nb, id + 1);
+        mv = (MDB_val){8, nb};
+        if ((rc = mdb_put(txn, s->meta, &mk, &mv, 0)) != 0)
+            return rc;
+        a->id = id;
+        a->start_ns = start;
+    } else {
+        if ((rc = anom_key_of(s, txn, a->id, key, &klen)) != 0)
+            return rc;
+        MDB_val k = {klen, key}, v;
+        if ((rc = mdb_get(txn, s->anomalies, &k, &v)) != 0)
+            return rc;
+        if (anom_decode(&v, &r) != 0)
+            return MDB_CORRUPTED;
+        size_t vlen = v.mv_size;
+        memcpy(buf, v.mv_data, vlen);
+        r.flags = (uint16_t)(a->flags & STORE_ANOMALY_OPEN);
+        r.end_ns = a->end_ns;
+        r.value = a->value;
+        r.threshold = a->threshold;
+        anom_encode(buf, &r);
+        v = (MDB_val){vlen, buf};
+        if ((rc = mdb_put(txn, s->anomalies, &k, &v, 0)) != 0)
+            return rc;
+    }
+    if (types) {
+        struct store_anomaly_key ak;
+        if (store_anomaly_key_decode(key, klen, &ak) != 0)
+            return MDB_CORRUPTED;
+        if ((rc = pin_latest(s, txn, a->id, &ak, types, a->end_ns)) != 0)
+            return rc;
+    }
+    return store_anomaly_sweep_txn(s, txn);
+}
+
+int store_anomaly_put(struct store *s, struct store_anomaly *a, unsigned pin_latest_types)
+{
+    if (s == NULL || a == NULL)
+        return -EINVAL;
+    if (s->readonly)
+        return -EROFS;
+    int rc = anomaly_check(a);
+    if (rc != 0)
+        return rc;
+    MDB_txn *txn;
+    if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0)
+        return store_err(rc);
+    uint64_t id0 = a->id, start0 = a->start_ns;
+    rc = anomaly_put_txn(s, txn, a, pin_latest_types);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        a->id = id0;
+        a->start_ns = start0;
+        return store_err(rc);
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc != 0) {
+        a->id = id0;
+        a->start_ns = start0;
+    }
+    return store_err(rc);
+}
+
+/* --- queries --- */
+
+static int anom_emit(struct store *s, MDB_txn *txn, const MDB_val *k, const MDB_val *v,
+                     const struct store_anomaly_filter *f, store_anomaly_cb cb, void *arg)
+{
+    (void)s;
+    (void)txn;
+    struct store_anomaly_key ak;
+    struct anom_rec r;
+    if (store_anomaly_key_decode(k->mv_data, k->mv_size, &ak) != 0 || anom_decode(v, &r) != 0)
+        return 0;
+    if (f->kind && f->kind != ak.kind)
+        return 0;
+    if (f->worker && strcmp(f->worker, ak.worker) != 0)
+        return 0;
+    if (f->version && strcmp(f->version, ak.version) != 0)
+        return 0;
+    if (f->id && f->id != r.id)
+        return 0;
+    /* An episode still open reaches to now and beyond. */
+    uint64_t end = (r.flags & STORE_ANOMALY_OPEN) ? UINT64_MAX
+                   : r.end_ns > ak.start_ns       ? r.end_ns
+                                                  : ak.start_ns;
+    if (f->since_ns && end < f->since_ns)
+        return 0;
+    if (f->until_ns && ak.start_ns >= f->until_ns)
+        return 0;
+    uint64_t wins[STORE_ANOMALY_WINDOWS_MAX];
+    for (uint32_t i = 0; i < r.nwin; i++)
+        wins[i] = store_be64_get(r.wins + 8u * i);
+    struct store_anomaly a = {
+        .id = r.id,
+        .kind = ak.kind,
+        .worker = ak.worker,
+        .version = ak.version,
+        .isolate = ak.isolate,
+        .start_ns = ak.start_ns,
+        .end_ns = r.end_ns,
+        .value = r.value,
+        .threshold = r.threshold,
+        .flags = r.flags,
+        .windows = wins,
+        .nwindows = r.nwin,
+    };
+    return cb(&a, arg);
+}
+
+int store_anomalies(struct store *s, const struct store_anomaly_filter *f, store_anomaly_cb cb,
+                    void *arg)
+{
+    static const struct store_anomaly_filter all;
+    if (s == NULL || cb == NULL)
+        return -EINVAL;
+    if (f == NULL)
+        f = &all;
+    MDB_txn *txn;
+    int rc = store_txn_read(s, &txn);
+    if (rc != 0)
+        return rc;
+    MDB_cursor *c = NULL;
+    MDB_val k, v;
+    if (f->id) {
+        uint8_t key[ANOM_KEY_MAX];
+        size_t klen;
+        rc = anom_key_of(s, txn, f->id, key, &klen);
+        if (rc == 0) {
+            k = (MDB_val){klen, key};
+            rc = mdb_get(txn, s->anomalies, &k, &v);
+            if (rc == 0)
+                rc = anom_emit(s, txn, &k, &v, f, cb, arg);
+        }
+    } else if (f->kind) {
+        /* One kind: its range of the anomalies DB, in start order. */
+        uint8_t seek[9];
+        seek[0] = f->kind;
+        store_be64_put(seek + 1, 0);
+        if ((rc = mdb_cursor_open(txn, s->anomalies, &c)) == 0) {
+            k = (MDB_val){sizeof(seek), seek};
+            for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+                 rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+                if (k.mv_size < 1 || ((const uint8_t *)k.mv_data)[0] != f->kind)
+                    break;
+                if (f->until_ns && k.mv_size >= 9 &&
+                    store_be64_get((const uint8_t *)k.mv_data + 1) >= f->until_ns)
+                    break;
+                if ((rc = anom_emit(s, txn, &k, &v, f, cb, arg)) != 0)
+                    break;
+            }
+        }
+    } else {
+        /* Every kind: in id order, which is the order they were flagged. */
+        if ((rc = mdb_cursor_open(txn, s->anomaly_ids, &c)) == 0) {
+            for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+                 rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+                MDB_val ak = v, av;
+                int grc = mdb_get(txn, s->anomalies, &ak, &av);
+                if (grc == MDB_NOTFOUND)
+                    continue;
+                if (grc != 0) {
+                    rc = grc;
+                    break;
+                }
+                if ((rc = anom_emit(s, txn, &ak, &av, f, cb, arg)) != 0)
+                    break;
+            }
+        }
+    }
+    if (c)
+        mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    if (rc == MDB_NOTFOUND)
+        rc = 0;
+    if (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE)
+        rc = store_err(rc);
+    return rc;
+}
+
+struct check_ctx {
+    void (*report)(void *r, const char *line);
+    void *r;
+};
+
+__attribute__((format(printf, 2, 3))) static void problem(struct check_ctx *x, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    x->report(x->r, line);
+}
+
+int store_check_anomalies(struct store *s, MDB_txn *txn, void (*report)(void *r, const char *line),
+                          void *r)
+{
+    struct check_ctx x = {report, r};
+    MDB_cursor *c;
+    MDB_val k, v;
+    int rc = mdb_cursor_open(txn, s->anomaly_ids, &c);
+    if (rc != 0)
+        return rc;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint64_t id = k.mv_size == 8 ? store_be64_get(k.mv_data) : 0;
+        MDB_val av;
+        struct anom_rec ar;
+        struct store_anomaly_key ak;
+        int grc = mdb_get(txn, s->anomalies, &v, &av);
+        if (grc == MDB_NOTFOUND ||
+            (grc == 0 && (anom_decode(&av, &ar) != 0 ||
+                          store_anomaly_key_decode(v.mv_data, v.mv_size, &ak) != 0))) {
+            problem(&x, "anomaly_ids: anomaly %" PRIu64 " names no decodable anomaly", id);
+            continue;
+        }
+        if (grc != 0) {
+            rc = grc;
+            break;
+        }
+        if (ar.id != id)
+            problem(&x, "anomaly_ids: anomaly %" PRIu64 " names anomaly %" PRIu64, id, ar.id);
+        for (uint32_t i = 0; i < ar.nwin; i++) {
+            uint64_t seq = store_be64_get(ar.wins + 8u * i);
+            uint8_t tk[STORE_TIME_KEY_MAX];
+            size_t tklen;
+            uint32_t kinds;
+            int trc = time_key_of(s, txn, seq, tk, &tklen);
+            if (trc == 0)
+                trc = store_pins_get(s, txn, tk, tklen, &kinds);
+            if (trc == MDB_NOTFOUND || (trc == 0 && !(kinds & (1u << ak.kind))))
+                problem(&x,
+                        "anomalies: anomaly %" PRIu64 " pins window %" PRIu64
+                        ", which is not pinned",
+                        id, seq);
+            else if (trc != 0) {
+                rc = trc;
+                goto out;
+            }
+        }
+    }
+    if (rc != MDB_NOTFOUND)
+        goto out;
+    mdb_cursor_close(c);
+    MDB_stat sa, si;
+    if ((rc = mdb_stat(txn, s->anomalies, &sa)) != 0 ||
+        (rc = mdb_stat(txn, s->anomaly_ids, &si)) != 0)
+        return rc;
+    if (sa.ms_entries != si.ms_entries)
+        problem(&x, "counts: anomalies %zu, anomaly_ids %zu", sa.ms_entries, si.ms_entries);
+    /* Every pin names a window that exists and an anomaly that lists it. */
+    if ((rc = mdb_cursor_open(txn, s->pins, &c)) != 0)
+        return rc;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        MDB_val wk = {k.mv_size >= 8 ? k.mv_size - 8 : 0, (uint8_t *)k.mv_data + 8}, wv;
+        struct store_rec_hdr h;
+        uint64_t start = k.mv_size >= 8 ? store_be64_get(k.mv_data) : 0;
+        int wrc = wk.mv_size ? mdb_get(txn, s->windows, &wk, &wv) : MDB_NOTFOUND;
+        if (wrc == MDB_NOTFOUND || (wrc == 0 && store_record_decode(wv.mv_data, wv.mv_size, &h))) {
+            problem(&x, "pins: a pin at start %" PRIu64 " names no window", start);
+            continue;
+        }
+        if (wrc != 0) {
+            rc = wrc;
+            break;
+        }
+        if (v.mv_size == 0 || v.mv_size % PIN_LEN != 0) {
+            problem(&x, "pins: window %" PRIu64 ": malformed pin list (%zu bytes)", h.seq,
+                    v.mv_size);
+            continue;
+        }
+        for (size_t o = 0; o < v.mv_size; o += PIN_LEN) {
+            uint64_t id = store_be64_get((const uint8_t *)v.mv_data + o + 1);
+            uint8_t key[ANOM_KEY_MAX];
+            size_t klen;
+            MDB_val ak, av;
+            struct anom_rec ar;
+            int arc = anom_key_of(s, txn, id, key, &klen);
+            int listed = 0;
+            if (arc == 0) {
+                ak = (MDB_val){klen, key};
+                arc = mdb_get(txn, s->anomalies, &ak, &av);
+            }
+            if (arc == 0 && anom_decode(&av, &ar) == 0)
+                for (uint32_t i = 0; i < ar.nwin; i++)
+                    listed |= store_be64_get(ar.wins + 8u * i) == h.seq;
+            if (arc != 0 && arc != MDB_NOTFOUND) {
+                rc = arc;
+                goto out;
+            }
+            if (!listed)
+                problem(&x,
+                        "pins: window %" PRIu64 " pinned by anomaly %" PRIu64
+                        ", which does not list it",
+                        h.seq, id);
+        }
+    }
+out:
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
