@@ -459,7 +459,11 @@ static void fmt_value(const struct cfg_option *o, uint64_t v, char *buf, size_t 
         u = sz;
         n = ISOPROF_ARRAY_SIZE(sz);
     } else if (o->type == CFG_T_FRACTION) {
-        snprintf(buf, cap, "%g%%", (double)v / 10000.0);
+        /* A share prints as a percentage, a factor (> 1) as a number. */
+        if (v > 1000000)
+            snprintf(buf, cap, "%g", (double)v / 1000000.0);
+        else
+            snprintf(buf, cap, "%g%%", (double)v / 10000.0);
         return;
     } else {
         snprintf(buf, cap, "%llu", (unsigned long long)v);
@@ -655,7 +659,7 @@ static int set_value(const struct cfg_option *o, void *base, const char *text, s
         BAD("%s must not contain a NUL byte", fullname);
     switch (o->type) {
     case CFG_T_STRING: {
-        if (len == 0)
+        if (len == 0 && o->min == 0)
             BAD("%s must not be empty", fullname);
         if (o->max && len > o->max)
             BAD("%s is longer than %llu bytes", fullname, (unsigned long long)o->max);

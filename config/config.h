@@ -13,6 +13,10 @@
  *            none (the agent idles)
  *   discovery.interval
  *   sampling.cpu.{duration, period, interval, jitter, max_concurrent}
+ *   sampling.heap.{interval, period}, sampling.memory_poll
+ *   anomaly.memory.{threshold, heap_period}, anomaly.{cpu_interval,
+ *   cooldown, retention}, anomaly.latency.{listen, window, factor, min,
+ *   min_count, worker_tag, version_tag}
  *   log.level
  *
  * Value syntax: durations are a decimal number and a unit (ns, us, µs, ms,
@@ -68,7 +72,28 @@ struct cfg {
             double jitter;           /* share of the period, 0..0.5 */
             uint32_t max_concurrent; /* 1..1024 */
         } cpu;
+        struct {
+            uint64_t interval; /* bytes */
+            uint64_t period_ns;
+        } heap;
+        uint64_t memory_poll_ns;
     } sampling;
+    struct {
+        struct {
+            double threshold; /* share of memory_limit, 0.01..1 */
+            uint64_t heap_period_ns;
+        } memory;
+        uint64_t cpu_interval_ns;
+        uint64_t cooldown_ns;
+        uint32_t retention; /* pinned windows live this many times as long */
+        struct {
+            char *listen; /* "" = off */
+            uint64_t window_ns, min_ns;
+            double factor;
+            uint32_t min_count;
+            char *worker_tag, *version_tag;
+        } latency;
+    } anomaly;
     struct {
         enum cfg_log_level level;
     } log;
@@ -117,7 +142,8 @@ void cfg_free(struct cfg *c);
 /*
  * cfg_check_reload - may a running agent switch from running to next
  * without a restart? Compares every option the table marks as not
- * reloadable (store.path, store.max_size).
+ * reloadable (store.path, store.max_size, sampling.heap.interval,
+ * anomaly.retention, anomaly.latency.listen).
  * Returns 0 if so; ISOPROF_ECONFIG with why (if non-NULL) listing each
  * such option that changed, one "<next source>: store.path changed (...);
  * restart to apply" per line, caller frees; -ENOMEM. Both configs are

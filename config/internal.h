@@ -35,8 +35,9 @@ struct cfg_option {
     /*
      * Bounds in the value's unit: ns, bytes, count, string length in bytes;
      * fractions in parts per million. max 0 means no upper bound (for a
-     * count: UINT32_MAX). Strings: min is ignored, an empty string is
-     * always refused.
+     * count: UINT32_MAX). Strings: min 0 refuses an empty string; min 1
+     * accepts a quoted "" (the value then is "", which turns the feature
+     * the option names off).
      */
     uint64_t min, max;
     int required;   /* the key must be present (targets: per entry) */
