@@ -32,6 +32,19 @@ struct cli {
     const char *out;
     int json;
     long top_n;
+    const char *anomaly_id;         /* export --anomaly ID */
+    struct store_anomaly_filter af; /* anomalies */
+};
+
+/* Which command parse_args reads for: options valid for it. */
+enum {
+    ARG_ID = 1,
+    ARG_OUT = 2,
+    ARG_JSON = 4,
+    ARG_N = 8,
+    ARG_PINNED = 16,
+    ARG_ANOMALY_ID = 32,
+    ARG_KIND = 64
 };
 
 __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...)
@@ -47,28 +60,39 @@ __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: isoprof windows --store DIR [FILTERS] [--json]\n"
-            "       isoprof export  --store DIR (--id ID | FILTERS) [-o FILE]\n"
-            "       isoprof top     --store DIR [FILTERS] [-n 20]\n"
-            "       isoprof store   stat|check --store DIR\n"
-            "\n"
-            "Reads the windows isoprofd stored. FILTERS:\n"
-            "  --worker W      only worker W          --version V   only version V\n"
-            "  --type cpu|heap only that profile type\n"
-            "  --since T       windows starting at or after T\n"
-            "  --until T       windows starting before T\n"
-            "T is RFC 3339 (2026-12-01T10:00:00Z, offsets and fractions allowed) or relative to\n"
-            "now (-15m, -2h, -7d).\n"
-            "\n"
-            "windows  one line per window (an aligned table, or with --json one JSON object per\n"
-            "         line: id, worker, version, isolate, runtime, type, start, end, samples, bytes)\n"
-            "export   one window (--id) or all matching windows of one type merged, as gzip'd\n"
-            "         pprof, to FILE or stdout (read it with 'go tool pprof')\n"
-            "top      flat and cumulative share per function over the matching windows\n"
-            "store    stat: counts, sizes, schema; check: verify every record and index\n"
-            "\n"
-            "Exit status: 0 ok, 1 nothing matched, 2 usage or store error.\n");
+    fprintf(
+        f,
+        "usage: isoprof windows   --store DIR [FILTERS] [--anomaly [KIND]] [--json]\n"
+        "       isoprof export    --store DIR (--id ID | --anomaly ID --type T | FILTERS) [-o "
+        "FILE]\n"
+        "       isoprof top       --store DIR [FILTERS] [-n 20]\n"
+        "       isoprof anomalies --store DIR [--kind K] [--worker W] [--version V]\n"
+        "                         [--since T] [--until T] [--json]\n"
+        "       isoprof store     stat|check --store DIR\n"
+        "\n"
+        "Reads the windows isoprofd stored. FILTERS:\n"
+        "  --worker W      only worker W          --version V   only version V\n"
+        "  --type cpu|heap only that profile type\n"
+        "  --since T       windows starting at or after T\n"
+        "  --until T       windows starting before T\n"
+        "T is RFC 3339 (2026-12-01T10:00:00Z, offsets and fractions allowed) or relative to\n"
+        "now (-15m, -2h, -7d).\n"
+        "\n"
+        "windows    one line per window (an aligned table, or with --json one JSON object per\n"
+        "           line: id, worker, version, isolate, runtime, type, start, end, samples,\n"
+        "           bytes, anomaly, pinned, memory); --anomaly [KIND]: only the windows\n"
+        "           anomalies (of that kind) keep as evidence\n"
+        "export     one window (--id), the window of --type an anomaly pinned last before its\n"
+        "           end (--anomaly ID: for oom_suspected the last profile before the death), or\n"
+        "           all matching windows of one type merged; gzip'd pprof to FILE or stdout\n"
+        "           (read it with 'go tool pprof')\n"
+        "top        flat and cumulative share per function over the matching windows\n"
+        "anomalies  one line per anomaly (with --json one object per line: id, kind, worker,\n"
+        "           version, isolate, time, end, open, value, threshold, unit, windows);\n"
+        "           KIND is memory_near_limit, oom_suspected or latency_p999_spike\n"
+        "store      stat: counts, sizes, schema; check: verify every record and index\n"
+        "\n"
+        "Exit status: 0 ok, 1 nothing matched, 2 usage or store error.\n");
 }
 
 /* --- time --- */
@@ -161,15 +185,28 @@ static const char *type_name(uint8_t t)
 
 /* --- options --- */
 
-static int parse_args(struct cli *c, int argc, char **argv, int allow_id, int allow_out,
-                      int allow_json, int allow_n)
+static int parse_kind(const char *name, uint8_t *kind)
 {
+    unsigned k = store_anomaly_parse(name);
+    if (k == STORE_ANOMALY_NONE)
+        return die("'%s' is not an anomaly kind (memory_near_limit, oom_suspected, "
+                   "latency_p999_spike)",
+                   name);
+    *kind = (uint8_t)k;
+    return 0;
+}
+
+static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
+{
+    int allow_id = (allow & ARG_ID) != 0, allow_out = (allow & ARG_OUT) != 0;
+    int allow_json = (allow & ARG_JSON) != 0, allow_n = (allow & ARG_N) != 0;
     static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'}, {"worker", required_argument, NULL, 'w'},
+        {"store", required_argument, NULL, 's'},   {"worker", required_argument, NULL, 'w'},
         {"version", required_argument, NULL, 'v'}, {"type", required_argument, NULL, 't'},
-        {"since", required_argument, NULL, 'S'}, {"until", required_argument, NULL, 'U'},
-        {"id", required_argument, NULL, 'i'},    {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+        {"since", required_argument, NULL, 'S'},   {"until", required_argument, NULL, 'U'},
+        {"id", required_argument, NULL, 'i'},      {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {"anomaly", optional_argument, NULL, 'a'},
+        {"kind", required_argument, NULL, 'k'},    {NULL, 0, NULL, 0},
     };
     int ch;
     optind = 1;
@@ -180,10 +217,35 @@ static int parse_args(struct cli *c, int argc, char **argv, int allow_id, int al
             c->store_path = optarg;
             break;
         case 'w':
-            c->f.worker = optarg;
+            c->f.worker = c->af.worker = optarg;
             break;
         case 'v':
-            c->f.version = optarg;
+            c->f.version = c->af.version = optarg;
+            break;
+        case 'a': {
+            /* --anomaly KIND / --anomaly=KIND / --anomaly (windows), --anomaly ID (export) */
+            const char *arg = optarg;
+            if (arg == NULL && optind < argc && argv[optind][0] != '-')
+                arg = argv[optind++];
+            if (allow & ARG_PINNED) {
+                uint8_t kind = 0;
+                if (arg && parse_kind(arg, &kind) != 0)
+                    return EXIT_USAGE;
+                c->f.pinned = kind ? 1u << kind : STORE_PINNED_ANY;
+            } else if (allow & ARG_ANOMALY_ID) {
+                if (arg == NULL)
+                    return die("--anomaly needs an anomaly id (see 'isoprof anomalies')");
+                c->anomaly_id = arg;
+            } else {
+                return die("--anomaly is not an option of this command");
+            }
+            break;
+        }
+        case 'k':
+            if (!(allow & ARG_KIND))
+                return die("--kind is not an option of this command");
+            if (parse_kind(optarg, &c->af.kind) != 0)
+                return EXIT_USAGE;
             break;
         case 't':
             if (strcmp(optarg, "cpu") == 0)
@@ -196,10 +258,12 @@ static int parse_args(struct cli *c, int argc, char **argv, int allow_id, int al
         case 'S':
             if (parse_time(optarg, &c->f.since_ns) != 0)
                 return die("--since: '%s' is not RFC 3339 or a relative time like -15m", optarg);
+            c->af.since_ns = c->f.since_ns;
             break;
         case 'U':
             if (parse_time(optarg, &c->f.until_ns) != 0)
                 return die("--until: '%s' is not RFC 3339 or a relative time like -15m", optarg);
+            c->af.until_ns = c->f.until_ns;
             break;
         case 'i':
             if (!allow_id)
@@ -296,17 +360,39 @@ static int list_on_window(const struct store_window *w, void *arg)
         json_str(stdout, w->runtime);
         printf(",\"type\":\"%s\",\"start\":\"%s\",\"end\":\"%s\",\"samples\":%" PRIu64
                ",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"interval\":%" PRIu64
-               ",\"on_demand\":%s}\n",
-               type_name(w->type), start, end, w->samples, w->stored_size, w->raw_size,
-               w->interval, (w->flags & STORE_FLAG_ON_DEMAND) ? "true" : "false");
+               ",\"on_demand\":%s",
+               type_name(w->type), start, end, w->samples, w->stored_size, w->raw_size, w->interval,
+               (w->flags & STORE_FLAG_ON_DEMAND) ? "true" : "false");
+        if (w->anomaly)
+            printf(",\"anomaly\":\"%s\"", store_anomaly_name(w->anomaly));
+        else
+            fputs(",\"anomaly\":null", stdout);
+        fputs(",\"pinned\":[", stdout);
+        for (unsigned k = 1, n = 0; k <= STORE_ANOMALY_MAX; k++)
+            if (w->pinned & (1u << k))
+                printf("%s\"%s\"", n++ ? "," : "", store_anomaly_name(k));
+        fputc(']', stdout);
+        if (w->mem.max)
+            printf(",\"memory\":{\"min\":%" PRIu64 ",\"max\":%" PRIu64 ",\"last\":%" PRIu64
+                   ",\"p999\":%" PRIu64 "}",
+                   w->mem.min, w->mem.max, w->mem.last, w->mem.p999);
+        else
+            fputs(",\"memory\":null", stdout);
+        fputs("}\n", stdout);
     } else {
         if (l->count == 0)
-            printf("%-36s  %-20s %-12s %-10s %-8s %-4s  %-24s %6s %8s %9s\n", "ID", "WORKER",
-                   "VERSION", "ISOLATE", "RUNTIME", "TYPE", "START", "SECS", "SAMPLES", "BYTES");
+            printf("%-36s  %-20s %-12s %-10s %-8s %-4s  %-24s %6s %8s %9s  %s\n", "ID", "WORKER",
+                   "VERSION", "ISOLATE", "RUNTIME", "TYPE", "START", "SECS", "SAMPLES", "BYTES",
+                   "ANOMALY");
+        /* The anomaly it was taken for, else one that pinned it afterwards. */
+        const char *an = w->anomaly ? store_anomaly_name(w->anomaly) : "";
+        for (unsigned k = 1; !*an && k <= STORE_ANOMALY_MAX; k++)
+            if (w->pinned & (1u << k))
+                an = store_anomaly_name(k);
         printf("%-36s  %-20.20s %-12.12s %-10" PRIu32 " %-8.8s %-4s  %-24s %6.1f %8" PRIu64
-               " %9" PRIu64 "\n",
+               " %9" PRIu64 "  %s\n",
                id, w->worker, w->version, w->isolate, w->runtime, type_name(w->type), start,
-               (double)(w->end_ns - w->start_ns) / 1e9, w->samples, w->stored_size);
+               (double)(w->end_ns - w->start_ns) / 1e9, w->samples, w->stored_size, an);
     }
     l->count++;
     return 0;
@@ -315,7 +401,7 @@ static int list_on_window(const struct store_window *w, void *arg)
 static int cmd_windows(int argc, char **argv)
 {
     struct cli c = {0};
-    int rc = parse_args(&c, argc, argv, 1, 0, 1, 0);
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_JSON | ARG_PINNED);
     if (rc)
         return rc;
     struct store *s;
@@ -372,6 +458,169 @@ static int collect_on_window(const struct store_window *w, void *arg)
     return 0;
 }
 
+/* --- anomalies --- */
+
+struct pick_ctx {
+    uint8_t type;
+    uint64_t end_ns;
+    uint64_t best, best_start;   /* the latest window of type starting by end_ns */
+    uint64_t after, after_start; /* else the earliest one after it */
+};
+
+static int pick_on_window(const struct store_window *w, void *arg)
+{
+    struct pick_ctx *p = arg;
+    if (w->type != p->type)
+        return 0;
+    if (w->start_ns <= p->end_ns) {
+        if (p->best == 0 || w->start_ns >= p->best_start) {
+            p->best = w->id;
+            p->best_start = w->start_ns;
+        }
+    } else if (p->after == 0 || w->start_ns < p->after_start) {
+        p->after = w->id;
+        p->after_start = w->start_ns;
+    }
+    return 0;
+}
+
+struct anomaly_copy {
+    int found;
+    uint64_t end_ns;
+    int open;
+    uint64_t *windows;
+    size_t n;
+};
+
+static int copy_on_anomaly(const struct store_anomaly *a, void *arg)
+{
+    struct anomaly_copy *c = arg;
+    c->found = 1;
+    c->end_ns = a->end_ns;
+    c->open = (a->flags & STORE_ANOMALY_OPEN) != 0;
+    c->windows = isoprof_calloc(a->nwindows ? a->nwindows : 1, sizeof(uint64_t));
+    if (c->windows == NULL)
+        return -ENOMEM;
+    memcpy(c->windows, a->windows, a->nwindows * sizeof(uint64_t));
+    c->n = a->nwindows;
+    return 1;
+}
+
+/* export --anomaly ID --type T: turn the anomaly into the id of its pinned
+ * window of type T nearest before the anomaly's end. Returns an exit code. */
+static int resolve_anomaly(struct cli *c, struct store *s)
+{
+    if (c->f.type == 0)
+        return die("--anomaly needs --type cpu or --type heap");
+    char *end;
+    errno = 0;
+    unsigned long long id = strtoull(c->anomaly_id, &end, 10);
+    if (*end != '\0' || id == 0 || errno != 0 || c->anomaly_id[0] == '-')
+        return die("--anomaly: '%s' is not an anomaly id (see 'isoprof anomalies')", c->anomaly_id);
+    struct store_anomaly_filter af = {.id = id};
+    struct anomaly_copy a = {0};
+    int rc = store_anomalies(s, &af, copy_on_anomaly, &a);
+    if (rc < 0) {
+        isoprof_free(a.windows);
+        return die("reading anomalies: %s", isoprof_strerror(rc));
+    }
+    if (!a.found) {
+        fprintf(stderr, "isoprof: no anomaly %llu in this store\n", id);
+        return EXIT_NOMATCH;
+    }
+    struct pick_ctx p = {.type = c->f.type, .end_ns = a.open ? UINT64_MAX : a.end_ns};
+    for (size_t i = 0; i < a.n; i++) {
+        struct store_filter wf = {.id = a.windows[i]};
+        if ((rc = store_windows(s, &wf, pick_on_window, &p)) < 0)
+            break;
+    }
+    isoprof_free(a.windows);
+    if (rc < 0)
+        return die("reading windows: %s", isoprof_strerror(rc));
+    uint64_t chosen = p.best ? p.best : p.after;
+    if (chosen == 0) {
+        fprintf(stderr, "isoprof: anomaly %llu pins no %s window\n", id, type_name(c->f.type));
+        return EXIT_NOMATCH;
+    }
+    memset(&c->f, 0, sizeof(c->f));
+    c->f.id = chosen;
+    return 0;
+}
+
+struct anomalies_ctx {
+    struct store *s;
+    int json;
+    uint64_t count;
+};
+
+static void print_quantity(uint8_t kind, uint64_t v)
+{
+    if (kind == STORE_ANOMALY_LATENCY_P999_SPIKE)
+        printf("%.1fms", (double)v / 1e6);
+    else
+        printf("%.1fMiB", (double)v / (1024.0 * 1024.0));
+}
+
+static int list_on_anomaly(const struct store_anomaly *a, void *arg)
+{
+    struct anomalies_ctx *l = arg;
+    char start[40], end[40];
+    format_time(a->start_ns, start, sizeof(start));
+    format_time(a->end_ns, end, sizeof(end));
+    int open = (a->flags & STORE_ANOMALY_OPEN) != 0;
+    if (l->json) {
+        printf("{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"worker\":", a->id,
+               store_anomaly_name(a->kind));
+        json_str(stdout, a->worker);
+        fputs(",\"version\":", stdout);
+        json_str(stdout, a->version);
+        printf(",\"isolate\":%" PRIu32 ",\"time\":\"%s\",\"end\":\"%s\",\"open\":%s"
+               ",\"value\":%" PRIu64 ",\"threshold\":%" PRIu64 ",\"unit\":\"%s\",\"windows\":[",
+               a->isolate, start, end, open ? "true" : "false", a->value, a->threshold,
+               a->kind == STORE_ANOMALY_LATENCY_P999_SPIKE ? "nanoseconds" : "bytes");
+        for (size_t i = 0; i < a->nwindows; i++) {
+            char id[STORE_ID_LEN + 1];
+            store_id_format(l->s, a->windows[i], id);
+            printf("%s\"%s\"", i ? "," : "", id);
+        }
+        fputs("]}\n", stdout);
+    } else {
+        if (l->count == 0)
+            printf("%-6s %-18s %-20s %-12s %-10s %-24s %-24s %10s %10s %s\n", "ID", "KIND",
+                   "WORKER", "VERSION", "ISOLATE", "START", "END", "VALUE", "THRESHOLD", "WINDOWS");
+        printf("%-6" PRIu64 " %-18s %-20.20s %-12.12s %-10" PRIu32 " %-24s %-24s ", a->id,
+               store_anomaly_name(a->kind), a->worker, a->version, a->isolate, start,
+               open ? "(ongoing)" : end);
+        print_quantity(a->kind, a->value);
+        putchar(' ');
+        print_quantity(a->kind, a->threshold);
+        printf(" %zu\n", a->nwindows);
+    }
+    l->count++;
+    return 0;
+}
+
+static int cmd_anomalies(int argc, char **argv)
+{
+    struct cli c = {0};
+    int rc = parse_args(&c, argc, argv, ARG_JSON | ARG_KIND);
+    if (rc)
+        return rc;
+    struct store *s;
+    if ((rc = open_store(&c, &s)) != 0)
+        return rc;
+    struct anomalies_ctx l = {.s = s, .json = c.json};
+    rc = store_anomalies(s, &c.af, list_on_anomaly, &l);
+    store_close(s);
+    if (rc != 0)
+        return die("reading anomalies: %s", isoprof_strerror(rc));
+    if (l.count == 0) {
+        fprintf(stderr, "isoprof: no anomaly matched\n");
+        return EXIT_NOMATCH;
+    }
+    return 0;
+}
+
 /* The merged raw pprof of the matching windows into *out. Returns an exit code. */
 static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
 {
@@ -379,11 +628,19 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
     int rc;
     if ((rc = open_store(c, &s)) != 0)
         return rc;
+    if (c->id && c->anomaly_id) {
+        store_close(s);
+        return die("--id and --anomaly exclude each other");
+    }
     if (c->id) {
         if (store_id_parse(s, c->id, &c->f.id) != 0) {
             store_close(s);
             return die("--id: '%s' is not a window id of this store", c->id);
         }
+    }
+    if (c->anomaly_id && (rc = resolve_anomaly(c, s)) != 0) {
+        store_close(s);
+        return rc;
     }
     struct collect_ctx k = {0};
     rc = store_windows(s, &c->f, collect_on_window, &k);
@@ -462,7 +719,7 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
 static int cmd_export(int argc, char **argv)
 {
     struct cli c = {0};
-    int rc = parse_args(&c, argc, argv, 1, 1, 0, 0);
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID);
     if (rc)
         return rc;
     struct pprof_buf raw = {0}, gz = {0};
@@ -491,7 +748,7 @@ static int cmd_export(int argc, char **argv)
 static int cmd_top(int argc, char **argv)
 {
     struct cli c = {.top_n = 20};
-    int rc = parse_args(&c, argc, argv, 1, 0, 0, 1);
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_N);
     if (rc)
         return rc;
     struct pprof_buf raw = {0};
@@ -509,8 +766,7 @@ static int cmd_top(int argc, char **argv)
     const char *shown_unit = ns ? "ms" : unit;
     printf("Type: %s\n", t.type ? t.type : "?");
     printf("Showing top %zu of %zu functions, total %.2f%s\n",
-           t.n < (size_t)c.top_n ? t.n : (size_t)c.top_n, t.n, (double)t.total / scale,
-           shown_unit);
+           t.n < (size_t)c.top_n ? t.n : (size_t)c.top_n, t.n, (double)t.total / scale, shown_unit);
     printf("%12s %7s %7s %12s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "function");
     double sum = 0;
     for (size_t i = 0; i < t.n && i < (size_t)c.top_n; i++) {
@@ -537,7 +793,7 @@ static int cmd_store(int argc, char **argv)
         return die("usage: isoprof store stat|check --store DIR");
     int check = strcmp(argv[1], "check") == 0;
     struct cli c = {0};
-    int rc = parse_args(&c, argc - 1, argv + 1, 0, 0, 0, 0);
+    int rc = parse_args(&c, argc - 1, argv + 1, 0);
     if (rc)
         return rc;
     struct store *s;
@@ -579,6 +835,8 @@ static int cmd_store(int argc, char **argv)
     printf("map size        %" PRIu64 "\n", st.map_size);
     printf("file size       %" PRIu64 "\n", st.file_size);
     printf("evicted         %" PRIu64 "\n", st.evicted_total);
+    printf("anomalies       %" PRIu64 " (windows pinned %" PRIu64 ")\n", st.anomalies,
+           st.windows_pinned);
     return 0;
 }
 
@@ -605,6 +863,8 @@ int main(int argc, char **argv)
         return cmd_top(argc - 1, argv + 1);
     if (strcmp(cmd, "store") == 0)
         return cmd_store(argc - 1, argv + 1);
+    if (strcmp(cmd, "anomalies") == 0)
+        return cmd_anomalies(argc - 1, argv + 1);
     fprintf(stderr, "isoprof: unknown command '%s'; try 'isoprof --help'\n", cmd);
     return EXIT_USAGE;
 }

@@ -117,10 +117,16 @@ static void log_counters(const struct agent *a)
     log_info("counters",
              "windows_started=%U windows_stored=%U windows_lost=%U windows_delayed=%U "
              "windows_skipped=%U windows_evicted=%U windows_dropped=%U conversion_errors=%U "
-             "store_errors=%U sessions_attached=%U sessions_dropped=%U discovery_errors=%U",
+             "store_errors=%U sessions_attached=%U sessions_dropped=%U discovery_errors=%U "
+             "heap_windows=%U heap_restarts=%U memory_polls_failed=%U memory_near_limit=%U "
+             "oom_suspected=%U latency_p999_spike=%U anomaly_errors=%U",
              n->windows_started, n->windows_stored, n->windows_lost, n->windows_delayed,
              n->windows_skipped, n->windows_evicted, n->windows_dropped, n->conversion_errors,
-             n->store_errors, n->sessions_attached, n->sessions_dropped, n->discovery_errors);
+             n->store_errors, n->sessions_attached, n->sessions_dropped, n->discovery_errors,
+             n->heap_windows, n->heap_restarts, n->memory_polls_failed,
+             n->anomalies[STORE_ANOMALY_MEMORY_NEAR_LIMIT],
+             n->anomalies[STORE_ANOMALY_OOM_SUSPECTED],
+             n->anomalies[STORE_ANOMALY_LATENCY_P999_SPIKE], n->anomaly_errors);
 }
 
 int agent_run(struct cfg *cfg)
@@ -142,7 +148,8 @@ int agent_run(struct cfg *cfg)
     if (rc != 0)
         goto fail_loop;
 
-    struct store_options so = {.max_size = cfg->store.max_size};
+    struct store_options so = {.max_size = cfg->store.max_size,
+                               .pin_factor = cfg->anomaly.retention};
     char *why = NULL;
     rc = store_open(cfg->store.path, &so, &a->store, &why);
     if (rc != 0) {

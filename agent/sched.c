@@ -12,6 +12,9 @@
  * that falls due while every slot is taken joins a FIFO and starts as soon
  * as a slot frees; it is counted as delayed, never dropped. Its successor
  * is planned from its actual start.
+ *
+ * An anomaly's CPU window (sched_anomaly_window) starts at once, at the
+ * fine interval, outside the cap; the schedule then carries on from it.
  */
 #include "internal.h"
 #include "log.h"
@@ -55,15 +58,24 @@ static void queue_remove(struct agent *a, struct target *t)
     }
 }
 
-static void sched_start(struct target *t)
+/* The window's anomaly tag and pin end with it. */
+static void sched_unpin(struct target *t)
+{
+    episode_unref(t->win_pin);
+    t->win_pin = NULL;
+    t->win_anomaly = 0;
+}
+
+static void sched_start(struct target *t, uint64_t interval_ns)
 {
     struct agent *a = t->a;
     a->running_windows++;
     a->n.windows_started++;
-    if (target_start_window(t, a->cfg->sampling.cpu.interval_ns) != 0) {
+    if (target_start_window(t, interval_ns) != 0) {
         a->running_windows--;
         a->n.windows_skipped++;
         t->win = WINDOW_NONE;
+        sched_unpin(t);
     }
 }
 
@@ -74,7 +86,7 @@ static void sched_on_due(uv_timer_t *timer)
     if (a->stopping || t->state != TARGET_READY || t->win != WINDOW_NONE)
         return;
     if (slots_used(a) < a->cfg->sampling.cpu.max_concurrent) {
-        sched_start(t);
+        sched_start(t, a->cfg->sampling.cpu.interval_ns);
         return;
     }
     t->win = WINDOW_QUEUED;
@@ -100,13 +112,12 @@ void sched_target_ready(struct target *t)
 
 static void sched_admit(struct agent *a)
 {
-    while (!a->stopping && a->queue_head &&
-           slots_used(a) < a->cfg->sampling.cpu.max_concurrent) {
+    while (!a->stopping && a->queue_head && slots_used(a) < a->cfg->sampling.cpu.max_concurrent) {
         struct target *t = a->queue_head;
         queue_remove(a, t);
         t->win = WINDOW_NONE;
         if (t->state == TARGET_READY && !t->removing)
-            sched_start(t);
+            sched_start(t, a->cfg->sampling.cpu.interval_ns);
     }
 }
 
@@ -118,6 +129,7 @@ void sched_window_done(struct target *t)
     uint64_t started = t->win_start_mono_ns;
     int had_start = t->win == WINDOW_STOPPING || t->win == WINDOW_RUNNING;
     t->win = WINDOW_NONE;
+    sched_unpin(t);
     sched_admit(a);
     if (a->stopping || t->removing || t->state != TARGET_READY)
         return;
@@ -140,7 +152,36 @@ void sched_target_gone(struct target *t)
         a->running_windows--;
     }
     t->win = WINDOW_NONE;
+    sched_unpin(t);
     sched_admit(a);
+}
+
+void sched_anomaly_window(struct target *t, struct episode *ep)
+{
+    struct agent *a = t->a;
+    if (a->stopping || t->removing || t->state != TARGET_READY)
+        return;
+    if (t->win == WINDOW_STARTING || t->win == WINDOW_RUNNING) {
+        /* Already recording: that window holds the moment; pin it. */
+        if (t->win_pin == NULL) {
+            t->win_pin = episode_ref(ep);
+            t->win_anomaly = ep->kind;
+        }
+        return;
+    }
+    if (t->win == WINDOW_STOPPING)
+        return; /* it ended before the anomaly began; the next is planned as usual */
+    if (t->win == WINDOW_QUEUED)
+        queue_remove(a, t);
+    t->win = WINDOW_NONE;
+    uv_timer_stop(&t->timer);
+    /* Anomaly windows are rate-limited at their source and do not wait
+     * for a slot: the moment would be gone. */
+    t->win_pin = episode_ref(ep);
+    t->win_anomaly = ep->kind;
+    log_info("anomaly window", "worker=%s isolate=%u kind=%s interval_ns=%U", t->worker, t->isolate,
+             store_anomaly_name(ep->kind), a->cfg->anomaly.cpu_interval_ns);
+    sched_start(t, a->cfg->anomaly.cpu_interval_ns);
 }
 
 void sched_stop_all(struct agent *a)

@@ -14,6 +14,15 @@
  * A window is Profiler.setSamplingInterval, Profiler.start, a timer of
  * sampling.cpu.duration, then Profiler.stop, whose reply (possibly many
  * MB) is taken raw and handed to the writer without being parsed here.
+ *
+ * At attach the target also starts V8's sampling heap profiler, once, and
+ * never stops it: a heap window is a HeapProfiler.getSamplingProfile (raw,
+ * like Profiler.stop) every sampling.heap.period, or every
+ * anomaly.memory.heap_period while memory is near the limit. The sampler
+ * is shared by every session of the isolate; if another client stopped it,
+ * the next heap window finds it "not started", and it is started again
+ * (logged once per session). Runtime.getHeapUsage every
+ * sampling.memory_poll feeds the memory watch (anomaly.c).
  */
 #include "internal.h"
 #include "log.h"
@@ -35,6 +44,8 @@
 #define TARGET_LABEL_MAX 255
 
 static void target_connect(struct target *t);
+static void target_on_heap_timer(uv_timer_t *timer);
+static void target_on_mem_timer(uv_timer_t *timer);
 
 const char *target_runtime(const struct target *t)
 {
@@ -90,6 +101,8 @@ static void target_free_if_closed(struct target *t)
             break;
         }
     }
+    episode_unref(t->win_pin);
+    episode_unref(t->heap_pin);
     isoprof_free(t->id);
     isoprof_free(t->ws_path);
     isoprof_free(t->worker);
@@ -100,14 +113,28 @@ static void target_free_if_closed(struct target *t)
 
 static void target_on_timer_close(uv_handle_t *h)
 {
-    struct target *t = container_of((uv_timer_t *)h, struct target, timer);
+    struct target *t = h->data;
     t->pending_closes--;
     target_free_if_closed(t);
 }
 
+/* The session is gone: heap sampling and memory polls stop with it. */
+static void target_session_ended(struct target *t)
+{
+    uv_timer_stop(&t->heap_timer);
+    uv_timer_stop(&t->mem_timer);
+    t->heap_on = 0;
+    t->heap_inflight = 0;
+    t->mem_inflight = 0;
+    t->heap_restart_logged = 0;
+    t->heap_anomaly = 0;
+    episode_unref(t->heap_pin);
+    t->heap_pin = NULL;
+}
+
 static void target_on_backoff(uv_timer_t *timer)
 {
-    struct target *t = container_of(timer, struct target, timer);
+    struct target *t = timer->data;
     target_connect(t);
 }
 
@@ -117,7 +144,8 @@ static void target_backoff(struct target *t, int evicted)
     uint64_t hi = evicted ? TARGET_EVICTED_MAX_MS : TARGET_BACKOFF_MAX_MS;
     if (t->backoff_ms < lo)
         t->backoff_ms = lo;
-    uint64_t delay = t->backoff_ms / 2 + (uint64_t)(agent_rand_unit(t->a) * (double)(t->backoff_ms / 2));
+    uint64_t delay =
+        t->backoff_ms / 2 + (uint64_t)(agent_rand_unit(t->a) * (double)(t->backoff_ms / 2));
     t->backoff_ms *= 2;
     if (t->backoff_ms > hi)
         t->backoff_ms = hi;
@@ -135,6 +163,10 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
     const char *why = cdp_last_error(s);
     if ((why == NULL || *why == '\0') && t->close_reason)
         why = t->close_reason;
+    /* A session the agent closed (bad input, a failed call) is not the
+     * target going away by itself. */
+    t->close_reason_was_ours =
+        t->close_reason != NULL || (status != 0 && status != ISOPROF_ECLOSED);
     t->close_reason = NULL;
     t->cdp = NULL;
     if (t->win != WINDOW_NONE) {
@@ -143,6 +175,10 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
         sched_target_gone(t);
     }
     uv_timer_stop(&t->timer);
+    target_session_ended(t);
+    if (was_ready)
+        anomaly_target_gone(t, t->close_reason_was_ours == 0);
+    t->close_reason_was_ours = 0;
     if (!t->removing && !a->stopping) {
         a->n.sessions_dropped++;
         log_warn("session dropped", "worker=%s isolate=%u inspector=%s err=%s why=%s", t->worker,
@@ -171,6 +207,209 @@ static void target_on_event(struct cdp_session *s, const char *method, yajl_val 
     log_debug("cdp event", "worker=%s method=%s", t->worker, method);
 }
 
+/* --- heap sampling and memory polls --- */
+
+static void target_heap_plan(struct target *t)
+{
+    const struct cfg *c = t->a->cfg;
+    uint64_t period = t->mem_ep ? c->anomaly.memory.heap_period_ns : c->sampling.heap.period_ns;
+    if (!t->mem_ep) {
+        double j = (agent_rand_unit(t->a) * 2.0 - 1.0) * c->sampling.cpu.jitter * (double)period;
+        period = (uint64_t)((double)period + j);
+    }
+    uv_timer_start(&t->heap_timer, target_on_heap_timer, period / 1000000u, 0);
+}
+
+static void target_on_heap_started(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    struct target *t = arg;
+    if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
+        return;
+    t->heap_inflight = 0;
+    if (r->status != 0) {
+        log_warn("heap sampling not started", "worker=%s isolate=%u err=%e why=%s", t->worker,
+                 t->isolate, r->status, r->error_message ? r->error_message : "");
+        return;
+    }
+    t->heap_on = 1;
+    log_debug("heap sampling started", "worker=%s isolate=%u interval=%U", t->worker, t->isolate,
+              t->a->cfg->sampling.heap.interval);
+    if (!uv_is_active((uv_handle_t *)&t->heap_timer))
+        target_heap_plan(t);
+}
+
+static void target_heap_start(struct target *t)
+{
+    char params[128];
+    snprintf(params, sizeof(params),
+             "{\"samplingInterval\":%llu,\"includeObjectsCollectedByMajorGC\":false,"
+             "\"includeObjectsCollectedByMinorGC\":false}",
+             (unsigned long long)t->a->cfg->sampling.heap.interval);
+    t->heap_inflight = 1;
+    if (cdp_call(t->cdp, "HeapProfiler.startSampling", params, TARGET_CALL_TIMEOUT_MS, 0,
+                 target_on_heap_started, t) != 0) {
+        t->heap_inflight = 0;
+        log_warn("heap sampling not started", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
+                 "HeapProfiler.startSampling not sent");
+    }
+}
+
+static void target_on_heap_enabled(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    struct target *t = arg;
+    if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
+        return;
+    if (r->status != 0) {
+        log_warn("heap sampling not started", "worker=%s isolate=%u err=%e why=%s", t->worker,
+                 t->isolate, r->status, r->error_message ? r->error_message : "");
+        return;
+    }
+    target_heap_start(t);
+}
+
+static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    struct target *t = arg;
+    struct agent *a = t->a;
+    struct episode *pin = t->heap_pin;
+    uint8_t kind = t->heap_anomaly;
+    t->heap_pin = NULL;
+    t->heap_anomaly = 0;
+    if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY) {
+        episode_unref(pin);
+        return;
+    }
+    t->heap_inflight = 0;
+    if (r->status != 0 || r->raw == NULL) {
+        const char *why = r->error_message ? r->error_message : "";
+        if (r->status == ISOPROF_ECDP && strstr(why, "not started") != NULL) {
+            /* Another client stopped the shared sampler. */
+            t->heap_on = 0;
+            a->n.heap_restarts++;
+            if (!t->heap_restart_logged)
+                log_warn("heap sampler was stopped by another client, restarting it",
+                         "worker=%s isolate=%u why=%s", t->worker, t->isolate, why);
+            t->heap_restart_logged = 1;
+            target_heap_start(t);
+        } else {
+            a->n.windows_lost++;
+            log_warn("window not taken", "worker=%s isolate=%u step=%s err=%e why=%s", t->worker,
+                     t->isolate, "HeapProfiler.getSamplingProfile", r->status, why);
+        }
+        episode_unref(pin);
+        return;
+    }
+    struct writer_meta m = {
+        .worker = t->worker,
+        .version = t->version,
+        .runtime = target_runtime(t),
+        .isolate = t->isolate,
+        .type = STORE_TYPE_HEAP,
+        .interval_ns = a->cfg->sampling.heap.interval,
+        .anomaly = kind,
+        .pin = pin,
+    };
+    memacc_figures(&t->mem_heap, &m.mem);
+    memacc_reset(&t->mem_heap);
+    char *raw = r->raw;
+    r->raw = NULL;
+    a->n.heap_windows++;
+    int rc = writer_submit(a->writer, raw, r->raw_len, &m);
+    episode_unref(pin);
+    if (rc != 0) {
+        a->n.windows_dropped++;
+        log_error("window dropped", "worker=%s isolate=%u type=heap err=%e", t->worker, t->isolate,
+                  rc);
+    }
+}
+
+void target_heap_window(struct target *t, uint8_t kind, struct episode *ep)
+{
+    if (t->state != TARGET_READY || t->cdp == NULL || t->a->stopping)
+        return;
+    if (t->heap_inflight) {
+        /* One is being taken: let it carry the anomaly if it has none. */
+        if (ep && t->heap_pin == NULL) {
+            t->heap_pin = episode_ref(ep);
+            t->heap_anomaly = kind;
+        }
+        return;
+    }
+    if (!t->heap_on)
+        return; /* not started (yet, or the runtime refused it) */
+    t->heap_inflight = 1;
+    t->heap_anomaly = kind;
+    t->heap_pin = ep ? episode_ref(ep) : NULL;
+    if (cdp_call(t->cdp, "HeapProfiler.getSamplingProfile", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW,
+                 target_on_heap_profile, t) != 0) {
+        t->heap_inflight = 0;
+        episode_unref(t->heap_pin);
+        t->heap_pin = NULL;
+        t->heap_anomaly = 0;
+        log_error("HeapProfiler.getSamplingProfile not sent", "worker=%s isolate=%u", t->worker,
+                  t->isolate);
+    }
+    if (ep)
+        target_heap_plan(t); /* the next one a heap_period from now */
+}
+
+static void target_on_heap_timer(uv_timer_t *timer)
+{
+    struct target *t = timer->data;
+    struct episode *ep = t->mem_ep;
+    target_heap_window(t, ep ? ep->kind : 0, ep);
+    if (ep == NULL && t->state == TARGET_READY)
+        target_heap_plan(t);
+}
+
+/* A JSON number field of obj, 0 when absent or not a number. */
+static uint64_t num_field(yajl_val obj, const char *name)
+{
+    const char *path[] = {name, NULL};
+    yajl_val v = obj ? yajl_tree_get(obj, path, yajl_t_number) : NULL;
+    if (v == NULL)
+        return 0;
+    double d = YAJL_GET_DOUBLE(v);
+    return d > 0 && d < 1e18 ? (uint64_t)d : 0;
+}
+
+static void target_on_heap_usage(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    struct target *t = arg;
+    if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
+        return;
+    t->mem_inflight = 0;
+    if (r->status != 0 || r->result == NULL) {
+        if (t->a->n.memory_polls_failed++ == 0)
+            log_warn("Runtime.getHeapUsage failed", "worker=%s isolate=%u err=%e why=%s", t->worker,
+                     t->isolate, r->status, r->error_message ? r->error_message : "");
+        return;
+    }
+    /* The JS heap, plus what workerd reports beside it (embedder objects
+     * and ArrayBuffer backing stores), which count against its limit. */
+    uint64_t used = num_field(r->result, "usedSize") +
+                    num_field(r->result, "embedderHeapUsedSize") +
+                    num_field(r->result, "backingStorageSize");
+    log_debug("memory", "worker=%s isolate=%u used=%U", t->worker, t->isolate, used);
+    if (used > 0)
+        anomaly_memory(t, used);
+}
+
+static void target_on_mem_timer(uv_timer_t *timer)
+{
+    struct target *t = timer->data;
+    if (t->state != TARGET_READY || t->cdp == NULL || t->mem_inflight || t->a->stopping)
+        return;
+    t->mem_inflight = 1;
+    if (cdp_call(t->cdp, "Runtime.getHeapUsage", NULL, TARGET_CALL_TIMEOUT_MS, 0,
+                 target_on_heap_usage, t) != 0)
+        t->mem_inflight = 0;
+}
+
 static void target_on_enabled(struct cdp_session *s, struct cdp_reply *r, void *arg)
 {
     struct target *t = arg;
@@ -190,7 +429,17 @@ static void target_on_enabled(struct cdp_session *s, struct cdp_reply *r, void *
     a->n.sessions_attached++;
     log_info("target attached", "worker=%s version=%s isolate=%u runtime=%s inspector=%s id=%s",
              t->worker, t->version, t->isolate, target_runtime(t), t->ep->cfg->inspector, t->id);
+    memacc_reset(&t->mem_cpu);
+    memacc_reset(&t->mem_heap);
+    t->mem_last = 0;
+    t->last_trigger_mono_ns = 0;
     sched_target_ready(t);
+    uint64_t poll_ms = a->cfg->sampling.memory_poll_ns / 1000000u;
+    uv_timer_start(&t->mem_timer, target_on_mem_timer, poll_ms, poll_ms);
+    if (cdp_call(s, "HeapProfiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_heap_enabled,
+                 t) != 0)
+        log_warn("heap sampling not started", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
+                 "HeapProfiler.enable not sent");
 }
 
 static void target_on_open(struct cdp_session *s, int status, void *arg)
@@ -215,8 +464,8 @@ static void target_connect(struct target *t)
                       target_on_open, target_on_event, target_on_close, t, &t->cdp);
     if (rc != 0) {
         t->cdp = NULL;
-        log_warn("connect failed", "worker=%s inspector=%s err=%e", t->worker, t->ep->cfg->inspector,
-                 rc);
+        log_warn("connect failed", "worker=%s inspector=%s err=%e", t->worker,
+                 t->ep->cfg->inspector, rc);
         target_backoff(t, 0);
     }
 }
@@ -243,6 +492,11 @@ static struct target *target_new(struct endpoint *ep, const struct discovered *d
         return NULL;
     }
     uv_timer_init(a->loop, &t->timer);
+    uv_timer_init(a->loop, &t->heap_timer);
+    uv_timer_init(a->loop, &t->mem_timer);
+    t->timer.data = t->heap_timer.data = t->mem_timer.data = t;
+    memacc_reset(&t->mem_cpu);
+    memacc_reset(&t->mem_heap);
     t->next = a->targets;
     a->targets = t;
     return t;
@@ -255,9 +509,14 @@ void target_remove(struct target *t)
     t->removing = 1;
     if (t->win != WINDOW_NONE)
         sched_target_gone(t);
+    if (t->state == TARGET_READY)
+        anomaly_target_gone(t, !t->a->stopping); /* it left /json/list */
     uv_timer_stop(&t->timer);
-    t->pending_closes++;
+    target_session_ended(t);
+    t->pending_closes += 3;
     uv_close((uv_handle_t *)&t->timer, target_on_timer_close);
+    uv_close((uv_handle_t *)&t->heap_timer, target_on_timer_close);
+    uv_close((uv_handle_t *)&t->mem_timer, target_on_timer_close);
     if (t->cdp)
         cdp_close(t->cdp);
 }
@@ -301,8 +560,9 @@ void target_sync(struct endpoint *ep, const struct discovered *d, size_t n)
 
 static void target_window_failed(struct target *t, const char *step, struct cdp_reply *r)
 {
-    log_warn("window not taken", "worker=%s isolate=%u step=%s err=%s why=%s", t->worker, t->isolate,
-             step, isoprof_strerror(r->status), r->error_message ? r->error_message : "");
+    log_warn("window not taken", "worker=%s isolate=%u step=%s err=%s why=%s", t->worker,
+             t->isolate, step, isoprof_strerror(r->status),
+             r->error_message ? r->error_message : "");
 }
 
 static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *arg)
@@ -323,7 +583,10 @@ static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *
             .isolate = t->isolate,
             .type = STORE_TYPE_CPU,
             .interval_ns = t->win_interval_ns,
+            .anomaly = t->win_anomaly,
+            .pin = t->win_pin,
         };
+        memacc_figures(&t->mem_cpu, &m.mem);
         char *raw = r->raw;
         r->raw = NULL;
         int rc = writer_submit(a->writer, raw, r->raw_len, &m);
@@ -411,6 +674,7 @@ int target_start_window(struct target *t, uint64_t interval_ns)
     snprintf(params, sizeof(params), "{\"interval\":%llu}", (unsigned long long)us);
     t->win = WINDOW_STARTING;
     t->win_interval_ns = us * 1000u;
+    memacc_reset(&t->mem_cpu);
     int rc = cdp_call(t->cdp, "Profiler.setSamplingInterval", params, TARGET_CALL_TIMEOUT_MS, 0,
                       target_on_interval, t);
     if (rc != 0)

@@ -13,6 +13,15 @@
  * queues. The bytes waiting for conversion are capped; past the cap a new
  * window is refused (and counted) rather than growing the daemon. A batch
  * the store refuses (disk full) stays queued and is retried with backoff.
+ *
+ * Episode records (anomalies) travel the same two queues as the windows,
+ * skipping the conversion, so that the store sees everything in the order
+ * it was submitted: an episode is recorded before the windows taken for it
+ * (which are pinned to its id in their insert transaction), and an OOM
+ * record that pins an isolate's latest windows comes after the windows
+ * submitted before the death. A store job holds either windows or episode
+ * records, never both; an episode the store cannot record is logged and
+ * dropped, not retried (its windows are still stored, unpinned).
  */
 #include "internal.h"
 #include "log.h"
@@ -31,6 +40,12 @@
 
 struct writer_job {
     struct writer_job *next;
+    int op;                  /* -1: a window; else WRITER_EP_* with ep and anomaly set */
+    struct episode *ep;      /* a reference: the window's pin, or the episode to record */
+    struct store_anomaly an; /* WRITER_EP_*: the snapshot to store (strings: ep's) */
+    uint8_t anomaly;
+    struct store_mem mem;
+    uint64_t time_ns; /* heap: wall clock of the snapshot */
     char *raw;
     size_t raw_len;
     char *worker, *version, *runtime;
@@ -76,6 +91,8 @@ static void writer_kick(struct writer *w);
 
 static void job_free(struct writer_job *j)
 {
+    if (j->ep)
+        episode_unref(j->ep);
     isoprof_free(j->raw);
     isoprof_free(j->worker);
     isoprof_free(j->version);
@@ -119,6 +136,16 @@ int writer_busy(const struct writer *w)
     return w->converting || w->storing || w->conv_head || w->put_head;
 }
 
+static void conv_append(struct writer *w, struct writer_job *j)
+{
+    if (w->conv_tail)
+        w->conv_tail->next = j;
+    else
+        w->conv_head = j;
+    w->conv_tail = j;
+    writer_kick(w);
+}
+
 int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_meta *m)
 {
     if (w->pending_bytes + len > WRITER_MAX_PENDING_BYTES) {
@@ -139,19 +166,41 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
         job_free(j);
         return -ENOMEM;
     }
+    j->op = -1;
     j->isolate = m->isolate;
     j->type = m->type;
     j->flags = m->flags;
     j->interval_ns = m->interval_ns;
+    j->anomaly = m->anomaly;
+    j->mem = m->mem;
+    j->ep = m->pin ? episode_ref(m->pin) : NULL;
+    j->time_ns = isoprof_now_wall_ns();
     /* Sampled now, on the host whose CLOCK_MONOTONIC V8 used. */
     j->wall_minus_mono_ns = (int64_t)(isoprof_now_wall_ns() - isoprof_now_mono_ns());
     w->pending_bytes += len;
-    if (w->conv_tail)
-        w->conv_tail->next = j;
-    else
-        w->conv_head = j;
-    w->conv_tail = j;
-    writer_kick(w);
+    conv_append(w, j);
+    return 0;
+}
+
+int writer_episode(struct writer *w, struct episode *e, int op)
+{
+    struct writer_job *j = isoprof_calloc(1, sizeof(*j));
+    if (j == NULL)
+        return -ENOMEM;
+    j->op = op;
+    j->ep = episode_ref(e);
+    j->an = (struct store_anomaly){
+        .kind = e->kind,
+        .worker = e->worker,
+        .version = e->version,
+        .isolate = e->isolate,
+        .start_ns = e->start_ns,
+        .end_ns = e->end_ns,
+        .value = e->value,
+        .threshold = e->threshold,
+        .flags = e->open ? STORE_ANOMALY_OPEN : 0,
+    };
+    conv_append(w, j);
     return 0;
 }
 
@@ -161,11 +210,16 @@ static void conv_on_work(uv_work_t *req)
 {
     struct writer *w = container_of(req, struct writer, conv_req);
     struct writer_job *j = w->conv_job;
-    struct pprof_cpu_opts o = {
-        .wall_minus_mono_ns = j->wall_minus_mono_ns,
-        .interval_ns = j->interval_ns,
-    };
-    j->err = pprof_from_cpu_json(j->raw, j->raw_len, &o, &j->res, &j->why);
+    if (j->type == STORE_TYPE_HEAP) {
+        struct pprof_heap_opts ho = {.time_ns = j->time_ns, .interval_bytes = j->interval_ns};
+        j->err = pprof_from_heap_json(j->raw, j->raw_len, &ho, &j->res, &j->why);
+    } else {
+        struct pprof_cpu_opts o = {
+            .wall_minus_mono_ns = j->wall_minus_mono_ns,
+            .interval_ns = j->interval_ns,
+        };
+        j->err = pprof_from_cpu_json(j->raw, j->raw_len, &o, &j->res, &j->why);
+    }
     isoprof_free(j->raw);
     j->raw = NULL;
 }
@@ -181,8 +235,9 @@ static void conv_on_done(uv_work_t *req, int status)
     w->pending_bytes -= j->raw_len;
     if (j->err != 0) {
         a->n.conversion_errors++;
-        log_error("conversion failed", "worker=%s isolate=%u bytes=%U err=%e why=%s", j->worker,
-                  j->isolate, (uint64_t)j->raw_len, j->err, j->why ? j->why : "");
+        log_error("conversion failed", "worker=%s isolate=%u type=%s bytes=%U err=%e why=%s",
+                  j->worker, j->isolate, j->type == STORE_TYPE_HEAP ? "heap" : "cpu",
+                  (uint64_t)j->raw_len, j->err, j->why ? j->why : "");
         job_free(j);
     } else {
         j->next = NULL;
@@ -201,6 +256,22 @@ static void conv_on_done(uv_work_t *req, int status)
 static void put_on_work(uv_work_t *req)
 {
     struct writer *w = container_of(req, struct writer, put_req);
+    if (w->put_batch->op >= 0) {
+        /* Episode records, one transaction each, in order. */
+        for (struct writer_job *j = w->put_batch; j; j = j->next) {
+            j->an.id = j->op == WRITER_EP_UPDATE ? j->ep->id : 0;
+            if (j->op == WRITER_EP_UPDATE && j->an.id == 0) {
+                j->err = ISOPROF_ENOTFOUND; /* its creation failed */
+                continue;
+            }
+            unsigned latest =
+                j->op == WRITER_EP_OOM ? (1u << STORE_TYPE_CPU) | (1u << STORE_TYPE_HEAP) : 0;
+            j->err = store_anomaly_put(w->a->store, &j->an, latest);
+            if (j->err == 0 && j->op != WRITER_EP_UPDATE)
+                j->ep->id = j->an.id;
+        }
+        return;
+    }
     struct store_record recs[WRITER_MAX_BATCH];
     size_t n = 0;
     for (struct writer_job *j = w->put_batch; j && n < WRITER_MAX_BATCH; j = j->next, n++) {
@@ -216,6 +287,9 @@ static void put_on_work(uv_work_t *req)
         r->w.flags = j->flags;
         r->w.samples = j->res.samples;
         r->w.interval = j->interval_ns;
+        r->w.anomaly = j->anomaly;
+        r->w.mem = j->mem;
+        r->pin = j->ep ? j->ep->id : 0;
         r->pprof = j->res.pprof.data;
         r->len = j->res.pprof.len;
     }
@@ -245,6 +319,24 @@ static void put_on_done(uv_work_t *req, int status)
     w->storing = 0;
     struct writer_job *batch = w->put_batch;
     w->put_batch = NULL;
+    if (batch->op >= 0) {
+        for (struct writer_job *j = batch, *n; j; j = n) {
+            n = j->next;
+            if (j->err != 0) {
+                a->n.anomaly_errors++;
+                log_error("anomaly not recorded", "kind=%s worker=%s isolate=%u err=%e",
+                          store_anomaly_name(j->an.kind), j->an.worker, j->an.isolate, j->err);
+            } else if (j->op != WRITER_EP_UPDATE) {
+                log_info("anomaly recorded", "kind=%s worker=%s version=%s isolate=%u anomaly=%U",
+                         store_anomaly_name(j->an.kind), j->an.worker, j->an.version, j->an.isolate,
+                         j->an.id);
+            }
+            job_free(j);
+        }
+        writer_kick(w);
+        agent_maybe_finish(a);
+        return;
+    }
     size_t nbatch = 0;
     for (struct writer_job *j = batch; j; j = j->next)
         nbatch++;
@@ -307,9 +399,12 @@ static void put_on_done(uv_work_t *req, int status)
         char id[STORE_ID_LEN + 1];
         store_id_format(a->store, j->id, id);
         a->n.windows_stored++;
-        log_info("window stored", "worker=%s version=%s isolate=%u runtime=%s type=%s samples=%U bytes=%U id=%s",
+        log_info("window stored",
+                 "worker=%s version=%s isolate=%u runtime=%s type=%s samples=%U bytes=%U id=%s "
+                 "anomaly=%s",
                  j->worker, j->version, j->isolate, j->runtime,
-                 j->type == STORE_TYPE_HEAP ? "heap" : "cpu", j->res.samples, j->stored_size, id);
+                 j->type == STORE_TYPE_HEAP ? "heap" : "cpu", j->res.samples, j->stored_size, id,
+                 store_anomaly_name(j->anomaly));
         job_free(j);
     }
     writer_kick(w);
@@ -319,6 +414,20 @@ static void put_on_done(uv_work_t *req, int status)
 static void writer_kick(struct writer *w)
 {
     uv_loop_t *loop = w->a->loop;
+    /* Episode records at the head of the conversion queue need no
+     * conversion: they move on at once, behind the windows before them. */
+    while (!w->converting && w->conv_head && w->conv_head->op >= 0) {
+        struct writer_job *j = w->conv_head;
+        w->conv_head = j->next;
+        if (w->conv_head == NULL)
+            w->conv_tail = NULL;
+        j->next = NULL;
+        if (w->put_tail)
+            w->put_tail->next = j;
+        else
+            w->put_head = j;
+        w->put_tail = j;
+    }
     if (!w->converting && w->conv_head) {
         struct writer_job *j = w->conv_head;
         w->conv_head = j->next;
@@ -336,10 +445,13 @@ static void writer_kick(struct writer *w)
         }
     }
     if (!w->storing && !w->retry_armed && w->put_head) {
+        /* One kind per job: consecutive windows (up to the batch size, or
+         * one while isolating a bad record), or consecutive episodes. */
         struct writer_job *batch = w->put_head, *last = batch;
+        int episodes = batch->op >= 0;
         size_t n = 1;
-        size_t max = w->solo_left > 0 ? 1 : WRITER_MAX_BATCH;
-        while (last->next && n < max) {
+        size_t max = episodes ? SIZE_MAX : w->solo_left > 0 ? 1 : WRITER_MAX_BATCH;
+        while (last->next && n < max && (last->next->op >= 0) == episodes) {
             last = last->next;
             n++;
         }
