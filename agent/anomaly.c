@@ -24,7 +24,9 @@
  * sees them in order with the windows.
  */
 #include "internal.h"
+#include "latency.h"
 #include "log.h"
+#include "statsd.h"
 
 #include "base.h"
 
@@ -232,4 +234,191 @@ void anomaly_target_gone(struct target *t, int gone_by_itself)
         memory_episode_end(t);
     t->mem_last = 0;
     t->mem_below_mono_ns = 0;
+}
+
+/* --- latency_p999_spike --- */
+
+/* An open latency episode of one worker/version. */
+struct lat_open {
+    struct lat_open *next;
+    struct episode *e;
+};
+
+#define LATENCY_TICK_MAX_MS 250
+#define STATSD_GARBAGE_LOG_NS (60ull * 1000000000ull)
+
+static int label_eq(const char *s, const char *p, size_t n)
+{
+    return strlen(s) == n && memcmp(s, p, n) == 0;
+}
+
+static void latency_on_obs(const struct statsd_obs *o, void *arg)
+{
+    struct agent *a = arg;
+    latency_observe(a->latency, o->worker, o->worker_len, o->version, o->version_len, o->value_ns,
+                    o->count, isoprof_now_mono_ns());
+}
+
+/* An attached isolate of worker/version. */
+static int serves(const struct target *t, const char *worker, const char *version)
+{
+    return t->state == TARGET_READY && !t->removing && strcmp(t->worker, worker) == 0 &&
+           strcmp(t->version, version) == 0;
+}
+
+static void latency_on_start(struct agent *a, const struct latency_event *ev)
+{
+    char worker[LATENCY_LABEL_MAX + 1], version[LATENCY_LABEL_MAX + 1];
+    snprintf(worker, sizeof(worker), "%.*s", (int)ev->worker_len, ev->worker);
+    snprintf(version, sizeof(version), "%.*s", (int)ev->version_len, ev->version);
+    struct lat_open *o = isoprof_calloc(1, sizeof(*o));
+    struct episode *e = o ? episode_new(a, STORE_ANOMALY_LATENCY_P999_SPIKE, worker, version, 0,
+                                        ev->p999_ns, ev->threshold_ns)
+                          : NULL;
+    if (e == NULL) {
+        isoprof_free(o);
+        log_error("out of memory flagging an anomaly", "kind=latency_p999_spike worker=%s", worker);
+        return;
+    }
+    o->e = e;
+    o->next = a->lat_open;
+    a->lat_open = o;
+    a->n.anomalies[e->kind]++;
+    unsigned windows = 0;
+    for (struct target *t = a->targets; t; t = t->next)
+        windows += serves(t, worker, version);
+    log_warn("anomaly flagged",
+             "kind=latency_p999_spike worker=%s version=%s p999_ms=%f baseline_ms=%f "
+             "threshold_ms=%f count=%U isolates=%u",
+             worker, version, (double)ev->p999_ns / 1e6, (double)ev->baseline_ns / 1e6,
+             (double)ev->threshold_ns / 1e6, ev->count, windows);
+    episode_record(a, e, WRITER_EP_NEW);
+    for (struct target *t = a->targets; t; t = t->next)
+        if (serves(t, worker, version))
+            sched_anomaly_window(t, e);
+}
+
+static void latency_on_end(struct agent *a, const struct latency_event *ev)
+{
+    for (struct lat_open **pp = &a->lat_open; *pp; pp = &(*pp)->next) {
+        struct episode *e = (*pp)->e;
+        if (!label_eq(e->worker, ev->worker, ev->worker_len) ||
+            !label_eq(e->version, ev->version, ev->version_len))
+            continue;
+        struct lat_open *o = *pp;
+        *pp = o->next;
+        e->open = 0;
+        e->value = ev->max_p999_ns;
+        e->end_ns = isoprof_now_wall_ns();
+        episode_record(a, e, WRITER_EP_UPDATE);
+        log_info("anomaly ended",
+                 "kind=latency_p999_spike worker=%s version=%s peak_ms=%f relearned=%d", e->worker,
+                 e->version, (double)ev->max_p999_ns / 1e6, ev->relearned);
+        episode_unref(e);
+        isoprof_free(o);
+        return;
+    }
+}
+
+static void latency_on_event(const struct latency_event *ev, void *arg)
+{
+    if (ev->kind == LATENCY_START)
+        latency_on_start(arg, ev);
+    else
+        latency_on_end(arg, ev);
+}
+
+static void latency_on_timer(uv_timer_t *timer)
+{
+    struct agent *a = timer->data;
+    latency_tick(a->latency, isoprof_now_mono_ns(), latency_on_event, a);
+    /* Garbage is counted, not logged per line; say so once a minute. */
+    struct statsd_counts c = statsd_counts(a->statsd);
+    uint64_t bad = c.garbage + c.unattributed + c.truncated;
+    uint64_t now = isoprof_now_mono_ns();
+    if (bad > a->statsd_garbage_logged &&
+        (a->statsd_garbage_log_mono_ns == 0 ||
+         now - a->statsd_garbage_log_mono_ns >= STATSD_GARBAGE_LOG_NS)) {
+        log_warn("DogStatsD input ignored",
+                 "garbage_lines=%U unattributed_lines=%U truncated_datagrams=%U accepted_lines=%U",
+                 c.garbage, c.unattributed, c.truncated, c.accepted);
+        a->statsd_garbage_logged = bad;
+        a->statsd_garbage_log_mono_ns = now;
+    }
+}
+
+int anomaly_start(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    if (c->anomaly.latency.listen == NULL || *c->anomaly.latency.listen == '\0')
+        return 0;
+    struct latency_params p;
+    latency_params_default(&p);
+    p.window_ns = c->anomaly.latency.window_ns;
+    p.factor = c->anomaly.latency.factor;
+    p.min_ns = c->anomaly.latency.min_ns;
+    p.min_count = c->anomaly.latency.min_count;
+    p.cooldown_ns = c->anomaly.cooldown_ns;
+    if (p.idle_ns < p.cooldown_ns + 2 * p.window_ns)
+        p.idle_ns = p.cooldown_ns + 2 * p.window_ns;
+    int rc = latency_new(&p, &a->latency);
+    if (rc != 0) {
+        log_error("latency detection off", "err=%e why=%s", rc, "bad detector parameters");
+        return 0;
+    }
+    struct statsd_tags tags = {c->anomaly.latency.worker_tag, c->anomaly.latency.version_tag};
+    char *why = NULL;
+    rc = statsd_listen(a->loop, c->anomaly.latency.listen, &tags, latency_on_obs, a, &a->statsd,
+                       &why);
+    if (rc != 0) {
+        /* The profiler is worth more than the latency input: go on without it. */
+        log_error("latency detection off: cannot listen for DogStatsD", "listen=%s err=%e why=%s",
+                  c->anomaly.latency.listen, rc, why ? why : "");
+        isoprof_free(why);
+        latency_free(a->latency);
+        a->latency = NULL;
+        a->statsd = NULL;
+        return 0;
+    }
+    uint64_t tick = p.window_ns / 4000000u;
+    if (tick > LATENCY_TICK_MAX_MS)
+        tick = LATENCY_TICK_MAX_MS;
+    if (tick == 0)
+        tick = 1;
+    uv_timer_init(a->loop, &a->latency_timer);
+    a->latency_timer.data = a;
+    a->latency_timer_on = 1;
+    uv_timer_start(&a->latency_timer, latency_on_timer, tick, tick);
+    log_info("listening for DogStatsD latency", "listen=%s port=%u", c->anomaly.latency.listen,
+             (unsigned)statsd_port(a->statsd));
+    return 0;
+}
+
+void anomaly_stop(struct agent *a)
+{
+    if (a->statsd) {
+        struct statsd_counts c = statsd_counts(a->statsd);
+        log_info("DogStatsD counters",
+                 "datagrams=%U accepted=%U ignored=%U unattributed=%U garbage=%U truncated=%U",
+                 c.datagrams, c.accepted, c.ignored, c.unattributed, c.garbage, c.truncated);
+        statsd_close(a->statsd, NULL, NULL);
+        a->statsd = NULL;
+    }
+    if (a->latency_timer_on) {
+        uv_close((uv_handle_t *)&a->latency_timer, NULL);
+        a->latency_timer_on = 0;
+    }
+}
+
+/* After the loop has stopped: what anomaly_start allocated. */
+void anomaly_free(struct agent *a)
+{
+    for (struct lat_open *o = a->lat_open, *n; o; o = n) {
+        n = o->next;
+        episode_unref(o->e);
+        isoprof_free(o);
+    }
+    a->lat_open = NULL;
+    latency_free(a->latency);
+    a->latency = NULL;
 }

@@ -57,6 +57,7 @@ static void agent_close_all(struct agent *a)
     }
     for (size_t i = 0; i < a->nendpoints; i++)
         uv_close((uv_handle_t *)&a->endpoints[i].timer, NULL);
+    anomaly_stop(a);
     if (a->http) {
         http_client_close(a->http);
         a->http = NULL;
@@ -167,6 +168,7 @@ int agent_run(struct cfg *cfg)
     rc = discover_start(a);
     if (rc != 0)
         goto fail_discover;
+    anomaly_start(a);
 
     uv_signal_init(&loop, &a->sigint);
     uv_signal_init(&loop, &a->sigterm);
@@ -183,6 +185,7 @@ int agent_run(struct cfg *cfg)
     writer_free(a->writer);
     uv_run(&loop, UV_RUN_DEFAULT);
     log_counters(a);
+    anomaly_free(a);
     store_close(a->store);
     for (size_t i = 0; i < a->nendpoints; i++)
         isoprof_free(a->endpoints[i].runtime);

@@ -148,6 +148,13 @@ struct agent {
     int stopping;
     uint64_t stop_mono_ns;
     struct agent_counters n;
+    /* latency (anomaly.c) */
+    struct statsd *statsd;
+    struct latency *latency;
+    uv_timer_t latency_timer;
+    int latency_timer_on;
+    struct lat_open *lat_open; /* open latency_p999_spike episodes */
+    uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
 };
 
 /* Pseudo-random numbers for jitter (xorshift, seeded from getrandom). */
@@ -169,8 +176,11 @@ void anomaly_memory(struct target *t, uint64_t used);
  * doing. Flags oom_suspected when its last memory was near the limit, and
  * ends its open episode. */
 void anomaly_target_gone(struct target *t, int gone_by_itself);
-int anomaly_start(struct agent *a); /* the latency listener, if configured */
-void anomaly_stop(struct agent *a);
+/* The latency listener and detector, if anomaly.latency.listen is set. A
+ * listener that cannot bind is logged and left off: the agent runs on. */
+int anomaly_start(struct agent *a);
+void anomaly_stop(struct agent *a); /* closes the handles (shutdown) */
+void anomaly_free(struct agent *a); /* after the loop ran dry */
 
 /* discover.c */
 int discover_start(struct agent *a);

@@ -12,6 +12,7 @@
 //   invalid-json      replies `{"id":N,"result":{` and keeps the socket open
 //   truncated-frame   a frame header announcing 4096 bytes, 100 of them, close
 //   huge-frame        a frame header announcing 300 MB, 64 KiB of it, stall
+//   bad-heap          well-formed, but every heap profile is malformed
 //   bad-profile       Profiler.stop returns nodes whose children/samples
 //                     reference ids that do not exist
 //   hostile-list      /json/list names targets with hostile strings (see
@@ -149,6 +150,26 @@ function hostileList(port) {
 // Paths of the entries above that must never be connected to.
 const HOSTILE_UNUSABLE_PATHS = ['/no-id', '/http-url', '/a b', '/a%20b', '/a\u0001b', '/long-id', '/empty-id'];
 
+// A sampling heap profile: two functions holding 3 and 1 sampled objects.
+function heapProfile() {
+  const cf = (functionName, lineNumber) => ({ functionName, scriptId: '1', url: '/srv/app.js', lineNumber, columnNumber: 2 });
+  return {
+    head: { callFrame: cf('(root)', -1), selfSize: 0, id: 1, children: [
+      { callFrame: cf('buildCache', 10), selfSize: 3 * 65536, id: 2, children: [] },
+      { callFrame: cf('handle', 20), selfSize: 65536, id: 3, children: [] },
+    ] },
+    samples: [{ size: 65536, nodeId: 2, ordinal: 1 }, { size: 65536, nodeId: 2, ordinal: 2 },
+      { size: 65536, nodeId: 2, ordinal: 3 }, { size: 65536, nodeId: 3, ordinal: 4 }],
+  };
+}
+
+// A malformed one: a duplicate node id and a sample naming no node.
+function badHeapProfile() {
+  const cf = { functionName: 'x', scriptId: '1', url: '', lineNumber: 0, columnNumber: 0 };
+  return { head: { callFrame: cf, selfSize: 0, id: 1, children: [{ callFrame: cf, selfSize: 1, id: 1, children: [] }] },
+    samples: [{ size: 8, nodeId: 99, ordinal: 1 }] };
+}
+
 // Every fake still open; closeAll() is the harness's cleanup, so a test
 // that failed half-way does not leave a listening server behind (which
 // would keep the test process alive until CTest's timeout).
@@ -164,6 +185,8 @@ async function startFakeInspector(opts = {}) {
     style: opts.style || 'node',
     browser: opts.browser || (opts.style === 'workerd' ? 'workerd' : 'node.js/v20.20.2'),
     profile: opts.profile || null,
+    heapUsed: opts.heapUsed || (5 << 20),
+    heapProfiles: 0,
     list: opts.list || null,
     sessions: 0,
     open: 0,
@@ -203,7 +226,7 @@ async function startFakeInspector(opts = {}) {
   });
 
   function shouldFire(method) {
-    if (fake.mode === 'normal' || fake.mode === 'hostile-list' || fake.mode === 'version-garbage') return false;
+    if (fake.mode === 'normal' || fake.mode === 'hostile-list' || fake.mode === 'version-garbage' || fake.mode === 'bad-heap') return false;
     if (method !== fake.on || fake.fired >= fake.times) return false;
     fake.fired++;
     return true;
@@ -269,7 +292,18 @@ async function startFakeInspector(opts = {}) {
         reply(sock, id, { profile: fake.profile || defaultProfile(st.startUs, monoUs()) }, msg);
         return;
       case 'Runtime.getHeapUsage':
-        reply(sock, id, { usedSize: 5 << 20, totalSize: 8 << 20 }, msg);
+        reply(sock, id, { usedSize: fake.heapUsed, totalSize: fake.heapUsed * 2 }, msg);
+        return;
+      case 'HeapProfiler.startSampling':
+        st.sampling = true;
+        reply(sock, id, {}, msg);
+        return;
+      case 'HeapProfiler.stopSampling':
+      case 'HeapProfiler.getSamplingProfile':
+        if (!st.sampling) { error(sock, id, -32000, 'V8 sampling heap profiler was not started.'); return; }
+        if (method === 'HeapProfiler.stopSampling') st.sampling = false;
+        fake.heapProfiles++;
+        reply(sock, id, { profile: fake.mode === 'bad-heap' ? badHeapProfile() : heapProfile() }, msg);
         return;
       default:
         error(sock, id, -32601, `'${method}' wasn't found`);

@@ -255,7 +255,9 @@ function connectWs(url, timeoutMs = 5000) {
 
 // The config the tests use: short windows, fast discovery, debug logs.
 // targets: [{port | inspector, worker, version, memory_limit}].
-function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, level = 'debug', maxSize, extra = '' }) {
+// heap/memoryPoll/anomaly: YAML flow mappings of sampling.heap and
+// anomaly; the latency listener is off unless anomaly names one.
+function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, level = 'debug', maxSize, heap, memoryPoll, anomaly, extra = '' }) {
   const q = (s) => JSON.stringify(String(s));
   const target = (t) => {
     const f = [`inspector: ${q(t.inspector || `127.0.0.1:${t.port}`)}`];
@@ -271,7 +273,8 @@ function yamlConfig({ store, targets, duration = '2s', period = '3s', interval =
     targets.length ? 'targets:' : 'targets: []',
     ...targets.map(target),
     `discovery: {interval: ${discovery}}`,
-    `sampling: {cpu: {${cpu.join(', ')}}}`,
+    `sampling: {cpu: {${cpu.join(', ')}}${heap ? `, heap: ${heap}` : ''}${memoryPoll ? `, memory_poll: ${memoryPoll}` : ''}}`,
+    `anomaly: ${anomaly || '{latency: {listen: ""}}'}`,
     `log: {level: ${level}}`,
     extra,
   ].join('\n') + '\n';

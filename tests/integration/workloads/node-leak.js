@@ -27,7 +27,7 @@ class MetricsRegistry {
     const id = parts.join(',');
     let s = this.series.get(id);
     if (s === undefined) {
-      s = { id, labels: { ...labels }, count: 0, sum: 0, buckets: new Float64Array(24) };
+      s = { id, labels: { ...labels }, count: 0, sum: 0, buckets: new Array(24).fill(0) };
       this.series.set(id, s);
     }
     s.count++;
