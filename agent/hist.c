@@ -9,9 +9,10 @@
  * the rest. No floating point is involved except in turning q into a rank.
  *
  * min and max are kept exact. They bound the buckets that can be nonzero,
- * so reset, merge and the quantile walk only visit that range, and they
- * clamp the reported midpoint, which makes q = 0 and q = 1 exact and a
- * histogram of one repeated value exact at every q.
+ * so reset, merge and the quantile walk only visit that range; they are
+ * the answers for the first and the last rank; and they clamp the
+ * reported midpoint of the other ranks, which keeps it on the right side
+ * of the extremes (a histogram of one repeated value is exact at every q).
  */
 #include "hist.h"
 
@@ -130,8 +131,10 @@ uint64_t hist_value_at_rank(const struct hist *h, uint64_t rank)
         return 0;
     if (rank < 1)
         rank = 1;
-    if (rank > h->count)
-        rank = h->count;
+    if (rank >= h->count)
+        return h->max; /* the extremes are known exactly */
+    if (rank == 1)
+        return h->min;
     size_t b = hist_bucket_of(h->min), hi = hist_bucket_of(h->max);
     uint64_t seen = 0;
     for (; b < hi; b++) {

@@ -32,10 +32,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HIST_SUB_BITS 7                     /* 128 sub-buckets per octave */
+#define HIST_SUB_BITS 7 /* 128 sub-buckets per octave */
 #define HIST_SUB (1u << HIST_SUB_BITS)
-#define HIST_LINEAR_BITS 10                 /* [0, 2^10 ns) is linear */
-#define HIST_TOP_BITS 42                    /* values < 2^42 ns are resolved */
+#define HIST_LINEAR_BITS 10                           /* [0, 2^10 ns) is linear */
+#define HIST_TOP_BITS 42                              /* values < 2^42 ns are resolved */
 #define HIST_MAX_VALUE ((uint64_t)1 << HIST_TOP_BITS) /* 4398 s, ~73 min */
 #define HIST_BUCKETS (HIST_SUB * (HIST_TOP_BITS - HIST_LINEAR_BITS + 1))
 
@@ -79,11 +79,11 @@ uint64_t hist_lost(const struct hist *h);
 /*
  * hist_quantile - the value at quantile q (0 <= q <= 1): the observation
  * of rank r = ceil(q * count) (1-based; q <= 0 or NaN gives rank 1 and
- * q >= 1 rank count) is found, and the midpoint of its bucket is returned,
- * clamped to [hist_min, hist_max]. So q = 1 is the exact max, q = 0 the
- * exact min, and every other answer is within 0.4 % of the exact quantile
- * (same rank definition) for values in [1 us, HIST_MAX_VALUE). 0 for an
- * empty histogram.
+ * q >= 1 rank count) is found. Rank 1 answers the exact min and rank
+ * count the exact max; any other rank the midpoint of its bucket, clamped
+ * to [hist_min, hist_max], which is within 0.4 % of the exact quantile
+ * (same rank definition) for values in [1 us, HIST_MAX_VALUE) and within
+ * the top bucket for larger ones. 0 for an empty histogram.
  */
 uint64_t hist_quantile(const struct hist *h, double q);
 

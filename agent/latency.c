@@ -168,7 +168,8 @@ int latency_observe(struct latency *l, const char *worker, size_t wlen, const ch
     struct latency_series *s = *head;
     for (; s != NULL; s = s->next)
         if (s->hash == h && s->wlen == wlen && s->vlen == vlen &&
-            memcmp(s->key, worker, wlen) == 0 && (vlen == 0 || memcmp(s->key + wlen, version, vlen) == 0))
+            memcmp(s->key, worker, wlen) == 0 &&
+            (vlen == 0 || memcmp(s->key + wlen, version, vlen) == 0))
             break;
     if (s == NULL) {
         if (l->st.series >= l->p.max_series) {

@@ -37,10 +37,10 @@
  *
  * Bounds: at most max_series series; an observation for a new pair past
  * that is counted and dropped. A series without observations for idle_ns
- * is freed at a tick. Memory per series: sizeof(struct hist) (16936 bytes)
- * plus about 110 bytes of state plus the two label strings, so about
- * 17.1 KiB; 1024 series take about 17.5 MiB. The table of series heads is
- * one pointer per series slot (8 KiB for 1024).
+ * is freed at a tick. Memory per series: one allocation of 17016 bytes
+ * (the window's struct hist, 16936, and 80 bytes of state) plus the two
+ * label strings, about 16.6 KiB; 1024 series take about 16.6 MiB. The
+ * table of series heads is one pointer per slot (8 KiB for 1024).
  *
  * Time is never read here: every call takes now_ns (monotonic, never
  * decreasing across calls), so behaviour is deterministic under test.

@@ -29,13 +29,13 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define STATSD_MAX_LINE 1024       /* bytes, without the '\n' */
-#define STATSD_MAX_NAME 200        /* metric name bytes */
-#define STATSD_MAX_TAG_VALUE 255   /* worker / version value bytes */
-#define STATSD_MAX_TAG_NAME 64     /* a tag name given in struct statsd_tags */
+#define STATSD_MAX_LINE 1024          /* bytes, without the '\n' */
+#define STATSD_MAX_NAME 200           /* metric name bytes */
+#define STATSD_MAX_TAG_VALUE 255      /* worker / version value bytes */
+#define STATSD_MAX_TAG_NAME 64        /* a tag name given in struct statsd_tags */
 #define STATSD_MAX_VALUE_MS 86400000u /* one day; larger values are -ERANGE */
-#define STATSD_MAX_COUNT 1000000u  /* the count a tiny sample rate gives, at most */
-#define STATSD_DATAGRAM_MAX 65536  /* receive buffer: any UDP payload fits */
+#define STATSD_MAX_COUNT 1000000u     /* the count a tiny sample rate gives, at most */
+#define STATSD_DATAGRAM_MAX 65536     /* receive buffer: any UDP payload fits */
 
 /* The tag names to attribute an observation by. NULL members (or a NULL
  * struct) mean the defaults "worker" and "version". */

@@ -507,8 +507,11 @@ void target_remove(struct target *t)
     if (t->removing)
         return;
     t->removing = 1;
-    if (t->win != WINDOW_NONE)
+    if (t->win != WINDOW_NONE) {
+        if (t->win != WINDOW_QUEUED)
+            t->a->n.windows_lost++;
         sched_target_gone(t);
+    }
     if (t->state == TARGET_READY)
         anomaly_target_gone(t, !t->a->stopping); /* it left /json/list */
     uv_timer_stop(&t->timer);

@@ -30,6 +30,7 @@
 
 #include "base.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -366,6 +367,14 @@ static int host_char_ok(char ch, int v6)
     return ch == '.' || ch == '-' || ch == '_';
 }
 
+/* A bind address is numeric, or localhost: a listener resolves nothing. */
+static int listen_host_ok(const char *host)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    return strcmp(host, "localhost") == 0 || inet_pton(AF_INET, host, buf) == 1 ||
+           inet_pton(AF_INET6, host, buf) == 1;
+}
+
 /*
  * "host:port" or "[v6]:port". On success *host is a fresh allocation (the
  * host without brackets) and *port is set; otherwise *reason says why.
@@ -495,6 +504,8 @@ static const char *type_name(enum cfg_type t)
         return "level";
     case CFG_T_INSPECTOR:
         return "host:port";
+    case CFG_T_LISTEN:
+        return "address";
     }
     return "?";
 }
@@ -517,6 +528,8 @@ static const char *type_noun(enum cfg_type t)
         return "a log level";
     case CFG_T_INSPECTOR:
         return "host:port";
+    case CFG_T_LISTEN:
+        return "an address (ip:port)";
     }
     return "a scalar";
 }
@@ -555,6 +568,9 @@ static void bounds_text(const struct cfg_option *o, char *buf, size_t cap)
     case CFG_T_INSPECTOR:
         snprintf(buf, cap, "port 1..65535");
         break;
+    case CFG_T_LISTEN:
+        snprintf(buf, cap, "\"\" or ip:port");
+        break;
     default:
         snprintf(buf, cap, "-");
     }
@@ -586,7 +602,7 @@ static uint64_t row_number(const struct cfg_option *o, const void *base)
 
 static int row_is_string(const struct cfg_option *o)
 {
-    return o->type == CFG_T_STRING || o->type == CFG_T_INSPECTOR;
+    return o->type == CFG_T_STRING || o->type == CFG_T_INSPECTOR || o->type == CFG_T_LISTEN;
 }
 
 static int row_equal(const struct cfg_option *o, const void *a, const void *b)
@@ -658,6 +674,25 @@ static int set_value(const struct cfg_option *o, void *base, const char *text, s
     if (strlen(text) != len)
         BAD("%s must not contain a NUL byte", fullname);
     switch (o->type) {
+    case CFG_T_LISTEN:
+        if (len > 0) {
+            const char *reason = "";
+            char *host = NULL;
+            uint16_t port = 0;
+            rc = parse_inspector(text, &host, &port, &reason);
+            if (rc == -ENOMEM)
+                return rc;
+            if (rc == 0 && !listen_host_ok(host)) {
+                rc = -EINVAL;
+                reason = "the host must be an IP address or localhost (nothing is resolved)";
+            }
+            isoprof_free(host);
+            if (rc != 0)
+                BAD("%s '%s' is not ip:port, localhost:port or [v6]:port: %s (\"\" turns it "
+                    "off)",
+                    fullname, shown, reason);
+        }
+        /* fall through */
     case CFG_T_STRING: {
         if (len == 0 && o->min == 0)
             BAD("%s must not be empty", fullname);

@@ -21,6 +21,8 @@ enum cfg_type {
     CFG_T_FRACTION,  /* double; "10%" or 0.1 */
     CFG_T_LOGLEVEL,  /* enum cfg_log_level */
     CFG_T_INSPECTOR, /* char * as written; also fills host and port (targets only) */
+    CFG_T_LISTEN,    /* char *: "" (off), or a local bind address: ipv4:port,
+                        localhost:port or [ipv6]:port */
 };
 
 /* GLOBAL rows live in struct cfg under their dotted name; TARGET rows are the

@@ -64,7 +64,8 @@ static inline int row_same(const struct cfg_option *o, const void *a, const void
     const char *fa = (const char *)a + o->offset, *fb = (const char *)b + o->offset;
     switch (o->type) {
     case CFG_T_STRING:
-    case CFG_T_INSPECTOR: {
+    case CFG_T_INSPECTOR:
+    case CFG_T_LISTEN: {
         const char *sa = *(char *const *)(const void *)fa, *sb = *(char *const *)(const void *)fb;
         return (sa == NULL && sb == NULL) || (sa && sb && strcmp(sa, sb) == 0);
     }

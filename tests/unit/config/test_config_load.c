@@ -280,6 +280,17 @@ static const struct one_error one_errors[] = {
      "character that is not allowed"},
     {"targets:\n  - worker: x\n",
      "t.yaml:2:5: targets[0] has no 'inspector' (inspector endpoint, host:port or [v6]:port)"},
+    /* the DogStatsD listen address: numeric or localhost, a real port */
+    {"anomaly: {latency: {listen: 'statsd.internal:8125'}}\n",
+     "t.yaml:1:29: anomaly.latency.listen 'statsd.internal:8125' is not ip:port, localhost:port "
+     "or [v6]:port: the host must be an IP address or localhost (nothing is resolved) (\"\" "
+     "turns it off)"},
+    {"anomaly: {latency: {listen: '127.0.0.1'}}\n",
+     "t.yaml:1:29: anomaly.latency.listen '127.0.0.1' is not ip:port, localhost:port or "
+     "[v6]:port: no ':port' (\"\" turns it off)"},
+    {"anomaly: {latency: {listen: '127.0.0.1:0'}}\n",
+     "t.yaml:1:29: anomaly.latency.listen '127.0.0.1:0' is not ip:port, localhost:port or "
+     "[v6]:port: the port must be a number from 1 to 65535 (\"\" turns it off)"},
     /* duplicates */
     {"log: {level: info}\nlog: {level: warn}\n", "t.yaml:2:1: duplicate key 'log' (first at 1:1)"},
     {"sampling:\n  cpu:\n    period: 1m\n    period: 2m\n",
