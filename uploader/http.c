@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 struct http_sock {
     uv_poll_t poll;
@@ -30,10 +31,13 @@ struct http_sock {
 struct http_req {
     struct http_client *c;
     CURL *easy;
+    struct curl_slist *headers;
     char *buf;
     size_t len, cap, max;
     int too_big;
-    http_done_cb cb;
+    int retry_after_seen; /* the answer had a Retry-After header */
+    http_done_cb cb;      /* http_get */
+    http_resp_cb resp_cb; /* http_request */
     void *arg;
     char errbuf[CURL_ERROR_SIZE];
     struct http_req *prev, *next;
@@ -94,6 +98,7 @@ static void req_free(struct http_req *r)
 {
     curl_multi_remove_handle(r->c->multi, r->easy);
     curl_easy_cleanup(r->easy);
+    curl_slist_free_all(r->headers);
     isoprof_free(r->buf);
     isoprof_free(r);
 }
@@ -125,13 +130,25 @@ static void check_done(struct http_client *c)
             status = ISOPROF_ECURL;
             why = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
         }
+        curl_off_t ra = -1;
+        if (status == 0 && curl_easy_getinfo(m->easy_handle, CURLINFO_RETRY_AFTER, &ra) != CURLE_OK)
+            ra = -1;
+        /* libcurl answers 0 both for "Retry-After: 0" and for no header;
+         * only the header itself tells them apart. */
+        if (ra == 0 && !r->retry_after_seen)
+            ra = -1;
         req_unlink(r);
-        http_done_cb cb = r->cb;
-        void *arg = r->arg;
         if (r->buf == NULL)
             r->buf = isoprof_strdup("");
         /* The body stays ours until the callback returns. */
-        cb(status, code, r->buf ? r->buf : "", r->buf ? r->len : 0, why, arg);
+        const char *body = r->buf ? r->buf : "";
+        size_t len = r->buf ? r->len : 0;
+        if (r->resp_cb != NULL) {
+            struct http_resp resp = {status, code, body, len, why, ra < 0 ? -1 : (long)ra};
+            r->resp_cb(&resp, r->arg);
+        } else {
+            r->cb(status, code, body, len, why, r->arg);
+        }
         req_free(r);
     }
 }
@@ -263,35 +280,83 @@ static size_t req_on_write(char *ptr, size_t size, size_t nmemb, void *userp)
     return n;
 }
 
-int http_get(struct http_client *c, const char *url, size_t max_body, uint64_t timeout_ms,
-             http_done_cb done_cb, void *arg, struct http_req **out)
+static size_t req_on_header(char *ptr, size_t size, size_t nmemb, void *userp)
 {
-    struct http_req *r = isoprof_calloc(1, sizeof(*r));
-    if (r == NULL)
-        return -ENOMEM;
+    struct http_req *r = userp;
+    size_t n = size * nmemb;
+    static const char name[] = "retry-after:";
+    if (n >= sizeof(name) - 1 && strncasecmp(ptr, name, sizeof(name) - 1) == 0)
+        r->retry_after_seen = 1;
+    else if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0)
+        r->retry_after_seen = 0; /* a new answer (after a 100 Continue) */
+    return n;
+}
+
+static int method_ok(const char *m)
+{
+    if (*m == '\0' || strlen(m) > 16)
+        return 0;
+    for (; *m; m++)
+        if (*m < 'A' || *m > 'Z')
+            return 0;
+    return 1;
+}
+
+static int req_start(struct http_client *c, const char *url, const struct http_opts *o,
+                     struct http_req *r, struct http_req **out)
+{
     r->c = c;
-    r->max = max_body;
-    r->cb = done_cb;
-    r->arg = arg;
+    r->max = o->max_body;
     r->easy = curl_easy_init();
     if (r->easy == NULL) {
         isoprof_free(r);
         return -ENOMEM;
     }
     CURL *e = r->easy;
+    for (size_t i = 0; i < o->nheaders; i++) {
+        struct curl_slist *l = curl_slist_append(r->headers, o->headers[i]);
+        if (l == NULL) {
+            curl_slist_free_all(r->headers);
+            curl_easy_cleanup(e);
+            isoprof_free(r);
+            return -ENOMEM;
+        }
+        r->headers = l;
+    }
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, req_on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, req_on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);
     curl_easy_setopt(e, CURLOPT_PROXY, "");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
-    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)max_body);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, o->allow_https ? "http,https" : "http");
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)o->max_body);
+    if (o->body != NULL) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->body_len);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, o->body);
+    }
+    if (o->method != NULL)
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, o->method);
+    if (r->headers != NULL)
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+    if (o->ca_file != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_file);
+    if (o->insecure) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (o->userpwd != NULL) {
+        curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(e, CURLOPT_USERPWD, o->userpwd);
+    }
     if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
+        curl_slist_free_all(r->headers);
         curl_easy_cleanup(e);
         isoprof_free(r);
         return ISOPROF_ECURL;
@@ -303,6 +368,35 @@ int http_get(struct http_client *c, const char *url, size_t max_body, uint64_t t
     if (out)
         *out = r;
     return 0;
+}
+
+int http_get(struct http_client *c, const char *url, size_t max_body, uint64_t timeout_ms,
+             http_done_cb done_cb, void *arg, struct http_req **out)
+{
+    struct http_req *r = isoprof_calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -ENOMEM;
+    r->cb = done_cb;
+    r->arg = arg;
+    struct http_opts o = {.max_body = max_body, .timeout_ms = timeout_ms};
+    return req_start(c, url, &o, r, out);
+}
+
+int http_request(struct http_client *c, const char *url, const struct http_opts *o,
+                 http_resp_cb done_cb, void *arg, struct http_req **out)
+{
+    if (c == NULL || url == NULL || o == NULL || done_cb == NULL ||
+        (o->method != NULL && !method_ok(o->method)) || (o->nheaders > 0 && o->headers == NULL))
+        return -EINVAL;
+    for (size_t i = 0; i < o->nheaders; i++)
+        if (o->headers[i] == NULL)
+            return -EINVAL;
+    struct http_req *r = isoprof_calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -ENOMEM;
+    r->resp_cb = done_cb;
+    r->arg = arg;
+    return req_start(c, url, o, r, out);
 }
 
 void http_cancel(struct http_req *r)
