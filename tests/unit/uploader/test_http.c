@@ -200,14 +200,22 @@ static void fx_init(struct fixture *f, enum mode mode, const char *reply)
     snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d/push.v1.PusherService/Push", f->s.port);
 }
 
+/* Close the client and whatever connections are left; the loop must then
+ * close cleanly (nothing leaked, no handle left open). */
+static void teardown(uv_loop_t *loop, struct http_client *c)
+{
+    http_client_close(c);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_walk(loop, close_walk, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(loop), 0);
+}
+
 static void fx_free(struct fixture *f)
 {
-    http_client_close(f->c);
-    uv_close((uv_handle_t *)&f->s.tcp, NULL);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    uv_walk(&f->loop, close_walk, NULL);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    CHECK_EQ_INT(uv_loop_close(&f->loop), 0);
+    if (!uv_is_closing((uv_handle_t *)&f->s.tcp))
+        uv_close((uv_handle_t *)&f->s.tcp, NULL);
+    teardown(&f->loop, f->c);
 }
 
 TEST(post_arrives_whole)
@@ -325,11 +333,7 @@ TEST(reset_and_refused)
     REQUIRE(http_request(f.c, url, &o, on_resp, &res2, NULL) == 0);
     run_until(&f.loop, &res2, 5000);
     CHECK_EQ_INT(res2.r.status, -ECONNREFUSED);
-    http_client_close(f.c);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
-    uv_walk(&f.loop, close_walk, NULL);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
-    CHECK_EQ_INT(uv_loop_close(&f.loop), 0);
+    fx_free(&f);
 }
 
 TEST(cancel_and_close_in_flight)
@@ -369,9 +373,7 @@ TEST(bad_arguments)
     REQUIRE(http_request(c, "https://127.0.0.1:1/", &o, on_resp, &res, NULL) == 0);
     run_until(&loop, &res, 5000);
     CHECK_EQ_INT(res.r.status, ISOPROF_ECURL);
-    http_client_close(c);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+    teardown(&loop, c);
 }
 
 int main(void)
