@@ -367,14 +367,6 @@ static int host_char_ok(char ch, int v6)
     return ch == '.' || ch == '-' || ch == '_';
 }
 
-/* A bind address is numeric, or localhost: a listener resolves nothing. */
-static int listen_host_ok(const char *host)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-    return strcmp(host, "localhost") == 0 || inet_pton(AF_INET, host, buf) == 1 ||
-           inet_pton(AF_INET6, host, buf) == 1;
-}
-
 /*
  * "host:port" or "[v6]:port". On success *host is a fresh allocation (the
  * host without brackets) and *port is set; otherwise *reason says why.
@@ -446,6 +438,24 @@ static int parse_inspector(const char *s, char **host, uint16_t *port, const cha
     *host = d;
     *port = (uint16_t)pv;
     return 0;
+}
+
+/* A bind address: host:port as parse_inspector reads it, with a host that
+ * is numeric or localhost (a listener resolves nothing). 0, -EINVAL with
+ * *reason set, or -ENOMEM. */
+static int parse_listen(const char *s, const char **reason)
+{
+    char *host = NULL;
+    uint16_t port = 0;
+    unsigned char buf[sizeof(struct in6_addr)];
+    int rc = parse_inspector(s, &host, &port, reason);
+    if (rc == 0 && strcmp(host, "localhost") != 0 && inet_pton(AF_INET, host, buf) != 1 &&
+        inet_pton(AF_INET6, host, buf) != 1) {
+        rc = -EINVAL;
+        *reason = "the host must be an IP address or localhost (nothing is resolved)";
+    }
+    isoprof_free(host);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -674,24 +684,15 @@ static int set_value(const struct cfg_option *o, void *base, const char *text, s
     if (strlen(text) != len)
         BAD("%s must not contain a NUL byte", fullname);
     switch (o->type) {
-    case CFG_T_LISTEN:
-        if (len > 0) {
-            const char *reason = "";
-            char *host = NULL;
-            uint16_t port = 0;
-            rc = parse_inspector(text, &host, &port, &reason);
+    case CFG_T_LISTEN: {
+        const char *reason = "";
+        if (len > 0 && (rc = parse_listen(text, &reason)) != 0) {
             if (rc == -ENOMEM)
                 return rc;
-            if (rc == 0 && !listen_host_ok(host)) {
-                rc = -EINVAL;
-                reason = "the host must be an IP address or localhost (nothing is resolved)";
-            }
-            isoprof_free(host);
-            if (rc != 0)
-                BAD("%s '%s' is not ip:port, localhost:port or [v6]:port: %s (\"\" turns it "
-                    "off)",
-                    fullname, shown, reason);
+            BAD("%s '%s' is not ip:port, localhost:port or [v6]:port: %s (\"\" turns it off)",
+                fullname, shown, reason);
         }
+    }
         /* fall through */
     case CFG_T_STRING: {
         if (len == 0 && o->min == 0)

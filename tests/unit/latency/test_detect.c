@@ -135,6 +135,17 @@ static void sim_mirror(struct sim *s, uint64_t v)
     hist_record(s->mirror, v, 1);
 }
 
+/* From `from` until `until`, a request is slow with probability p,
+ * uniform in [lo, hi) ns. */
+static void sim_slow(struct sim *s, uint64_t from, uint64_t until, double p, double lo, double hi)
+{
+    s->slow_from = from;
+    s->slow_until = until;
+    s->slow_p = p;
+    s->slow_lo = lo;
+    s->slow_hi = hi;
+}
+
 /* Advance the clock by dur at `rate` requests a second for (w, v),
  * ticking every tick_every. mirror: keep the test's own P999 per window. */
 static void sim_run(struct sim *s, const char *w, const char *v, uint64_t dur, uint64_t rate,
@@ -251,58 +262,46 @@ TEST(observe_args)
     latency_free(l);
 }
 
+/* One steady stream of dur at rate for seed: lognormal(median, sigma), or
+ * steady_ns() when median is 0. Nothing may flag. */
+static void steady_case(uint64_t seed, double median, double sigma, uint64_t dur, uint64_t rate)
+{
+    struct sim s;
+    sim_init(&s, NULL, seed);
+    s.median = median;
+    s.sigma = sigma;
+    sim_run(&s, "api", "v1", dur, rate, 1);
+    fprintf(stderr, "     seed %" PRIu64 " sigma %.2f: window P999 %.1f .. %.1f ms, %d START\n", seed,
+            s.sigma, (double)s.p999_lo / 1e6, (double)s.p999_hi / 1e6, s.log.starts);
+    CHECK_EQ_INT(s.log.starts, 0);
+    CHECK_EQ_INT(s.log.ends, 0);
+    CHECK_EQ_INT(latency_stats(s.l).series, 1);
+    CHECK_EQ_INT(latency_stats(s.l).episodes, 0);
+    print_events(&s.log);
+    sim_free(&s);
+}
+
 /* (a) a steady stream never flags */
 TEST(steady_never_flags)
 {
-    for (uint64_t seed = 1; seed <= 4; seed++) {
-        struct sim s;
-        sim_init(&s, NULL, seed);
-        sim_run(&s, "api", "v1", 12 * MIN, RATE, 1);
-        fprintf(stderr, "     seed %" PRIu64 ": window P999 %.1f .. %.1f ms, %d START\n", seed,
-                (double)s.p999_lo / 1e6, (double)s.p999_hi / 1e6, s.log.starts);
-        CHECK_EQ_INT(s.log.starts, 0);
-        CHECK_EQ_INT(s.log.ends, 0);
-        CHECK_EQ_INT(latency_stats(s.l).series, 1);
-        CHECK_EQ_INT(latency_stats(s.l).episodes, 0);
-        print_events(&s.log);
-        sim_free(&s);
-    }
+    for (uint64_t seed = 1; seed <= 4; seed++)
+        steady_case(seed, 0, 0, 12 * MIN, RATE);
 }
 
 /* (a) the same with a heavier tail: lognormal sigma 1 around 5 ms (P999
  * about 110 ms, P9999 about 200 ms) */
 TEST(steady_heavy_tail_never_flags)
 {
-    for (uint64_t seed = 11; seed <= 13; seed++) {
-        struct sim s;
-        sim_init(&s, NULL, seed);
-        s.median = 5e6;
-        s.sigma = 1.0;
-        sim_run(&s, "api", "v1", 10 * MIN, RATE, 1);
-        fprintf(stderr, "     seed %" PRIu64 ": window P999 %.1f .. %.1f ms, %d START\n", seed,
-                (double)s.p999_lo / 1e6, (double)s.p999_hi / 1e6, s.log.starts);
-        CHECK_EQ_INT(s.log.starts, 0);
-        print_events(&s.log);
-        sim_free(&s);
-    }
+    for (uint64_t seed = 11; seed <= 13; seed++)
+        steady_case(seed, 5e6, 1.0, 10 * MIN, RATE);
 }
 
 /* (a) just over min_count per window, where P999 is close to the maximum
  * of the window: hours of it, several seeds, no START */
 TEST(steady_low_traffic_never_flags)
 {
-    for (uint64_t seed = 21; seed <= 26; seed++) {
-        struct sim s;
-        sim_init(&s, NULL, seed);
-        s.median = 5e6;
-        s.sigma = seed % 2 ? 0.45 : 0.8;
-        sim_run(&s, "api", "v1", 180 * MIN, 60, 1); /* 600 a window */
-        fprintf(stderr, "     seed %" PRIu64 " sigma %.2f: window P999 %.1f .. %.1f ms, %d START\n",
-                seed, s.sigma, (double)s.p999_lo / 1e6, (double)s.p999_hi / 1e6, s.log.starts);
-        CHECK_EQ_INT(s.log.starts, 0);
-        print_events(&s.log);
-        sim_free(&s);
-    }
+    for (uint64_t seed = 21; seed <= 26; seed++)
+        steady_case(seed, 5e6, seed % 2 ? 0.45 : 0.8, 180 * MIN, 60); /* 600 a window */
 }
 
 /* (b) a slow path: one START in the first window holding it, no repeat
@@ -313,11 +312,9 @@ TEST(slow_path_flags_once)
         struct sim s;
         sim_init(&s, NULL, seed);
         sim_run(&s, "api", "v42", 5 * MIN, RATE, 0);
-        s.slow_from = next_window(&s, SEC); /* the window holds 9 s of it */
-        s.slow_until = s.slow_from + 4 * MIN;
-        s.slow_p = 1.0 / 500;
-        s.slow_lo = 200e6;
-        s.slow_hi = 400e6;
+        /* the window holds 9 s of it */
+        uint64_t from = next_window(&s, SEC);
+        sim_slow(&s, from, from + 4 * MIN, 1.0 / 500, 200e6, 400e6);
         sim_run(&s, "api", "v42", 4 * MIN + 20 * SEC, RATE, 0);
         CHECK_EQ_INT(s.log.starts, 1);
         CHECK_EQ_INT(s.log.ends, 0);
@@ -366,11 +363,8 @@ TEST(long_spike_relearns)
     struct sim s;
     sim_init(&s, NULL, 41);
     sim_run(&s, "api", "v1", 3 * MIN, RATE, 0);
-    s.slow_from = next_window(&s, 0);
-    s.slow_until = s.slow_from + 30 * MIN;
-    s.slow_p = 1.0 / 200;
-    s.slow_lo = 200e6;
-    s.slow_hi = 400e6;
+    uint64_t from = next_window(&s, 0);
+    sim_slow(&s, from, from + 30 * MIN, 1.0 / 200, 200e6, 400e6);
     sim_run(&s, "api", "v1", 30 * MIN + 10 * SEC, RATE, 0);
     sim_run(&s, "api", "v1", 10 * MIN, RATE, 0);
     print_events(&s.log);
@@ -396,11 +390,7 @@ TEST(start_rate_limited)
     struct sim s;
     sim_init(&s, &p, 51);
     sim_run(&s, "api", "v1", 2 * MIN, RATE, 0);
-    s.slow_from = next_window(&s, 0);
-    s.slow_until = UINT64_MAX;
-    s.slow_p = 1.0 / 200;
-    s.slow_lo = 200e6;
-    s.slow_hi = 400e6;
+    sim_slow(&s, next_window(&s, 0), UINT64_MAX, 1.0 / 200, 200e6, 400e6);
     sim_run(&s, "api", "v1", 40 * SEC, RATE, 0);
     CHECK_EQ_INT(s.log.starts, 1);
     CHECK_EQ_INT(s.log.ends, 1); /* relearned */
@@ -451,11 +441,9 @@ TEST(below_min_ns_never_flags)
     s.median = 0.5e6; /* 0.5 ms: P999 about 2 ms */
     s.sigma = 0.45;
     sim_run(&s, "fast", "v1", 3 * MIN, RATE, 0);
-    s.slow_from = next_window(&s, 0);
-    s.slow_until = s.slow_from + 5 * MIN;
-    s.slow_p = 1.0 / 100;
-    s.slow_lo = 20e6; /* P999 about 45 ms: 20 x the baseline, under 50 ms */
-    s.slow_hi = 49e6;
+    /* P999 about 45 ms: 20 x the baseline, under 50 ms */
+    uint64_t from = next_window(&s, 0);
+    sim_slow(&s, from, from + 5 * MIN, 1.0 / 100, 20e6, 49e6);
     sim_run(&s, "fast", "v1", 10 * MIN, RATE, 0);
     CHECK_EQ_INT(s.log.starts, 0);
     sim_free(&s);
@@ -466,11 +454,8 @@ TEST(below_min_ns_never_flags)
     s.median = 0.5e6;
     s.sigma = 0.45;
     sim_run(&s, "fast", "v1", 3 * MIN, RATE, 0);
-    s.slow_from = next_window(&s, 0);
-    s.slow_until = s.slow_from + MIN;
-    s.slow_p = 1.0 / 100;
-    s.slow_lo = 60e6;
-    s.slow_hi = 80e6;
+    from = next_window(&s, 0);
+    sim_slow(&s, from, from + MIN, 1.0 / 100, 60e6, 80e6);
     sim_run(&s, "fast", "v1", 2 * MIN, RATE, 0);
     CHECK_EQ_INT(s.log.starts, 1);
     REQUIRE(s.log.n >= 1);
@@ -485,21 +470,14 @@ TEST(no_flag_during_warmup)
 {
     struct sim s;
     sim_init(&s, NULL, 75);
-    s.slow_from = 0;
-    s.slow_until = UINT64_MAX;
-    s.slow_p = 1.0 / 100;
-    s.slow_lo = 500e6;
-    s.slow_hi = 900e6;
+    sim_slow(&s, 0, UINT64_MAX, 1.0 / 100, 500e6, 900e6);
     sim_run(&s, "api", "v1", 10 * MIN, RATE, 0);
     CHECK_EQ_INT(s.log.starts, 0);
     sim_free(&s);
 
     sim_init(&s, NULL, 76);
-    s.slow_from = 0;
-    s.slow_until = next_window(&s, 10 * SEC); /* the partial window and one more */
-    s.slow_p = 1.0 / 100;
-    s.slow_lo = 500e6;
-    s.slow_hi = 900e6;
+    /* the partial window and one more */
+    sim_slow(&s, 0, next_window(&s, 10 * SEC), 1.0 / 100, 500e6, 900e6);
     sim_run(&s, "api", "v1", 10 * MIN, RATE, 0);
     CHECK_EQ_INT(s.log.starts, 0);
     sim_free(&s);
@@ -617,11 +595,7 @@ TEST(tick_gap)
     struct sim s;
     sim_init(&s, NULL, 91);
     sim_run(&s, "api", "v1", 3 * MIN, RATE, 0);
-    s.slow_from = next_window(&s, 0);
-    s.slow_until = UINT64_MAX;
-    s.slow_p = 1.0 / 200;
-    s.slow_lo = 200e6;
-    s.slow_hi = 400e6;
+    sim_slow(&s, next_window(&s, 0), UINT64_MAX, 1.0 / 200, 200e6, 400e6);
     sim_run(&s, "api", "v1", 30 * SEC, RATE, 0);
     CHECK_EQ_INT(s.log.starts, 1);
     /* nothing at all for ten minutes, then one tick */
