@@ -80,8 +80,8 @@ static void usage(FILE *f)
         "\n"
         "windows    one line per window (an aligned table, or with --json one JSON object per\n"
         "           line: id, worker, version, isolate, runtime, type, start, end, samples,\n"
-        "           bytes, anomaly, pinned, memory); --anomaly [KIND]: only the windows\n"
-        "           anomalies (of that kind) keep as evidence\n"
+        "           bytes, anomaly, pinned, memory, upload); --anomaly [KIND]: only the\n"
+        "           windows anomalies (of that kind) keep as evidence\n"
         "export     one window (--id), the window of --type an anomaly pinned last before its\n"
         "           end (--anomaly ID: for oom_suspected the last profile before the death), or\n"
         "           all matching windows of one type merged; gzip'd pprof to FILE or stdout\n"
@@ -90,7 +90,8 @@ static void usage(FILE *f)
         "anomalies  one line per anomaly (with --json one object per line: id, kind, worker,\n"
         "           version, isolate, time, end, open, value, threshold, unit, windows);\n"
         "           KIND is memory_near_limit, oom_suspected or latency_p999_spike\n"
-        "store      stat: counts, sizes, schema; check: verify every record and index\n"
+        "store      stat: counts, sizes, schema, upload outbox; check: verify every record\n"
+        "           and index\n"
         "\n"
         "Exit status: 0 ok, 1 nothing matched, 2 usage or store error.\n");
 }
@@ -181,6 +182,27 @@ static void format_time(uint64_t ns, char *buf, size_t cap)
 static const char *type_name(uint8_t t)
 {
     return t == STORE_TYPE_CPU ? "cpu" : t == STORE_TYPE_HEAP ? "heap" : "unknown";
+}
+
+static const char *upload_name(uint8_t u)
+{
+    static const char *const names[] = {"off", "pending", "uploaded", "rejected"};
+    return u < ISOPROF_ARRAY_SIZE(names) ? names[u] : "unknown";
+}
+
+/* How long ago wall time ns was, in its largest whole unit ("3m"). */
+static void format_age(uint64_t ns, char *buf, size_t cap)
+{
+    uint64_t now = isoprof_now_wall_ns();
+    uint64_t s = now > ns ? (now - ns) / 1000000000ull : 0;
+    if (s < 60)
+        snprintf(buf, cap, "%" PRIu64 "s", s);
+    else if (s < 3600)
+        snprintf(buf, cap, "%" PRIu64 "m", s / 60);
+    else if (s < 86400)
+        snprintf(buf, cap, "%" PRIu64 "h", s / 3600);
+    else
+        snprintf(buf, cap, "%" PRIu64 "d", s / 86400);
 }
 
 /* --- options --- */
@@ -378,6 +400,11 @@ static int list_on_window(const struct store_window *w, void *arg)
                    w->mem.min, w->mem.max, w->mem.last, w->mem.p999);
         else
             fputs(",\"memory\":null", stdout);
+        printf(",\"upload\":\"%s\"", upload_name(w->upload));
+        if (w->upload == STORE_UPLOAD_REJECTED) {
+            printf(",\"upload_status\":%u,\"upload_reason\":", (unsigned)w->reject_status);
+            json_str(stdout, w->reject_reason ? w->reject_reason : "");
+        }
         fputs("}\n", stdout);
     } else {
         if (l->count == 0)
@@ -837,6 +864,17 @@ static int cmd_store(int argc, char **argv)
     printf("evicted         %" PRIu64 "\n", st.evicted_total);
     printf("anomalies       %" PRIu64 " (windows pinned %" PRIu64 ")\n", st.anomalies,
            st.windows_pinned);
+    if (st.outbox_pending) {
+        char age[32];
+        format_age(st.outbox_oldest_ns, age, sizeof(age));
+        printf("outbox          %" PRIu64 " pending, oldest queued %s ago\n", st.outbox_pending,
+               age);
+    } else {
+        printf("outbox          empty\n");
+    }
+    printf("uploads         %" PRIu64 " uploaded, %" PRIu64 " rejected, %" PRIu64
+           " evicted before upload\n",
+           st.outbox_uploaded, st.outbox_rejected, st.outbox_evicted);
     return 0;
 }
 

@@ -209,11 +209,7 @@ static int anom_delete(struct store *s, MDB_txn *txn, uint64_t id)
     rc = mdb_del(txn, s->anomalies, &k, NULL);
     if (rc != 0 && rc != MDB_NOTFOUND)
         return rc;
-    uint8_t ik[8];
-    store_be64_put(ik, id);
-    MDB_val i = {8, ik};
-    rc = mdb_del(txn, s->anomaly_ids, &i, NULL);
-    return rc == MDB_NOTFOUND ? 0 : rc;
+    return store_del_u64(txn, s->anomaly_ids, id);
 }
 
 /* Take window seq out of anomaly id's list; a closed anomaly left with no
@@ -331,7 +327,9 @@ int store_pin_txn(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq, cons
         if (rc != 0 && rc != MDB_NOTFOUND)
             return rc;
     }
-    return 0;
+    /* Evidence goes first: a pinned window still waiting for upload moves
+     * to the front of the outbox. */
+    return store_outbox_promote_txn(s, txn, seq);
 }
 
 int store_pins_get(struct store *s, MDB_txn *txn, const uint8_t *tk, size_t tklen, uint32_t *kinds)

@@ -1,7 +1,7 @@
 /*
  * check.c - store_check: verify every record and index.
  *
- * One read transaction, three passes:
+ * One read transaction, five passes:
  *   1. windows: each key and header decodes, each zstd frame inflates to
  *      its raw size with a good checksum, the time index has the window's
  *      entry, and ids[seq] names this key; sums the stored bytes and finds
@@ -12,6 +12,9 @@
  *   4. anomalies (anomaly.c): anomaly_ids and anomalies agree, every
  *      window an anomaly lists is pinned by it, every pin names a window
  *      and an anomaly that lists it.
+ *   5. outbox and rejected: each entry is well formed and names a window
+ *      flagged as queued; a window waits at one prio only and is not both
+ *      pending and rejected.
  * Then the entry counts of the three DBs must agree and the meta counters
  * must match what was summed. Problems are collected one per line into a
  * capped text; the check goes on after a problem so that one run lists
@@ -102,9 +105,10 @@ static int pass_windows(struct store *s, MDB_txn *txn, struct report *r, uint64_
     for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
         key_text(k.mv_data, k.mv_size, kt, sizeof(kt));
-        *stored += store_stored_size(k.mv_size, d.mv_size);
         struct store_key key;
         struct store_rec_hdr h;
+        int hrc = store_record_decode(d.mv_data, d.mv_size, &h);
+        *stored += store_stored_size(k.mv_size, d.mv_size, hrc == 0 ? h.flags : 0);
         if (store_key_decode(k.mv_data, k.mv_size, &key) != 0) {
             report(r, "windows: %s: undecodable key", kt);
             continue;
@@ -120,7 +124,7 @@ static int pass_windows(struct store *s, MDB_txn *txn, struct report *r, uint64_
             rc = trc;
             break;
         }
-        if (store_record_decode(d.mv_data, d.mv_size, &h) != 0) {
+        if (hrc != 0) {
             report(r, "windows: %s: undecodable header (%zu bytes)", kt, d.mv_size);
             continue;
         }
@@ -221,6 +225,92 @@ static int pass_ids(struct store *s, MDB_txn *txn, struct report *r)
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* Does window seq exist, and was it queued? 0 (*queued set), MDB_NOTFOUND
+ * (no such window, or it does not decode), or a raw LMDB code. */
+static int window_queued(struct store *s, MDB_txn *txn, uint64_t seq, int *queued)
+{
+    MDB_val k, d;
+    struct store_key key;
+    struct store_rec_hdr h;
+    int rc = store_window_by_seq(s, txn, seq, &k, &key, &d);
+    if (rc != 0)
+        return rc;
+    if (store_record_decode(d.mv_data, d.mv_size, &h) != 0 || h.seq != seq)
+        return MDB_NOTFOUND;
+    *queued = (h.flags & STORE_FLAG_QUEUED) != 0;
+    return 0;
+}
+
+/* The window of an outbox or rejected entry (what names it: db) exists and
+ * was queued. Raw LMDB code. */
+static int check_queued(struct store *s, MDB_txn *txn, struct report *r, const char *db,
+                        uint64_t seq)
+{
+    int queued = 0;
+    int rc = window_queued(s, txn, seq, &queued);
+    if (rc == MDB_NOTFOUND)
+        report(r, "%s: window %" PRIu64 ": no such window", db, seq);
+    else if (rc == 0 && !queued)
+        report(r, "%s: window %" PRIu64 ": the window is not flagged as queued", db, seq);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int pass_outbox(struct store *s, MDB_txn *txn, struct report *r)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, s->outbox, &c);
+    if (rc != 0)
+        return rc;
+    MDB_val k, d, v;
+    for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        const uint8_t *p = k.mv_data;
+        if (k.mv_size != STORE_OUTBOX_KEY_LEN || p[0] > STORE_OUTBOX_PRIO_OTHER) {
+            report(r, "outbox: key of %zu bytes, prio %u", k.mv_size, k.mv_size ? p[0] : 0u);
+            continue;
+        }
+        uint64_t seq = store_be64_get(p + 1);
+        if (d.mv_size != STORE_OUTBOX_VAL_LEN)
+            report(r, "outbox: window %" PRIu64 ": value of %zu bytes", seq, d.mv_size);
+        if ((rc = check_queued(s, txn, r, "outbox", seq)) != 0)
+            break;
+        uint8_t other[STORE_OUTBOX_KEY_LEN], ik[8];
+        store_outbox_key(other, STORE_OUTBOX_PRIO_OTHER, seq);
+        MDB_val o = {sizeof(other), other};
+        if (p[0] == STORE_OUTBOX_PRIO_ANOMALY && (rc = mdb_get(txn, s->outbox, &o, &v)) == 0)
+            report(r, "outbox: window %" PRIu64 ": queued at both priorities", seq);
+        else if (rc != 0 && rc != MDB_NOTFOUND)
+            break;
+        store_be64_put(ik, seq);
+        MDB_val i = {8, ik};
+        if ((rc = mdb_get(txn, s->rejected, &i, &v)) == 0)
+            report(r, "outbox: window %" PRIu64 ": both pending and rejected", seq);
+        else if (rc != MDB_NOTFOUND)
+            break;
+        rc = 0;
+    }
+    mdb_cursor_close(c);
+    if (rc != MDB_NOTFOUND)
+        return rc;
+    if ((rc = mdb_cursor_open(txn, s->rejected, &c)) != 0)
+        return rc;
+    for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        if (k.mv_size != 8) {
+            report(r, "rejected: key of %zu bytes", k.mv_size);
+            continue;
+        }
+        uint64_t seq = store_be64_get(k.mv_data);
+        if (d.mv_size < STORE_REJECT_FIXED ||
+            d.mv_size > STORE_REJECT_FIXED + STORE_REJECT_REASON_MAX)
+            report(r, "rejected: window %" PRIu64 ": value of %zu bytes", seq, d.mv_size);
+        if ((rc = check_queued(s, txn, r, "rejected", seq)) != 0)
+            break;
+    }
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 static void report_anomaly(void *r, const char *line)
 {
     report(r, "%s", line);
@@ -238,9 +328,11 @@ int store_check(struct store *s, char **why)
     if (rc != 0)
         return rc;
     uint64_t stored = 0, max_seq = 0, next_seq = 0, meta_stored = 0, evicted = 0, instance = 0;
+    uint64_t uploaded = 0, outbox_evicted = 0;
     if ((rc = pass_windows(s, txn, &r, &stored, &max_seq)) != 0 ||
         (rc = pass_by_time(s, txn, &r)) != 0 || (rc = pass_ids(s, txn, &r)) != 0 ||
-        (rc = store_check_anomalies(s, txn, report_anomaly, &r)) != 0)
+        (rc = store_check_anomalies(s, txn, report_anomaly, &r)) != 0 ||
+        (rc = pass_outbox(s, txn, &r)) != 0)
         goto out;
     MDB_stat sw, st, si;
     if ((rc = mdb_stat(txn, s->windows, &sw)) != 0 || (rc = mdb_stat(txn, s->by_time, &st)) != 0 ||
@@ -249,8 +341,9 @@ int store_check(struct store *s, char **why)
     if (sw.ms_entries != st.ms_entries || sw.ms_entries != si.ms_entries)
         report(&r, "counts: windows %zu, by_time %zu, ids %zu", sw.ms_entries, st.ms_entries,
                si.ms_entries);
-    const char *names[] = {"next_seq", "stored_bytes", "evicted", "instance"};
-    uint64_t *vals[] = {&next_seq, &meta_stored, &evicted, &instance};
+    const char *names[] = {"next_seq", "stored_bytes", "evicted",
+                           "instance", "uploaded",     "outbox_evicted"};
+    uint64_t *vals[] = {&next_seq, &meta_stored, &evicted, &instance, &uploaded, &outbox_evicted};
     for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(names); i++) {
         int mrc = store_meta_get_u64(s, txn, names[i], vals[i]);
         if (mrc == ISOPROF_ECORRUPT)

@@ -2,18 +2,25 @@
  * internal.h - what the files of storage/ share: the handle, the on-disk
  * encodings (window key, record header) and the LMDB helpers.
  *
- * On-disk layout, schema version 1 (all integers big-endian):
+ * On-disk layout, schema version 3 (all integers big-endian):
  *
  *   windows  key   worker \0 version \0 start_ns:u64 isolate:u32 type:u8
  *            value record header (below) + one zstd frame of the pprof
  *   by_time  key   start_ns:u64 + window key            value empty
  *   ids      key   seq:u64                               value window key
+ *   outbox   key   prio:u8 seq:u64                       value queued_ns:u64
+ *            prio 0: taken for or pinned to an anomaly, 1: the others;
+ *            at most one entry per seq (see outbox.c)
+ *   rejected key   seq:u64                               value status:u16 +
+ *            reason (0 to STORE_REJECT_REASON_MAX bytes, no NUL)
  *   meta     "format"       "ISOPROF\0" + schema:u32
  *            "instance"     u64  random id of this store (in window UUIDs)
  *            "next_seq"     u64  the id store_put gives next
  *            "evicted"      u64  windows evicted since creation
  *            "stored_bytes" u64  sum of stored_size of all windows
  *            "budget"       u64  max_size of the last writable open
+ *            "uploaded"     u64  outbox entries acknowledged since creation
+ *            "outbox_evicted" u64  windows evicted or replaced while pending
  *
  *   record header, version 2 (88 bytes + runtime):
  *     0 magic:u8 = 0xA5   1 version:u8 = 2   2 codec:u8 = 1 (zstd)
@@ -23,9 +30,16 @@
  *     72 mem_last:u64   80 mem_p999:u64   88 runtime bytes
  *   Version 1 records (schema 1 stores) are the first 48 bytes of this,
  *   the runtime at offset 48; they read as anomaly 0 and no memory figures.
+ *   flags bit STORE_FLAG_QUEUED: the window went into the outbox when it
+ *   was stored, so queued + no outbox entry + no rejected entry = uploaded.
  *
- * A window's stored_size is what its three entries take: windows key +
- * value, by_time key, ids key + value (store_stored_size()).
+ * A window's stored_size is what its entries take: windows key + value,
+ * by_time key, ids key + value, and for a queued window its outbox entry
+ * (STORE_OUTBOX_CHARGE, kept after the ack so that the size depends on the
+ * record alone; see store_stored_size()). Rejected entries are not charged.
+ *
+ * Schemas 1 and 2 lack the outbox DBs and counters (and 1 the anomaly DBs);
+ * a writable open adds them and sets the version, nothing else changes.
  *
  *   anomalies, anomaly_ids, pins: see anomaly.c.
  *   meta     "next_anomaly" u64  the id store_anomaly_put gives next (absent:
@@ -61,6 +75,13 @@
 #define STORE_REC_SEQ_OFF 40u
 #define STORE_REC_MAX (STORE_REC_FIXED + STORE_RUNTIME_MAX)
 
+#define STORE_OUTBOX_KEY_LEN 9u /* prio + seq */
+#define STORE_OUTBOX_VAL_LEN 8u /* queued_ns */
+#define STORE_OUTBOX_CHARGE (STORE_OUTBOX_KEY_LEN + STORE_OUTBOX_VAL_LEN)
+#define STORE_OUTBOX_PRIO_ANOMALY 0u
+#define STORE_OUTBOX_PRIO_OTHER 1u
+#define STORE_REJECT_FIXED 2u /* status */
+
 #define STORE_KEY_TAIL 13u /* start_ns + isolate + type */
 #define STORE_TIME_KEY_MAX 511u
 #define STORE_KEY_MAX (STORE_TIME_KEY_MAX - 8u)
@@ -69,7 +90,9 @@ struct store {
     MDB_env *env;
     MDB_dbi windows, by_time, ids, meta;
     MDB_dbi anomalies, anomaly_ids, pins;
+    MDB_dbi outbox, rejected;
     int readonly;
+    int outbox_on; /* writer opened with store_options.outbox: store_put queues */
     uint32_t schema;
     uint64_t instance;
     uint64_t budget;     /* writer: from the options; reader: from meta */
@@ -138,6 +161,24 @@ static inline uint32_t store_be32_get(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* Delete the entry keyed by the u64 id from db; an absent one is fine.
+ * Raw LMDB code. */
+static inline int store_del_u64(MDB_txn *txn, MDB_dbi db, uint64_t id)
+{
+    uint8_t ik[8];
+    store_be64_put(ik, id);
+    MDB_val i = {8, ik};
+    int rc = mdb_del(txn, db, &i, NULL);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* An outbox key: prio:u8 seq:u64. */
+static inline void store_outbox_key(uint8_t key[STORE_OUTBOX_KEY_LEN], unsigned prio, uint64_t seq)
+{
+    key[0] = (uint8_t)prio;
+    store_be64_put(key + 1, seq);
+}
+
 /* store.c */
 
 /* The one place LMDB return codes become project codes (0 stays 0). */
@@ -146,8 +187,10 @@ int store_err(int mdb_rc);
 int store_txn_read(struct store *s, MDB_txn **txn);
 int store_meta_get_u64(struct store *s, MDB_txn *txn, const char *name, uint64_t *v);
 int store_meta_put_u64(struct store *s, MDB_txn *txn, const char *name, uint64_t v);
-/* The bytes a window with a key of klen and a value of vlen takes. */
-uint64_t store_stored_size(size_t klen, size_t vlen);
+/* The bytes a window with a key of klen and a value of vlen takes; flags:
+ * its record header's (STORE_FLAG_QUEUED adds the outbox entry), 0 when the
+ * header does not decode. */
+uint64_t store_stored_size(size_t klen, size_t vlen, uint32_t flags);
 
 /* record.c: encodings. No LMDB, no allocation except where noted. */
 
@@ -164,14 +207,58 @@ int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h);
  * checksum must hold. *out (allocated, caller frees) on success.
  * 0, ISOPROF_ECORRUPT, -ENOMEM. */
 int store_record_inflate(const struct store_rec_hdr *h, void **out);
-/* Compress r into a new value (header with seq 0 + frame); *val is
- * allocated (caller frees). 0, -ENOMEM, ISOPROF_EZSTD. */
-int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, uint8_t **val, size_t *vlen);
+/* Compress r into a new value (header with seq 0 + frame); the header's
+ * flags are r's with STORE_FLAG_QUEUED set if queued, cleared if not. *val
+ * is allocated (caller frees). 0, -ENOMEM, ISOPROF_EZSTD. */
+int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, int queued, uint8_t **val,
+                       size_t *vlen);
 /* A compression context whose memory comes from base.h; NULL on ENOMEM. */
 ZSTD_CCtx *store_zstd_cctx_new(void);
 /* Fill w from a decoded key and header (strings borrowed from them). */
 void store_window_fill(struct store_window *w, const struct store_key *k,
                        const struct store_rec_hdr *h, size_t klen, size_t vlen);
+
+/* query.c: reading windows inside a read transaction. */
+
+/* What one read transaction knows up front: which side DBs hold anything,
+ * so that a listing looks a window up only in those that do; and room for
+ * the decoded header (the runtime) and the rejection reason of the window
+ * being handed out. */
+struct store_view {
+    MDB_txn *txn;
+    int pins, outbox, rejected;
+    struct store_rec_hdr hdr;
+    char reason[STORE_REJECT_REASON_MAX + 1];
+};
+/* Fill v for txn (entry counts of pins, outbox, rejected). Raw LMDB code. */
+int store_view_init(struct store *s, MDB_txn *txn, struct store_view *v);
+/* The window with id seq: its key (*kv, decoded into *k) and value (*dv),
+ * borrowed from the txn. MDB_NOTFOUND when the id, its window or a
+ * decodable key is missing; else 0 or a raw LMDB code. */
+int store_window_by_seq(struct store *s, MDB_txn *txn, uint64_t seq, MDB_val *kv,
+                        struct store_key *k, MDB_val *dv);
+/* Decode window value d of key k (klen bytes) into w, with its pins and
+ * upload state; w's strings are borrowed from k and v (valid until the
+ * next call with v). ISOPROF_ECORRUPT when the header does not decode,
+ * else 0 or a raw LMDB code. */
+int store_window_read(struct store *s, struct store_view *v, const struct store_key *k, size_t klen,
+                      const MDB_val *d, struct store_window *w);
+
+/* outbox.c: inside the caller's transaction, raw LMDB codes. */
+
+/* Queue window seq at prio (STORE_OUTBOX_PRIO_*), stamped now. */
+int store_outbox_put_txn(struct store *s, MDB_txn *txn, uint64_t seq, unsigned prio);
+/* Window seq is going: delete its outbox and rejected entries; *pending
+ * receives 1 if it had an outbox entry. */
+int store_outbox_drop_txn(struct store *s, MDB_txn *txn, uint64_t seq, int *pending);
+/* Window seq was pinned: if it waits at prio 1, move it to prio 0 (same
+ * queued time). */
+int store_outbox_promote_txn(struct store *s, MDB_txn *txn, uint64_t seq);
+/* Is window seq pending? 0 if it is in the outbox (either prio),
+ * MDB_NOTFOUND if not, or another raw LMDB code. Read or write txn. */
+int store_outbox_find(struct store *s, MDB_txn *txn, uint64_t seq);
+/* store_stat's outbox figures. 0 or a project code. */
+int store_outbox_stat_txn(struct store *s, MDB_txn *txn, struct store_stat *st);
 
 /* anomaly.c: inside the caller's write transaction, raw LMDB codes. tk is a
  * window's time key (by_time / pins form). */

@@ -3,11 +3,13 @@
  *
  * A batch is validated and compressed before any transaction begins, so
  * the write lock is held only for B-tree work. One write transaction then
- * assigns sequence ids, writes the three entries of every window, evicts
- * the oldest windows (the head of by_time) until the stored-bytes counter
- * is back under the budget, updates the meta counters and commits. Any
- * failure aborts the whole transaction: a batch is stored entirely or not
- * at all, and the counters always describe the committed data.
+ * assigns sequence ids, writes the three entries of every window (four
+ * with the outbox on: the window is queued for upload in the same commit
+ * that stores it), evicts the oldest windows (the head of by_time) until
+ * the stored-bytes counter is back under the budget, updates the meta
+ * counters and commits. Any failure aborts the whole transaction: a batch
+ * is stored entirely or not at all, and the counters always describe the
+ * committed data.
  *
  * Eviction inside the insert transaction cannot make room for that same
  * transaction: LMDB reuses freed pages only after the commit that freed
@@ -33,8 +35,15 @@ struct put_item {
 
 struct put_counters {
     uint64_t next_seq, stored, evicted_total;
+    uint64_t outbox_evicted;         /* windows that went while pending, since creation */
     uint64_t evicted, evicted_bytes; /* this transaction */
 };
+
+/* The stored size of an item of this handle's batch. */
+static uint64_t stored_size(const struct store *s, const struct put_item *it)
+{
+    return store_stored_size(it->klen, it->vlen, s->outbox_on ? STORE_FLAG_QUEUED : 0);
+}
 
 static int check_record(const struct store_record *r)
 {
@@ -62,7 +71,8 @@ static int counters_read(struct store *s, MDB_txn *txn, struct put_counters *c)
     memset(c, 0, sizeof(*c));
     if ((rc = store_meta_get_u64(s, txn, "next_seq", &c->next_seq)) != 0 ||
         (rc = store_meta_get_u64(s, txn, "stored_bytes", &c->stored)) != 0 ||
-        (rc = store_meta_get_u64(s, txn, "evicted", &c->evicted_total)) != 0)
+        (rc = store_meta_get_u64(s, txn, "evicted", &c->evicted_total)) != 0 ||
+        (rc = store_meta_get_u64(s, txn, "outbox_evicted", &c->outbox_evicted)) != 0)
         return rc;
     if (c->next_seq == 0)
         return ISOPROF_ECORRUPT;
@@ -74,16 +84,18 @@ static int counters_write(struct store *s, MDB_txn *txn, const struct put_counte
     int rc;
     if ((rc = store_meta_put_u64(s, txn, "next_seq", c->next_seq)) != 0 ||
         (rc = store_meta_put_u64(s, txn, "stored_bytes", c->stored)) != 0 ||
-        (rc = store_meta_put_u64(s, txn, "evicted", c->evicted_total)) != 0)
+        (rc = store_meta_put_u64(s, txn, "evicted", c->evicted_total)) != 0 ||
+        (rc = store_meta_put_u64(s, txn, "outbox_evicted", c->outbox_evicted)) != 0)
         return rc;
     return 0;
 }
 
-/* Delete the window with key wk (and its index entries and pins), if
- * present. *bytes receives its stored size (0 if it was not there). Raw
+/* Delete the window with key wk (and its index entries, pins and outbox
+ * entries), if present. *bytes receives its stored size (0 if it was not
+ * there); a window still pending upload counts in c->outbox_evicted. Raw
  * LMDB code. */
-static int window_delete(struct store *s, MDB_txn *txn, const uint8_t *wk, size_t klen,
-                         uint64_t *bytes)
+static int window_delete(struct store *s, MDB_txn *txn, struct put_counters *c, const uint8_t *wk,
+                         size_t klen, uint64_t *bytes)
 {
     MDB_val k = {klen, (void *)wk}, d;
     *bytes = 0;
@@ -94,9 +106,12 @@ static int window_delete(struct store *s, MDB_txn *txn, const uint8_t *wk, size_
         return rc;
     struct store_rec_hdr h;
     uint64_t seq = 0;
-    if (store_record_decode(d.mv_data, d.mv_size, &h) == 0)
+    uint32_t flags = 0;
+    if (store_record_decode(d.mv_data, d.mv_size, &h) == 0) {
         seq = h.seq; /* else the ids entry cannot be found; store_check reports it */
-    *bytes = store_stored_size(klen, d.mv_size);
+        flags = h.flags;
+    }
+    *bytes = store_stored_size(klen, d.mv_size, flags);
     if ((rc = mdb_del(txn, s->windows, &k, NULL)) != 0)
         return rc;
     struct store_key key;
@@ -112,12 +127,12 @@ static int window_delete(struct store *s, MDB_txn *txn, const uint8_t *wk, size_
             return rc;
     }
     if (seq != 0) {
-        uint8_t ik[8];
-        store_be64_put(ik, seq);
-        MDB_val i = {8, ik};
-        rc = mdb_del(txn, s->ids, &i, NULL);
-        if (rc != 0 && rc != MDB_NOTFOUND)
+        if ((rc = store_del_u64(txn, s->ids, seq)) != 0)
             return rc;
+        int pending = 0;
+        if ((rc = store_outbox_drop_txn(s, txn, seq, &pending)) != 0)
+            return rc;
+        c->outbox_evicted += (uint64_t)pending;
     }
     return 0;
 }
@@ -209,7 +224,7 @@ static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint6
         if (rc != 0 && rc != MDB_NOTFOUND)
             break;
         uint64_t bytes = 0;
-        if (tklen > 8 && (rc = window_delete(s, txn, tk + 8, tklen - 8, &bytes)) != 0)
+        if (tklen > 8 && (rc = window_delete(s, txn, c, tk + 8, tklen - 8, &bytes)) != 0)
             break;
         if (bytes == 0) {
             /* A dangling time or pin entry, now gone. */
@@ -239,7 +254,7 @@ static int put_txn(struct store *s, struct store_record *recs, struct put_item *
         goto abort;
     for (size_t i = 0; i < n; i++) {
         uint64_t old = 0;
-        if ((rc = window_delete(s, txn, it[i].key, it[i].klen, &old)) != 0)
+        if ((rc = window_delete(s, txn, &c, it[i].key, it[i].klen, &old)) != 0)
             goto abort;
         c.stored = c.stored > old ? c.stored - old : 0;
         uint64_t seq = c.next_seq++;
@@ -258,9 +273,13 @@ static int put_txn(struct store *s, struct store_record *recs, struct put_item *
         MDB_val ikv = {8, ik};
         if ((rc = mdb_put(txn, s->ids, &ikv, &k, 0)) != 0)
             goto abort;
+        /* Queued before the pin, which moves it to the front if it pins. */
+        unsigned prio = recs[i].w.anomaly ? STORE_OUTBOX_PRIO_ANOMALY : STORE_OUTBOX_PRIO_OTHER;
+        if (s->outbox_on && (rc = store_outbox_put_txn(s, txn, seq, prio)) != 0)
+            goto abort;
         if (recs[i].pin && (rc = store_pin_txn(s, txn, recs[i].pin, seq, tk, 8 + it[i].klen)) != 0)
             goto abort;
-        c.stored += store_stored_size(it[i].klen, it[i].vlen);
+        c.stored += stored_size(s, &it[i]);
     }
     if ((rc = evict_to(s, txn, &c, s->budget)) != 0 || (rc = store_anomaly_sweep_txn(s, txn)) != 0)
         goto abort;
@@ -325,9 +344,10 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
             rc = -EINVAL; /* unreachable after check_record; kept as a guard */
             goto out;
         }
-        if ((rc = store_record_build(s->cctx, &recs[i], &it[i].val, &it[i].vlen)) != 0)
+        if ((rc = store_record_build(s->cctx, &recs[i], s->outbox_on, &it[i].val, &it[i].vlen)) !=
+            0)
             goto out;
-        uint64_t sz = store_stored_size(it[i].klen, it[i].vlen);
+        uint64_t sz = stored_size(s, &it[i]);
         if (sz > s->budget) {
             rc = -E2BIG;
             goto out;
@@ -356,7 +376,7 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
     for (size_t i = 0; i < n; i++) {
         recs[i].w.id = store_be64_get(it[i].val + STORE_REC_SEQ_OFF);
         recs[i].w.raw_size = recs[i].len;
-        recs[i].w.stored_size = store_stored_size(it[i].klen, it[i].vlen);
+        recs[i].w.stored_size = stored_size(s, &it[i]);
     }
 out:
     if (st) {

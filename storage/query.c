@@ -15,7 +15,11 @@
  *                  anomalies keep.
  *
  * The window handed to the callback points into the snapshot (key strings
- * are NUL-terminated by their separators), so listing copies nothing.
+ * are NUL-terminated by their separators), so listing copies nothing but
+ * a rejected window's reason (stored without a NUL). Each window is looked
+ * up in pins, outbox and rejected only when that DB holds anything and,
+ * for the last two, only when its header says it was queued; the outbox
+ * peek (outbox.c) reads windows through the same functions.
  */
 #include "internal.h"
 
@@ -26,12 +30,90 @@
 
 struct query {
     struct store *s;
-    MDB_txn *txn;
+    struct store_view v;
     const struct store_filter *f;
     store_window_cb cb;
     void *arg;
-    int has_pins; /* the pins DB is not empty: look each window up in it */
 };
+
+int store_view_init(struct store *s, MDB_txn *txn, struct store_view *v)
+{
+    MDB_stat ps, os, rs;
+    int rc;
+    if ((rc = mdb_stat(txn, s->pins, &ps)) != 0 || (rc = mdb_stat(txn, s->outbox, &os)) != 0 ||
+        (rc = mdb_stat(txn, s->rejected, &rs)) != 0)
+        return rc;
+    v->txn = txn;
+    v->pins = ps.ms_entries > 0;
+    v->outbox = os.ms_entries > 0;
+    v->rejected = rs.ms_entries > 0;
+    v->reason[0] = '\0';
+    return 0;
+}
+
+int store_window_by_seq(struct store *s, MDB_txn *txn, uint64_t seq, MDB_val *kv,
+                        struct store_key *k, MDB_val *dv)
+{
+    uint8_t ik[8];
+    store_be64_put(ik, seq);
+    MDB_val i = {8, ik};
+    int rc = mdb_get(txn, s->ids, &i, kv);
+    if (rc != 0)
+        return rc;
+    if (store_key_decode(kv->mv_data, kv->mv_size, k) != 0)
+        return MDB_NOTFOUND;
+    return mdb_get(txn, s->windows, kv, dv);
+}
+
+/* w's upload state (its header says it was queued). Raw LMDB code. */
+static int upload_state(struct store *s, struct store_view *v, struct store_window *w)
+{
+    int rc = v->outbox ? store_outbox_find(s, v->txn, w->id) : MDB_NOTFOUND;
+    if (rc != MDB_NOTFOUND) {
+        w->upload = STORE_UPLOAD_PENDING;
+        return rc;
+    }
+    w->upload = STORE_UPLOAD_UPLOADED;
+    if (!v->rejected)
+        return 0;
+    uint8_t ik[8];
+    store_be64_put(ik, w->id);
+    MDB_val i = {8, ik}, d;
+    rc = mdb_get(v->txn, s->rejected, &i, &d);
+    if (rc != 0)
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    if (d.mv_size < STORE_REJECT_FIXED)
+        return 0; /* malformed; store_check reports it */
+    const uint8_t *p = d.mv_data;
+    size_t rl = d.mv_size - STORE_REJECT_FIXED;
+    if (rl > STORE_REJECT_REASON_MAX)
+        rl = STORE_REJECT_REASON_MAX;
+    memcpy(v->reason, p + STORE_REJECT_FIXED, rl);
+    v->reason[rl] = '\0';
+    w->upload = STORE_UPLOAD_REJECTED;
+    w->reject_status = (uint16_t)(p[0] << 8 | p[1]);
+    w->reject_reason = v->reason;
+    return 0;
+}
+
+int store_window_read(struct store *s, struct store_view *v, const struct store_key *k, size_t klen,
+                      const MDB_val *d, struct store_window *w)
+{
+    struct store_rec_hdr *h = &v->hdr; /* w->runtime points into it */
+    if (store_record_decode(d->mv_data, d->mv_size, h) != 0)
+        return ISOPROF_ECORRUPT;
+    store_window_fill(w, k, h, klen, d->mv_size);
+    if (v->pins) {
+        uint8_t tk[STORE_TIME_KEY_MAX];
+        store_be64_put(tk, k->start_ns);
+        memcpy(tk + 8, k->worker, klen);
+        int rc = store_pins_get(s, v->txn, tk, 8 + klen, &w->pinned);
+        if (rc != 0 && rc != MDB_NOTFOUND)
+            return rc;
+    }
+    w->reject_reason = "";
+    return (h->flags & STORE_FLAG_QUEUED) ? upload_state(s, v, w) : 0;
+}
 
 static int str_eq(const char *want, const char *got, size_t got_len)
 {
@@ -59,21 +141,14 @@ static int key_matches(const struct store_filter *f, const struct store_key *k)
  * callback's value, or a raw LMDB code. */
 static int emit(struct query *q, const struct store_key *k, size_t klen, const MDB_val *d)
 {
-    struct store_rec_hdr h;
-    if (store_record_decode(d->mv_data, d->mv_size, &h) != 0)
-        return 0;
-    if (q->f->id && h.seq != q->f->id)
-        return 0;
     struct store_window w;
-    store_window_fill(&w, k, &h, klen, d->mv_size);
-    if (q->has_pins) {
-        uint8_t tk[STORE_TIME_KEY_MAX];
-        store_be64_put(tk, k->start_ns);
-        memcpy(tk + 8, k->worker, klen);
-        int rc = store_pins_get(q->s, q->txn, tk, 8 + klen, &w.pinned);
-        if (rc != 0 && rc != MDB_NOTFOUND)
-            return rc;
-    }
+    int rc = store_window_read(q->s, &q->v, k, klen, d, &w);
+    if (rc == ISOPROF_ECORRUPT)
+        return 0;
+    if (rc != 0)
+        return rc;
+    if (q->f->id && w.id != q->f->id)
+        return 0;
     if (q->f->pinned && !(w.pinned & q->f->pinned))
         return 0;
     return q->cb(&w, q->arg);
@@ -81,22 +156,15 @@ static int emit(struct query *q, const struct store_key *k, size_t klen, const M
 
 static int by_id(struct query *q)
 {
-    uint8_t ik[8];
-    store_be64_put(ik, q->f->id);
-    MDB_val i = {8, ik}, k, d;
-    int rc = mdb_get(q->txn, q->s->ids, &i, &k);
-    if (rc == MDB_NOTFOUND)
-        return 0;
-    if (rc != 0)
-        return rc;
+    MDB_val k, d;
     struct store_key key;
-    if (store_key_decode(k.mv_data, k.mv_size, &key) != 0 || !key_matches(q->f, &key))
-        return 0;
-    rc = mdb_get(q->txn, q->s->windows, &k, &d);
+    int rc = store_window_by_seq(q->s, q->v.txn, q->f->id, &k, &key, &d);
     if (rc == MDB_NOTFOUND)
         return 0;
     if (rc != 0)
         return rc;
+    if (!key_matches(q->f, &key))
+        return 0;
     return emit(q, &key, k.mv_size, &d);
 }
 
@@ -105,7 +173,7 @@ static int by_id(struct query *q)
 static int by_time(struct query *q, MDB_dbi db)
 {
     MDB_cursor *c;
-    int rc = mdb_cursor_open(q->txn, db, &c);
+    int rc = mdb_cursor_open(q->v.txn, db, &c);
     if (rc != 0)
         return rc;
     uint8_t seek[8];
@@ -121,7 +189,7 @@ static int by_time(struct query *q, MDB_dbi db)
         MDB_val wk = {k.mv_size - 8, (uint8_t *)k.mv_data + 8}, v;
         if (store_key_decode(wk.mv_data, wk.mv_size, &key) != 0 || !key_matches(q->f, &key))
             continue;
-        rc = mdb_get(q->txn, q->s->windows, &wk, &v);
+        rc = mdb_get(q->v.txn, q->s->windows, &wk, &v);
         if (rc == MDB_NOTFOUND)
             continue;
         if (rc != 0)
@@ -155,7 +223,7 @@ static int by_key(struct query *q)
         }
     }
     MDB_cursor *c;
-    int rc = mdb_cursor_open(q->txn, q->s->windows, &c);
+    int rc = mdb_cursor_open(q->v.txn, q->s->windows, &c);
     if (rc != 0)
         return rc;
     MDB_val k = {slen, seek}, d;
@@ -205,16 +273,15 @@ int store_windows(struct store *s, const struct store_filter *f, store_window_cb
     static const struct store_filter all;
     if (s == NULL || cb == NULL)
         return -EINVAL;
-    struct query q = {s, NULL, f ? f : &all, cb, arg, 0};
-    int rc = store_txn_read(s, &q.txn);
+    struct query q = {.s = s, .f = f ? f : &all, .cb = cb, .arg = arg};
+    MDB_txn *txn;
+    int rc = store_txn_read(s, &txn);
     if (rc != 0)
         return rc;
-    MDB_stat ps;
-    if ((rc = mdb_stat(q.txn, s->pins, &ps)) != 0) {
-        mdb_txn_abort(q.txn);
+    if ((rc = store_view_init(s, txn, &q.v)) != 0) {
+        mdb_txn_abort(txn);
         return store_err(rc);
     }
-    q.has_pins = ps.ms_entries > 0;
     /* Callback values pass through untouched; only LMDB codes (which
      * callbacks do not produce) are translated. */
     if (q.f->id)
@@ -225,7 +292,7 @@ int store_windows(struct store *s, const struct store_filter *f, store_window_cb
         rc = by_key(&q);
     else
         rc = by_time(&q, s->by_time);
-    mdb_txn_abort(q.txn);
+    mdb_txn_abort(txn);
     if (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE)
         rc = store_err(rc);
     return rc;

@@ -162,7 +162,8 @@ ZSTD_CCtx *store_zstd_cctx_new(void)
     return c;
 }
 
-int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, uint8_t **val, size_t *vlen)
+int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, int queued, uint8_t **val,
+                       size_t *vlen)
 {
     size_t rl = strlen(r->w.runtime);
     size_t hl = STORE_REC_FIXED + rl;
@@ -174,7 +175,9 @@ int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, uint8_t **
     buf[1] = STORE_REC_VERSION;
     buf[2] = STORE_CODEC_ZSTD;
     buf[3] = (uint8_t)rl;
-    store_be32_put(buf + 4, r->w.flags);
+    /* QUEUED is the store's to say (input ignored). */
+    uint32_t flags = r->w.flags & ~STORE_FLAG_QUEUED;
+    store_be32_put(buf + 4, queued ? flags | STORE_FLAG_QUEUED : flags);
     store_be64_put(buf + 8, r->w.end_ns);
     store_be64_put(buf + 16, r->w.samples);
     store_be64_put(buf + 24, r->w.interval);
@@ -217,7 +220,7 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
     w->anomaly = h->anomaly;
     w->mem = h->mem;
     w->raw_size = h->raw_size;
-    w->stored_size = store_stored_size(klen, vlen);
+    w->stored_size = store_stored_size(klen, vlen, h->flags);
 }
 
 static const char *const anomaly_names[STORE_ANOMALY_MAX + 1] = {

@@ -5,11 +5,12 @@
  * store_open creates the directory and the LMDB environment (MDB_NOTLS, so
  * read transactions are not tied to threads and the daemon's thread pool
  * can use them), then validates or creates the schema in one transaction:
- * an empty environment gets the four DBs and a meta DB with the magic, the
+ * an empty environment gets the DBs and a meta DB with the magic, the
  * schema version, a random instance id and zeroed counters; an environment
- * with a meta DB must carry our magic and schema version; anything else is
- * not ours and is refused rather than written to. The environment keeps
- * LMDB's default durability (data and meta synced at every commit).
+ * with a meta DB must carry our magic and schema version (a writer brings
+ * an older one up to date in that transaction); anything else is not ours
+ * and is refused rather than written to. The environment keeps LMDB's
+ * default durability (data and meta synced at every commit).
  *
  * The map is sized at 3 x budget + 16 MiB. The budget bounds the live data
  * (key and value bytes); the rest absorbs B-tree overhead, overflow-page
@@ -101,10 +102,12 @@ int store_meta_put_u64(struct store *s, MDB_txn *txn, const char *name, uint64_t
     return store_err(mdb_put(txn, s->meta, &k, &d, 0));
 }
 
-uint64_t store_stored_size(size_t klen, size_t vlen)
+uint64_t store_stored_size(size_t klen, size_t vlen, uint32_t flags)
 {
-    /* windows key + value, by_time key (8 + key), ids key (8) + value (key). */
-    return (uint64_t)klen + vlen + 8 + klen + 8 + klen;
+    /* windows key + value, by_time key (8 + key), ids key (8) + value (key),
+     * and the outbox entry of a queued window, pending or not. */
+    uint64_t n = (uint64_t)klen + vlen + 8 + klen + 8 + klen;
+    return (flags & STORE_FLAG_QUEUED) ? n + STORE_OUTBOX_CHARGE : n;
 }
 
 static void set_why(char **why, const char *path, int rc, const char *detail)
@@ -167,8 +170,25 @@ static int dbs_open(struct store *s, MDB_txn *txn, unsigned flags)
         (rc = mdb_dbi_open(txn, "ids", flags, &s->ids)) != 0 ||
         (rc = mdb_dbi_open(txn, "anomalies", flags, &s->anomalies)) != 0 ||
         (rc = mdb_dbi_open(txn, "anomaly_ids", flags, &s->anomaly_ids)) != 0 ||
-        (rc = mdb_dbi_open(txn, "pins", flags, &s->pins)) != 0)
+        (rc = mdb_dbi_open(txn, "pins", flags, &s->pins)) != 0 ||
+        (rc = mdb_dbi_open(txn, "outbox", flags, &s->outbox)) != 0 ||
+        (rc = mdb_dbi_open(txn, "rejected", flags, &s->rejected)) != 0)
         return rc;
+    return 0;
+}
+
+/* The counters added after schema 1, written as 0 where absent (creation
+ * and upgrade). Raw LMDB code. */
+static int counters_init(struct store *s, MDB_txn *txn)
+{
+    static const char *const names[] = {"uploaded", "outbox_evicted"};
+    uint8_t zero[8] = {0};
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(names); i++) {
+        MDB_val k = {strlen(names[i]), (void *)names[i]}, d = {sizeof(zero), zero};
+        int rc = mdb_put(txn, s->meta, &k, &d, MDB_NOOVERWRITE);
+        if (rc != 0 && rc != MDB_KEYEXIST)
+            return rc;
+    }
     return 0;
 }
 
@@ -187,7 +207,8 @@ static int schema_create(struct store *s, MDB_txn *txn)
 {
     int rc;
     if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
-        (rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = format_put(s, txn)) != 0)
+        (rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = format_put(s, txn)) != 0 ||
+        (rc = counters_init(s, txn)) != 0)
         return store_err(rc);
     s->instance = random_u64();
     s->schema = STORE_SCHEMA_VERSION;
@@ -213,21 +234,26 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
     if (rc != 0)
         return store_err(rc);
     s->schema = store_be32_get((const uint8_t *)d.mv_data + STORE_META_MAGIC_LEN);
-    if (s->schema == 1 && !s->readonly) {
-        /* Schema 2 adds the anomaly DBs and a longer record header; version
-         * 1 records stay readable as they are, so the upgrade is the new
-         * (empty) DBs and the version number, in this transaction. */
-        if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = format_put(s, txn)) != 0)
+    int older = s->schema >= 1 && s->schema < STORE_SCHEMA_VERSION;
+    if (older && !s->readonly) {
+        /* Schema 2 added the anomaly DBs and a longer record header,
+         * schema 3 the outbox DBs and counters. Older records stay readable
+         * as they are (they read as never queued), so the upgrade is the
+         * new (empty) DBs, the counters and the version number, in this
+         * transaction. */
+        if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
+            (rc = format_put(s, txn)) != 0)
             return store_err(rc);
         s->schema = STORE_SCHEMA_VERSION;
     }
     if (s->schema != STORE_SCHEMA_VERSION) {
         if (why) {
             isoprof_free(*why);
-            if (s->schema == 1)
-                *why = isoprof_asprintf("%s: schema version 1, this build reads %u; isoprofd "
-                                        "upgrades the store when it next opens it",
-                                        s->path, (unsigned)STORE_SCHEMA_VERSION);
+            if (older)
+                *why =
+                    isoprof_asprintf("%s: schema version %u, this build reads %u; isoprofd "
+                                     "upgrades the store when it next opens it",
+                                     s->path, (unsigned)s->schema, (unsigned)STORE_SCHEMA_VERSION);
             else
                 *why = isoprof_asprintf("%s: schema version %u, this build reads %u", s->path,
                                         (unsigned)s->schema, (unsigned)STORE_SCHEMA_VERSION);
@@ -306,6 +332,7 @@ int store_open(const char *path, const struct store_options *opt, struct store *
     s->readonly = opt->readonly != 0;
     s->budget = opt->max_size ? opt->max_size : STORE_DEFAULT_BUDGET;
     s->pin_factor = opt->pin_factor ? opt->pin_factor : STORE_PIN_FACTOR_DEFAULT;
+    s->outbox_on = !s->readonly && opt->outbox != 0;
     if ((s->path = isoprof_strdup(path)) == NULL) {
         rc = -ENOMEM;
         goto fail_path;
@@ -429,7 +456,8 @@ int store_stat(struct store *s, struct store_stat *st)
         goto out_err;
     st->anomalies = as.ms_entries;
     st->windows_pinned = ps.ms_entries;
-    rc = 0;
+    if ((rc = store_outbox_stat_txn(s, txn, st)) != 0)
+        goto out;
     {
         char file[4200];
         struct stat fs;

@@ -13,8 +13,10 @@
  * Threads: one store handle is shared by all threads of a process.
  * store_put may be called from any thread, but from one thread at a time
  * (the caller serialises writers). store_windows, store_load, store_stat,
- * store_check, store_id_format and store_id_parse may be called from any
- * thread, concurrently with each other and with store_put. store_open and
+ * store_check, store_outbox_peek, store_id_format and store_id_parse may be
+ * called from any thread, concurrently with each other and with store_put.
+ * store_outbox_ack and store_outbox_reject may run on another thread
+ * concurrently with store_put (not with each other). store_open and
  * store_close must not race with any other call on the same handle.
  * Several processes may open the same store: one writer (the daemon) and
  * any number of read-only handles (the CLI). Do not open the same store
@@ -30,12 +32,26 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 2u
+#define STORE_SCHEMA_VERSION 3u
 
 enum store_type { STORE_TYPE_CPU = 1, STORE_TYPE_HEAP = 2 };
 
 /* Window flags (struct store_window.flags). */
 #define STORE_FLAG_ON_DEMAND 0x1u
+/* Output only (ignored on input): store_put put the window in the outbox
+ * (the handle was opened with store_options.outbox). */
+#define STORE_FLAG_QUEUED 0x2u
+
+/* Where a window is on its way to the upload server (struct
+ * store_window.upload). */
+enum store_upload {
+    STORE_UPLOAD_OFF = 0,  /* never queued: stored while upload was off */
+    STORE_UPLOAD_PENDING,  /* in the outbox */
+    STORE_UPLOAD_UPLOADED, /* the server acknowledged it */
+    STORE_UPLOAD_REJECTED, /* the server (or the uploader) refused it for good */
+};
+/* Longest rejection reason kept (bytes; longer ones are cut). */
+#define STORE_REJECT_REASON_MAX 255
 
 /* Why an anomaly was flagged (struct store_window.anomaly, struct
  * store_anomaly.kind). 0 means none; values are stored, never renumber. */
@@ -89,6 +105,10 @@ struct store_options {
     /* Open read-only (the CLI). Works while another process writes the
      * same store; each query sees the last committed state. */
     int readonly;
+    /* Nonzero: every window store_put stores is also queued in the outbox
+     * for upload, in the same transaction (the daemon, when upload.url is
+     * set). Ignored by read-only handles. */
+    int outbox;
 };
 
 struct store_window {
@@ -109,8 +129,15 @@ struct store_window {
     uint32_t pinned;      /* output: bit (1 << kind) for each kind of anomaly pinning it */
     uint64_t raw_size;    /* output: uncompressed pprof bytes */
     uint64_t stored_size; /* output: bytes the window takes in the store (keys and
-                             values of its windows, by_time and ids entries);
-                             counts against the budget */
+                             values of its windows, by_time and ids entries,
+                             and its outbox entry when queued); counts against
+                             the budget */
+    /* Output of store_windows and store_outbox_peek: enum store_upload, and
+     * when REJECTED the HTTP status (0: refused before sending) and the
+     * reason (borrowed like the other strings; "" if none). */
+    uint8_t upload;
+    uint16_t reject_status;
+    const char *reject_reason;
 };
 
 /* One window to store. pprof: the uncompressed protobuf, borrowed for the
@@ -175,7 +202,12 @@ void store_close(struct store *s);
  *
  * A record whose key (worker, version, start_ns, isolate, type) already
  * exists replaces the old window (the old id becomes invalid); this is not
- * counted as an eviction.
+ * counted as an eviction (but as evicted before upload in store_stat's
+ * outbox_evicted when the old window was still pending).
+ *
+ * With store_options.outbox, each window is also queued for upload in the
+ * same transaction (STORE_FLAG_QUEUED in its flags; its stored_size
+ * includes the outbox entry).
  *
  * recs: n records, borrowed; on success each recs[i].w.id, .raw_size and
  *   .stored_size are filled in (other fields are not modified).
@@ -331,6 +363,53 @@ typedef int (*store_anomaly_cb)(const struct store_anomaly *a, void *arg);
 int store_anomalies(struct store *s, const struct store_anomaly_filter *f, store_anomaly_cb cb,
                     void *arg);
 
+/* --- the upload outbox ---
+ *
+ * With store_options.outbox set, store_put queues each window it stores in
+ * the same transaction. An entry leaves the outbox only by
+ * store_outbox_ack (the server took it), store_outbox_reject (refused for
+ * good; the window stays) or with its window (eviction, replacement).
+ * Windows taken for an anomaly, or pinned to one while still pending, are
+ * drained first.
+ */
+
+/*
+ * store_outbox_cb - one pending window. w and its strings are borrowed for
+ * the call (as for store_window_cb); queued_ns is the wall time it was
+ * queued. Return 0 to continue, nonzero to stop (returned by the peek).
+ */
+typedef int (*store_outbox_cb)(const struct store_window *w, uint64_t queued_ns, void *arg);
+
+/*
+ * store_outbox_peek - call cb for at most max pending windows in drain
+ * order: those taken for or pinned to an anomaly first, then the others,
+ * each group in the order they were stored. Reads metadata only (one read
+ * transaction; no payload is inflated): fetch a payload with store_load.
+ * Returns 0, the callback's nonzero value, -EINVAL, ISOPROF_ECORRUPT or
+ * -errno. Thread: any, concurrently with everything but store_close.
+ */
+int store_outbox_peek(struct store *s, size_t max, store_outbox_cb cb, void *arg);
+
+/*
+ * store_outbox_ack - the server acknowledged windows ids[0..n): take them
+ * out of the outbox (one write transaction). Ids no longer pending (gone,
+ * replaced, already acknowledged) are ignored. Errors: -EINVAL, -EROFS,
+ * -ENOMEM, ISOPROF_EMAPFULL, -ENOSPC, -EIO, ISOPROF_ECORRUPT; on failure
+ * nothing changed. Thread: any; may run concurrently with store_put (LMDB
+ * serialises write transactions), not with another ack or reject.
+ */
+int store_outbox_ack(struct store *s, const uint64_t *ids, size_t n);
+
+/*
+ * store_outbox_reject - windows ids[0..n) can never be uploaded: take them
+ * out of the outbox and record status (the HTTP status, 0 when refused
+ * before sending) and reason (NUL-terminated, cut to
+ * STORE_REJECT_REASON_MAX bytes; NULL = ""). The windows stay in the store.
+ * Ids not pending are ignored. Errors and thread: as store_outbox_ack.
+ */
+int store_outbox_reject(struct store *s, const uint64_t *ids, size_t n, unsigned status,
+                        const char *reason);
+
 struct store_stat {
     uint32_t schema_version;
     uint64_t windows, windows_cpu, windows_heap;
@@ -343,6 +422,11 @@ struct store_stat {
     uint64_t oldest_ns, newest_ns; /* start of the oldest / newest window; 0 if none */
     uint64_t anomalies;            /* in the index */
     uint64_t windows_pinned;       /* windows held by at least one anomaly */
+    uint64_t outbox_pending;       /* windows waiting for upload */
+    uint64_t outbox_oldest_ns;     /* when the oldest pending one was queued; 0 if none */
+    uint64_t outbox_rejected;      /* windows refused for good (still stored) */
+    uint64_t outbox_uploaded;      /* acknowledged since the store was created */
+    uint64_t outbox_evicted;       /* evicted (or replaced) while still pending */
 };
 
 /*
@@ -355,8 +439,10 @@ int store_stat(struct store *s, struct store_stat *st);
 /*
  * store_check - verify every record and index in one read transaction:
  * keys and headers decode, each zstd frame inflates to exactly its raw
- * size (and its checksum holds), windows <-> by_time <-> ids agree, and
- * the meta counters (next seq, stored bytes) match the data.
+ * size (and its checksum holds), windows <-> by_time <-> ids agree, the
+ * anomalies and their pins agree, every outbox and rejected entry names a
+ * queued window (once), and the meta counters (next seq, stored bytes)
+ * match the data.
  * why: if non-NULL, receives on ISOPROF_ECORRUPT an allocated text with one
  *   problem per line (each ending in '\n', at most 100 lines plus a count
  *   of the rest); the caller frees it with isoprof_free. Set to NULL when

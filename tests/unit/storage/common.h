@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SEC 1000000000ull
@@ -165,18 +166,25 @@ __attribute__((unused)) static struct seen *list(struct store *s, const struct s
     return &out;
 }
 
-__attribute__((unused)) static struct store *open_rw(const char *path, uint64_t max_size)
+/* store_open with options o; NULL (and a line on stderr) on failure. */
+__attribute__((unused)) static struct store *open_with(const char *path,
+                                                       const struct store_options *o)
 {
-    struct store_options o = {.max_size = max_size};
     struct store *s = NULL;
     char *why = NULL;
-    int rc = store_open(path, &o, &s, &why);
+    int rc = store_open(path, o, &s, &why);
     if (rc != 0) {
         fprintf(stderr, "store_open(%s): %s: %s\n", path, isoprof_strerror(rc), why ? why : "");
         isoprof_free(why);
         return NULL;
     }
     return s;
+}
+
+__attribute__((unused)) static struct store *open_rw(const char *path, uint64_t max_size)
+{
+    struct store_options o = {.max_size = max_size};
+    return open_with(path, &o);
 }
 
 __attribute__((unused)) static int check_clean(struct store *s)
@@ -187,6 +195,98 @@ __attribute__((unused)) static int check_clean(struct store *s)
         fprintf(stderr, "store_check: %s\n%s", isoprof_strerror(rc), why ? why : "");
     isoprof_free(why);
     return rc;
+}
+
+/*
+ * A read-only process beside the writer. reader_start forks a child that
+ * opens the store at path read-only and calls step(r, 0, arg); once that
+ * is done the parent goes on, and reader_finish lets the child call
+ * step(r, 1, arg), check the store and exit, and returns its exit status
+ * (0: all passed; else the step's nonzero value, or 10+ for the harness).
+ * The child never touches the parent's handle.
+ */
+typedef int (*reader_step)(struct store *r, int step, void *arg);
+
+struct reader {
+    pid_t pid;
+    int p2c[2], c2p[2];
+};
+
+__attribute__((unused)) static int wait_byte(int fd)
+{
+    char c;
+    return read(fd, &c, 1) == 1 ? 0 : -1;
+}
+
+__attribute__((unused)) static void send_byte(int fd)
+{
+    char c = 'x';
+    if (write(fd, &c, 1) != 1)
+        abort();
+}
+
+__attribute__((unused)) static void reader_close(struct reader *rd)
+{
+    close(rd->p2c[0]);
+    close(rd->p2c[1]);
+    close(rd->c2p[0]);
+    close(rd->c2p[1]);
+}
+
+__attribute__((unused)) static int reader_start(struct reader *rd, const char *path,
+                                                reader_step step, void *arg)
+{
+    if (pipe(rd->p2c) != 0)
+        return -1;
+    if (pipe(rd->c2p) != 0) {
+        close(rd->p2c[0]);
+        close(rd->p2c[1]);
+        return -1;
+    }
+    fflush(stderr);
+    rd->pid = fork();
+    if (rd->pid < 0) {
+        reader_close(rd);
+        return -1;
+    }
+    if (rd->pid == 0) {
+        struct store_options ro = {.readonly = 1};
+        struct store *r = NULL;
+        int rc;
+        if (store_open(path, &ro, &r, NULL) != 0)
+            _exit(10);
+        if ((rc = step(r, 0, arg)) != 0)
+            _exit(rc);
+        send_byte(rd->c2p[1]);
+        if (wait_byte(rd->p2c[0]) != 0)
+            _exit(11);
+        if ((rc = step(r, 1, arg)) != 0)
+            _exit(rc);
+        if (check_clean(r) != 0)
+            _exit(12);
+        store_close(r);
+        _exit(0);
+    }
+    if (wait_byte(rd->c2p[0]) != 0) {
+        /* The child failed before its first step was done. */
+        reader_close(rd);
+        int status = 0;
+        waitpid(rd->pid, &status, 0);
+        fprintf(stderr, "reader: exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return -1;
+    }
+    return 0;
+}
+
+__attribute__((unused)) static int reader_finish(struct reader *rd)
+{
+    send_byte(rd->p2c[1]);
+    int status = 0;
+    pid_t got = waitpid(rd->pid, &status, 0);
+    reader_close(rd);
+    if (got != rd->pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
 }
 
 #endif

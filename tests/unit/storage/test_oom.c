@@ -1,7 +1,8 @@
 /*
  * test_oom.c - allocation-failure walks (isoprof_alloc_fail_after) over
  * store_open (fresh, existing, read-only), store_put (including zstd's
- * first workspace allocation), store_load, store_windows and store_check.
+ * first workspace allocation; with the outbox off and on), store_load,
+ * store_windows and store_check.
  * Each failing call must return -ENOMEM and leave nothing behind: ASan's
  * leak check covers memory, and the store is checked to hold exactly what
  * it held before.
@@ -61,10 +62,13 @@ static long count(struct store *s)
     return rc == 0 ? (long)l->n : -1;
 }
 
-TEST(put)
+/* Walk store_put over 12 batches of B on a fresh store with a small budget
+ * (evictions), the outbox on or off. */
+static void put_walk(int outbox)
 {
     /* A fresh store: the first put also allocates zstd's workspace. */
-    struct store *s = open_rw(tmp_store_path(), 64 * 1024);
+    struct store_options o = {.max_size = 64 * 1024, .outbox = outbox};
+    struct store *s = open_with(tmp_store_path(), &o);
     REQUIRE(s != NULL);
     enum { B = 5 };
     struct test_rec t[B];
@@ -95,6 +99,8 @@ TEST(put)
             struct store_stat st1;
             REQUIRE(store_stat(s, &st1) == 0);
             CHECK(st1.stored_bytes == st0.stored_bytes);
+            CHECK(st1.outbox_pending == st0.outbox_pending &&
+                  st1.outbox_evicted == st0.outbox_evicted);
             if (rc != -ENOMEM)
                 break;
         }
@@ -109,7 +115,21 @@ TEST(put)
     struct store_stat st;
     REQUIRE(store_stat(s, &st) == 0);
     CHECK(st.stored_bytes <= 64 * 1024 && st.evicted_total > 0);
+    if (outbox)
+        CHECK(st.outbox_pending == st.windows && st.outbox_evicted == st.evicted_total);
+    else
+        CHECK(st.outbox_pending == 0 && st.outbox_evicted == 0);
     store_close(s);
+}
+
+TEST(put)
+{
+    put_walk(0);
+}
+
+TEST(put_outbox)
+{
+    put_walk(1);
 }
 
 TEST(reads)
@@ -152,6 +172,7 @@ int main(void)
 {
     RUN(open_fresh);
     RUN(put);
+    RUN(put_outbox);
     RUN(reads);
     TEST_EXIT();
 }

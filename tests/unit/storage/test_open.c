@@ -8,7 +8,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 TEST(create_and_reopen)
 {
@@ -99,17 +98,22 @@ TEST(readonly_basics)
     CHECK_EQ_INT(store_open(NULL, &ro, &s, NULL), -EINVAL);
 }
 
-static int wait_byte(int fd)
+/* The reader of readonly_sees_writer: 10 windows, then 20 that load. */
+static int sees_writer_step(struct store *r, int step, void *arg)
 {
-    char c;
-    return read(fd, &c, 1) == 1 ? 0 : -1;
-}
-
-static void send_byte(int fd)
-{
-    char c = 'x';
-    if (write(fd, &c, 1) != 1)
-        abort();
+    (void)arg;
+    int rc;
+    struct seen *l = list(r, NULL, &rc);
+    if (rc != 0 || l->n != (step == 0 ? 10u : 20u))
+        return 20 + step;
+    if (step == 1) {
+        void *out = NULL;
+        size_t len = 0;
+        if (store_load(r, l->w[19].id, &out, &len) != 0 || len != 300)
+            return 22;
+        isoprof_free(out);
+    }
+    return 0;
 }
 
 /* A read-only handle in another process sees what the writer commits,
@@ -121,49 +125,11 @@ TEST(readonly_sees_writer)
     REQUIRE(w != NULL);
     for (int i = 0; i < 10; i++)
         REQUIRE(put_one(w, "w", "v", T0 + (uint64_t)i * SEC, 1, 1, 300, NULL) == 0);
-    int p2c[2], c2p[2];
-    REQUIRE(pipe(p2c) == 0 && pipe(c2p) == 0);
-    fflush(stderr);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        /* Child: never touches the parent's handle. */
-        struct store_options ro = {.readonly = 1};
-        struct store *r = NULL;
-        int rc = store_open(path, &ro, &r, NULL);
-        if (rc != 0)
-            _exit(10);
-        struct seen *l = list(r, NULL, &rc);
-        if (rc != 0 || l->n != 10)
-            _exit(11);
-        send_byte(c2p[1]);
-        if (wait_byte(p2c[0]) != 0)
-            _exit(12);
-        l = list(r, NULL, &rc);
-        if (rc != 0 || l->n != 20)
-            _exit(13);
-        void *out = NULL;
-        size_t len = 0;
-        if (store_load(r, l->w[19].id, &out, &len) != 0 || len != 300)
-            _exit(14);
-        isoprof_free(out);
-        if (check_clean(r) != 0)
-            _exit(15);
-        store_close(r);
-        _exit(0);
-    }
-    CHECK_EQ_INT(wait_byte(c2p[0]), 0);
+    struct reader rd;
+    REQUIRE(reader_start(&rd, path, sees_writer_step, NULL) == 0);
     for (int i = 10; i < 20; i++)
         CHECK_EQ_INT(put_one(w, "w", "v", T0 + (uint64_t)i * SEC, 1, 1, 300, NULL), 0);
-    send_byte(p2c[1]);
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status));
-    CHECK_EQ_INT(WEXITSTATUS(status), 0);
-    close(p2c[0]);
-    close(p2c[1]);
-    close(c2p[0]);
-    close(c2p[1]);
+    CHECK_EQ_INT(reader_finish(&rd), 0);
     store_close(w);
 }
 

@@ -131,7 +131,7 @@ TEST(record_codec)
     t.r.w.mem = (struct store_mem){.min = 1, .max = 1ull << 40, .last = 3, .p999 = 4};
     uint8_t *val = NULL;
     size_t vlen = 0;
-    REQUIRE(store_record_build(c, &t.r, &val, &vlen) == 0);
+    REQUIRE(store_record_build(c, &t.r, 0, &val, &vlen) == 0);
     store_be64_put(val + STORE_REC_SEQ_OFF, 77);
     struct store_rec_hdr h;
     REQUIRE(store_record_decode(val, vlen, &h) == 0);
@@ -223,7 +223,7 @@ TEST(empty_payload)
     struct store_record r = {.w = {.worker = "w", .version = "v", .runtime = "", .type = 1}};
     uint8_t *val;
     size_t vlen;
-    REQUIRE(store_record_build(c, &r, &val, &vlen) == 0);
+    REQUIRE(store_record_build(c, &r, 0, &val, &vlen) == 0);
     store_be64_put(val + STORE_REC_SEQ_OFF, 1);
     struct store_rec_hdr h;
     REQUIRE(store_record_decode(val, vlen, &h) == 0);
