@@ -3,9 +3,11 @@
  *
  * The text is loaded as a libyaml document, so every node keeps the 1-based
  * line and column where it starts, and then walked. A mapping key either
- * names an option (its value must be a scalar), a section that prefixes
- * options (its value must be a mapping), or `targets` (a list of mappings
- * whose keys are the per-target options). Anything else is an error.
+ * names an option (its value must be a scalar; for a map option, a mapping
+ * of names to scalars, walked up to the row's `max` entries), a section
+ * that prefixes options (its value must be a mapping), or `targets` (a list
+ * of mappings whose keys are the per-target options). Anything else is an
+ * error.
  * Problems are collected, not returned at the first one, as lines (at most
  * CFG_MAX_ERRORS) that are sorted by position at the end. The walk stops
  * once there are that many, which also bounds the work a hostile file can
@@ -18,8 +20,10 @@
  * Defaults are applied first by parsing each row's `def` text with the code
  * that parses a file's value. Numbers are parsed with integer arithmetic
  * (no strtod: no locale, no hex or exponent forms, no rounding surprises).
- * Rules between options come from cfg_relations and are checked after the
- * walk, only between values that were themselves valid.
+ * A row may carry its own check (cfg_option.check, e.g. the upload
+ * URL's syntax in upload.c), run on a string's value or on each key and
+ * value of a map. Rules between options come from cfg_relations and are
+ * checked after the walk, only between values that were themselves valid.
  *
  * Everything the loader allocates goes through isoprof_malloc and friends,
  * so the unit tests can fail each allocation in turn; libyaml's own
@@ -345,20 +349,10 @@ static int parse_count(const char *s, uint64_t *v)
 
 const char *cfg_log_level_name(enum cfg_log_level l)
 {
-    switch (l) {
-    case CFG_LOG_DEBUG:
-        return "debug";
-    case CFG_LOG_INFO:
-        return "info";
-    case CFG_LOG_WARN:
-        return "warn";
-    case CFG_LOG_ERROR:
-        return "error";
-    }
-    return "info";
+    return l >= CFG_LOG_DEBUG && l <= CFG_LOG_ERROR ? cfg_log_level_names[l] : "info";
 }
 
-static int host_char_ok(char ch, int v6)
+int cfg_host_char_ok(char ch, int v6)
 {
     if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
         return 1;
@@ -411,7 +405,7 @@ static int parse_inspector(const char *s, char **host, uint16_t *port, const cha
         return -EINVAL;
     }
     for (const char *p = h; p < he; p++) {
-        if (!host_char_ok(*p, v6)) {
+        if (!cfg_host_char_ok(*p, v6)) {
             *reason = "the host has a character that is not allowed";
             return -EINVAL;
         }
@@ -510,20 +504,39 @@ static const char *type_name(enum cfg_type t)
         return "count";
     case CFG_T_FRACTION:
         return "share";
-    case CFG_T_LOGLEVEL:
-        return "level";
+    case CFG_T_ENUM:
+        return "enum";
+    case CFG_T_BOOL:
+        return "bool";
     case CFG_T_INSPECTOR:
         return "host:port";
     case CFG_T_LISTEN:
         return "address";
+    case CFG_T_MAP:
+        return "map";
     }
     return "?";
 }
 
-/* The noun used in "X must be <noun>, not a list". */
-static const char *type_noun(enum cfg_type t)
+/* The choices of an enum row joined into buf: "a, b or c" (or "a|b|c" when
+ * sep is "|"). Returns buf. */
+static const char *join_choices(const struct cfg_option *o, const char *sep, const char *last,
+                                char *buf, size_t cap)
 {
-    switch (t) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; o->choices[i] != NULL && len < cap; i++) {
+        const char *s = i == 0 ? "" : o->choices[i + 1] == NULL ? last : sep;
+        int n = snprintf(buf + len, cap - len, "%s%s", s, o->choices[i]);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    return buf;
+}
+
+/* The noun used in "X must be <noun>, not a list"; buf holds an enum's. */
+static const char *type_noun(const struct cfg_option *o, char *buf, size_t cap)
+{
+    switch (o->type) {
     case CFG_T_STRING:
         return "a string";
     case CFG_T_SIZE:
@@ -534,12 +547,16 @@ static const char *type_noun(enum cfg_type t)
         return "a whole number";
     case CFG_T_FRACTION:
         return "a share";
-    case CFG_T_LOGLEVEL:
-        return "a log level";
+    case CFG_T_ENUM:
+        return join_choices(o, ", ", " or ", buf, cap);
+    case CFG_T_BOOL:
+        return "true or false";
     case CFG_T_INSPECTOR:
         return "host:port";
     case CFG_T_LISTEN:
         return "an address (ip:port)";
+    case CFG_T_MAP:
+        return "a mapping of names to values";
     }
     return "a scalar";
 }
@@ -581,9 +598,28 @@ static void bounds_text(const struct cfg_option *o, char *buf, size_t cap)
     case CFG_T_LISTEN:
         snprintf(buf, cap, "\"\" or ip:port");
         break;
+    case CFG_T_ENUM:
+        join_choices(o, "|", "|", buf, cap);
+        break;
+    case CFG_T_MAP:
+        snprintf(buf, cap, "<= %llu entries", (unsigned long long)o->max);
+        break;
     default:
         snprintf(buf, cap, "-");
     }
+}
+
+/* Row o's own check of s, if it has one (see cfg_check_fn). */
+static const char *row_check(const struct cfg_option *o, const char *s, size_t len, int is_key,
+                             const char *shown, char *buf, size_t cap)
+{
+    return o->check != NULL ? o->check(s, len, is_key, shown, buf, cap) : NULL;
+}
+
+/* A row's default as YAML text: the empty string shows as "". */
+static const char *def_text(const struct cfg_option *o)
+{
+    return o->def != NULL && o->def[0] == '\0' ? "\"\"" : o->def;
 }
 
 static void *field_of(const struct cfg_option *o, const void *base)
@@ -603,8 +639,9 @@ static uint64_t row_number(const struct cfg_option *o, const void *base)
         return *(const uint32_t *)f;
     case CFG_T_FRACTION:
         return (uint64_t)(*(const double *)f * 1e6 + 0.5);
-    case CFG_T_LOGLEVEL:
-        return (uint64_t)(*(const enum cfg_log_level *)f);
+    case CFG_T_ENUM:
+    case CFG_T_BOOL:
+        return (uint64_t)(*(const int *)f);
     default:
         return 0;
     }
@@ -615,8 +652,22 @@ static int row_is_string(const struct cfg_option *o)
     return o->type == CFG_T_STRING || o->type == CFG_T_INSPECTOR || o->type == CFG_T_LISTEN;
 }
 
+int cfg_map_equal(const struct cfg_map *a, const struct cfg_map *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        if (strcmp(a->items[i].key, b->items[i].key) != 0 ||
+            strcmp(a->items[i].value, b->items[i].value) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 static int row_equal(const struct cfg_option *o, const void *a, const void *b)
 {
+    if (o->type == CFG_T_MAP)
+        return cfg_map_equal(field_of(o, a), field_of(o, b));
     if (row_is_string(o)) {
         const char *sa = *(char *const *)field_of(o, a), *sb = *(char *const *)field_of(o, b);
         if (sa == NULL || sb == NULL)
@@ -634,11 +685,16 @@ static void row_text(const struct cfg_option *o, const void *base, char *buf, si
         const char *s = *(char *const *)field_of(o, base);
         if (s == NULL)
             snprintf(buf, cap, "(unset)");
+        else if (s[0] == '\0')
+            snprintf(buf, cap, "\"\"");
         else
             echo(buf, cap, s, strlen(s));
-    } else if (o->type == CFG_T_LOGLEVEL) {
-        enum cfg_log_level l = *(const enum cfg_log_level *)field_of(o, base);
-        snprintf(buf, cap, "%s", cfg_log_level_name(l));
+    } else if (o->type == CFG_T_ENUM) {
+        snprintf(buf, cap, "%s", o->choices[row_number(o, base)]);
+    } else if (o->type == CFG_T_BOOL) {
+        snprintf(buf, cap, "%s", row_number(o, base) ? "true" : "false");
+    } else if (o->type == CFG_T_MAP) {
+        snprintf(buf, cap, "{...}"); /* a value may be a secret (a header's token) */
     } else {
         fmt_value(o, row_number(o, base), buf, cap);
     }
@@ -699,6 +755,10 @@ static int set_value(const struct cfg_option *o, void *base, const char *text, s
             BAD("%s must not be empty", fullname);
         if (o->max && len > o->max)
             BAD("%s is longer than %llu bytes", fullname, (unsigned long long)o->max);
+        char buf[512];
+        const char *problem = row_check(o, text, len, 0, shown, buf, sizeof(buf));
+        if (problem != NULL)
+            BAD("%s %s", fullname, problem);
         for (size_t i = 0; i < len; i++) {
             unsigned char ch = (unsigned char)text[i];
             if (ch < 0x20 || ch == 0x7f)
@@ -733,14 +793,25 @@ static int set_value(const struct cfg_option *o, void *base, const char *text, s
         t->port = port;
         return 0;
     }
-    case CFG_T_LOGLEVEL:
-        for (int l = CFG_LOG_DEBUG; l <= CFG_LOG_ERROR; l++) {
-            if (strcmp(text, cfg_log_level_name((enum cfg_log_level)l)) == 0) {
-                *(enum cfg_log_level *)field = (enum cfg_log_level)l;
+    case CFG_T_ENUM: {
+        for (int i = 0; o->choices[i] != NULL; i++) {
+            if (strcmp(text, o->choices[i]) == 0) {
+                *(int *)field = i; /* int-sized: options.c asserts it */
                 return 0;
             }
         }
-        BAD("%s must be debug, info, warn or error, not '%s'", fullname, shown);
+        char names[128];
+        BAD("%s must be %s, not '%s'", fullname,
+            join_choices(o, ", ", " or ", names, sizeof(names)), shown);
+    }
+    case CFG_T_BOOL:
+        if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0)
+            BAD("%s must be true or false, not '%s'", fullname, shown);
+        *(int *)field = text[0] == 't';
+        return 0;
+    case CFG_T_MAP:
+        /* set by set_map from the YAML node; no text is a mapping */
+        BAD("%s must be a mapping of names to values", fullname);
     case CFG_T_DURATION:
         rc = cfg_parse_duration(text, &v);
         if (rc == -ERANGE)
@@ -802,7 +873,19 @@ static int set_value(const struct cfg_option *o, void *base, const char *text, s
 /* ------------------------------------------------------------------------ */
 /* struct cfg lifetime                                                      */
 
-static void free_strings(void *base, enum cfg_scope scope)
+static void map_free(struct cfg_map *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        isoprof_free(m->items[i].key);
+        isoprof_free(m->items[i].value);
+    }
+    isoprof_free(m->items);
+    m->items = NULL;
+    m->n = 0;
+}
+
+/* Free what the rows of scope own in base: strings and maps. */
+static void free_rows(void *base, enum cfg_scope scope)
 {
     for (size_t i = 0; i < cfg_noptions; i++) {
         const struct cfg_option *o = &cfg_options[i];
@@ -810,6 +893,8 @@ static void free_strings(void *base, enum cfg_scope scope)
             char **f = field_of(o, base);
             isoprof_free(*f);
             *f = NULL;
+        } else if (o->scope == scope && o->type == CFG_T_MAP) {
+            map_free(field_of(o, base));
         }
     }
 }
@@ -819,24 +904,25 @@ void cfg_free(struct cfg *c)
     if (c == NULL)
         return;
     for (size_t i = 0; i < c->ntargets; i++) {
-        free_strings(&c->targets[i], CFG_SCOPE_TARGET);
+        free_rows(&c->targets[i], CFG_SCOPE_TARGET);
         isoprof_free(c->targets[i].host); /* derived from inspector, not a row */
     }
     isoprof_free(c->targets);
-    free_strings(c, CFG_SCOPE_GLOBAL);
+    free_rows(c, CFG_SCOPE_GLOBAL);
     isoprof_free(c->source);
     isoprof_free(c);
 }
 
 /* Apply every default of scope to base. -EINVAL means the table itself is
- * broken (a default outside its own bounds); the unit tests rule that out. */
+ * broken (a default outside its own bounds); the unit tests rule that out.
+ * A map's only default is {}, which the zeroed base already holds. */
 static int apply_defaults(void *base, enum cfg_scope scope)
 {
     struct errs e = {.name = "<defaults>"};
     int rc = 0;
     for (size_t i = 0; i < cfg_noptions && rc == 0; i++) {
         const struct cfg_option *o = &cfg_options[i];
-        if (o->scope == scope && o->def != NULL)
+        if (o->scope == scope && o->def != NULL && o->type != CFG_T_MAP)
             rc = set_value(o, base, o->def, strlen(o->def), o->name, &e, (struct pos){0, 0});
     }
     errs_release(&e);
@@ -1071,31 +1157,6 @@ static int is_duplicate(struct walk *w, const yaml_node_t *map, const yaml_node_
 }
 
 /*
- * Set row o from value node v: checks the node's shape, treats a null as
- * "leave at the default" for rows that have none and are optional.
- * Returns 0, -EINVAL (reported) or -ENOMEM.
- */
-static int set_from_node(struct walk *w, const struct cfg_option *o, void *base,
-                         const yaml_node_t *v, const char *fullname)
-{
-    if (v->type != YAML_SCALAR_NODE) {
-        ERR_NODE(w->e, v, "%s must be %s, not %s", fullname, type_noun(o->type), node_kind(v));
-        return -EINVAL;
-    }
-    if (is_null(v)) {
-        if (o->def == NULL && !o->required)
-            return 0;
-        if (o->def == NULL)
-            ERR_NODE(w->e, v, "%s has no value", fullname);
-        else
-            ERR_NODE(w->e, v, "%s has no value (the default is %s; leave the key out for it)",
-                     fullname, o->def);
-        return -EINVAL;
-    }
-    return set_value(o, base, sv(v), v->data.scalar.length, fullname, w->e, node_pos(v));
-}
-
-/*
  * The key of a pair, or NULL after reporting why it cannot be one: keys
  * must be scalars and unique in their mapping. (Keys that are too long or
  * hold a NUL, see key_usable, are the caller's to report as unknown.)
@@ -1121,6 +1182,136 @@ static const char *pair_key(struct walk *w, const yaml_node_t *map, const yaml_n
 static int key_usable(const yaml_node_t *k)
 {
     return k->data.scalar.length <= CFG_MAX_KEY && strlen(sv(k)) == k->data.scalar.length;
+}
+
+/*
+ * One entry of map row o (of the row's fullname): check key node k and
+ * value node v, and if both are fine append copies to m, which has room.
+ * Values are never quoted in a message (a header's may be a token).
+ * Returns 0, -EINVAL (reported) or -ENOMEM.
+ */
+static int map_entry(struct walk *w, const struct cfg_option *o, const yaml_node_t *k,
+                     const yaml_node_t *v, const char *fullname, struct cfg_map *m)
+{
+    char shown[320], name[448], buf[512];
+    const char *problem;
+    size_t klen = k->data.scalar.length, vlen = v->data.scalar.length;
+    int bad = 0;
+    echo(shown, sizeof(shown), sv(k), klen);
+    snprintf(name, sizeof(name), "%s.%s", fullname, shown);
+    if (strlen(sv(k)) != klen) {
+        ERR_NODE(w->e, k, "%s name '%s' must not contain a NUL byte", fullname, shown);
+        bad = 1;
+    } else if ((problem = row_check(o, sv(k), klen, 1, shown, buf, sizeof(buf))) != NULL) {
+        ERR_NODE(w->e, k, "%s %s", fullname, problem);
+        bad = 1;
+    }
+    if (v->type != YAML_SCALAR_NODE) {
+        ERR_NODE(w->e, v, "%s must be a string, not %s", name, node_kind(v));
+        return -EINVAL;
+    }
+    if (is_null(v)) {
+        ERR_NODE(w->e, v, "%s has no value (write '' for an empty one)", name);
+        return -EINVAL;
+    }
+    if (strlen(sv(v)) != vlen) {
+        ERR_NODE(w->e, v, "%s must not contain a NUL byte", name);
+        return -EINVAL;
+    }
+    if ((problem = row_check(o, sv(v), vlen, 0, NULL, buf, sizeof(buf))) != NULL) {
+        ERR_NODE(w->e, v, "%s %s", name, problem);
+        return -EINVAL;
+    }
+    if (bad)
+        return -EINVAL;
+    struct cfg_kv *kv = &m->items[m->n];
+    kv->key = isoprof_strndup(sv(k), klen);
+    kv->value = isoprof_strndup(sv(v), vlen);
+    if (kv->key == NULL || kv->value == NULL) {
+        isoprof_free(kv->key);
+        isoprof_free(kv->value);
+        return -ENOMEM;
+    }
+    m->n++;
+    return 0;
+}
+
+/*
+ * Set map row o from mapping node v: keys unique, at most o->max entries,
+ * each entry as map_entry checks it. Every problem is reported; the field
+ * changes only when there is none. Returns 0, -EINVAL (reported) or
+ * -ENOMEM.
+ */
+static int set_map(struct walk *w, const struct cfg_option *o, void *base, const yaml_node_t *v,
+                   const char *fullname)
+{
+    const yaml_node_pair_t *start = v->data.mapping.pairs.start, *top = v->data.mapping.pairs.top;
+    size_t npairs = (size_t)(top - start);
+    struct cfg_map m = {NULL, 0};
+    if (npairs > 0) {
+        m.items = isoprof_calloc(npairs < o->max ? npairs : o->max, sizeof(*m.items));
+        if (m.items == NULL)
+            return -ENOMEM;
+    }
+    int rc = 0, bad = 0;
+    for (const yaml_node_pair_t *p = start; p < top && rc == 0 && !w->e->full; p++) {
+        const yaml_node_t *k, *val;
+        if ((size_t)(p - start) == o->max) {
+            k = yaml_document_get_node(w->doc, p->key);
+            ERR_NODE(w->e, k != NULL ? k : v, "%s has more than %llu entries", fullname,
+                     (unsigned long long)o->max);
+            bad = 1;
+            break;
+        }
+        if (pair_key(w, v, p, fullname, &k, &val) == NULL) {
+            bad = 1;
+            continue;
+        }
+        rc = map_entry(w, o, k, val, fullname, &m);
+        if (rc == -EINVAL) {
+            rc = 0;
+            bad = 1;
+        }
+    }
+    if (rc == 0 && !bad && !w->e->full) {
+        map_free(field_of(o, base));
+        *(struct cfg_map *)field_of(o, base) = m;
+        return 0;
+    }
+    map_free(&m);
+    return rc != 0 ? rc : -EINVAL;
+}
+
+/*
+ * Set row o from value node v: checks the node's shape, treats a null as
+ * "leave at the default" for maps and for rows that have none and are
+ * optional.
+ * Returns 0, -EINVAL (reported) or -ENOMEM.
+ */
+static int set_from_node(struct walk *w, const struct cfg_option *o, void *base,
+                         const yaml_node_t *v, const char *fullname)
+{
+    char noun[128];
+    if (o->type == CFG_T_MAP && is_null(v))
+        return 0; /* `headers:` with nothing: as if left out */
+    if (o->type == CFG_T_MAP && v->type == YAML_MAPPING_NODE)
+        return set_map(w, o, base, v, fullname);
+    if (v->type != YAML_SCALAR_NODE || o->type == CFG_T_MAP) {
+        ERR_NODE(w->e, v, "%s must be %s, not %s", fullname, type_noun(o, noun, sizeof(noun)),
+                 node_kind(v));
+        return -EINVAL;
+    }
+    if (is_null(v)) {
+        if (o->def == NULL && !o->required)
+            return 0;
+        if (o->def == NULL)
+            ERR_NODE(w->e, v, "%s has no value", fullname);
+        else
+            ERR_NODE(w->e, v, "%s has no value (the default is %s; leave the key out for it)",
+                     fullname, def_text(o));
+        return -EINVAL;
+    }
+    return set_value(o, base, sv(v), v->data.scalar.length, fullname, w->e, node_pos(v));
 }
 
 static int walk_target(struct walk *w, const yaml_node_t *item, size_t index)
@@ -1264,27 +1455,117 @@ static int walk_map(struct walk *w, const yaml_node_t *map, const char *prefix)
     return 0;
 }
 
+/* Is row o set in base: a string that is not empty, a map with entries, a
+ * number that is not 0? */
+static int row_is_set(const struct cfg_option *o, const void *base)
+{
+    if (o->type == CFG_T_MAP)
+        return ((const struct cfg_map *)field_of(o, base))->n > 0;
+    if (row_is_string(o)) {
+        const char *s = *(char *const *)field_of(o, base);
+        return s != NULL && s[0] != '\0';
+    }
+    return row_number(o, base) != 0;
+}
+
+/* One side of a relation: the GLOBAL row called name, or every row of the
+ * section name. */
+struct rel_side {
+    const struct cfg_option *row; /* the row (a section: its first), NULL if none */
+    const yaml_node_t *node;      /* where the file gives it (a section: a row that is
+                                     set, else any), NULL if nowhere */
+    int set, bad;                 /* set (see row_is_set); a value was refused */
+};
+
+static struct rel_side rel_side(const struct walk *w, const char *name)
+{
+    struct rel_side r = {NULL, NULL, 0, 0};
+    const yaml_node_t *any = NULL;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->scope != CFG_SCOPE_GLOBAL || strncmp(o->name, name, n) != 0 ||
+            (o->name[n] != '\0' && o->name[n] != '.'))
+            continue;
+        if (r.row == NULL)
+            r.row = o;
+        r.bad |= w->slots[i].bad;
+        if (any == NULL)
+            any = w->slots[i].node;
+        if (row_is_set(o, w->c)) {
+            r.set = 1;
+            if (r.node == NULL)
+                r.node = w->slots[i].node;
+        }
+    }
+    if (r.node == NULL)
+        r.node = any;
+    return r;
+}
+
+/* Report a rule's problem at n, or at 1:1 if the values are the defaults. */
+#define ERR_RULE(e, n, ...)                                                                        \
+    do {                                                                                           \
+        if ((n) != NULL)                                                                           \
+            ERR_NODE((e), (n), __VA_ARGS__);                                                       \
+        else                                                                                       \
+            err_at((e), 1, 1, __VA_ARGS__);                                                        \
+    } while (0)
+
+/* Run rel's entry_rule on each value of its map, which the file set at node
+ * (valid: every key and value is a scalar). */
+static void check_entries(struct walk *w, const struct cfg_relation *rel, const yaml_node_t *node)
+{
+    if (node == NULL || node->type != YAML_MAPPING_NODE)
+        return;
+    for (const yaml_node_pair_t *p = node->data.mapping.pairs.start;
+         p < node->data.mapping.pairs.top; p++) {
+        const yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+        const yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+        const char *problem = k != NULL && v != NULL ? rel->entry_rule(w->c, sv(v)) : NULL;
+        if (problem != NULL) {
+            char shown[320];
+            ERR_NODE(w->e, v, "%s.%s %s", rel->name,
+                     echo(shown, sizeof(shown), sv(k), k->data.scalar.length), problem);
+        }
+    }
+}
+
 /* The rules of cfg_relations, between values that were valid. */
 static void check_relations(struct walk *w)
 {
     for (size_t r = 0; r < cfg_nrelations; r++) {
-        size_t ia, ib;
-        const struct cfg_option *a = find_row(cfg_relations[r].name, CFG_SCOPE_GLOBAL, &ia);
-        const struct cfg_option *b = find_row(cfg_relations[r].other, CFG_SCOPE_GLOBAL, &ib);
-        if (a == NULL || b == NULL || w->slots[ia].bad || w->slots[ib].bad)
+        const struct cfg_relation *rel = &cfg_relations[r];
+        struct rel_side a = rel_side(w, rel->name), b = rel_side(w, rel->other);
+        if (a.row == NULL || b.row == NULL || a.bad || b.bad)
             continue;
-        uint64_t va = row_number(a, w->c), vb = row_number(b, w->c);
-        if (va >= vb)
-            continue;
-        char ta[32], tb[32];
-        fmt_value(a, va, ta, sizeof(ta));
-        fmt_value(b, vb, tb, sizeof(tb));
-        if (w->slots[ia].node != NULL)
-            ERR_NODE(w->e, w->slots[ia].node, "%s must be >= %s (%s)", a->name, b->name, tb);
-        else if (w->slots[ib].node != NULL)
-            ERR_NODE(w->e, w->slots[ib].node, "%s must be <= %s (%s)", b->name, a->name, ta);
-        else
-            err_at(w->e, 1, 1, "%s must be >= %s (%s)", a->name, b->name, tb);
+        switch (rel->kind) {
+        case CFG_REL_AT_LEAST: {
+            uint64_t va = row_number(a.row, w->c), vb = row_number(b.row, w->c);
+            if (va >= vb)
+                break;
+            char ta[32], tb[32];
+            fmt_value(a.row, va, ta, sizeof(ta));
+            fmt_value(b.row, vb, tb, sizeof(tb));
+            if (a.node == NULL && b.node != NULL)
+                ERR_NODE(w->e, b.node, "%s must be <= %s (%s)", rel->other, rel->name, ta);
+            else
+                ERR_RULE(w->e, a.node, "%s must be >= %s (%s)", rel->name, rel->other, tb);
+            break;
+        }
+        case CFG_REL_NEEDS:
+            if (a.set && !b.set)
+                ERR_RULE(w->e, a.node, "%s needs %s", rel->name, rel->other);
+            break;
+        case CFG_REL_EXCLUDES:
+            if (a.set && b.set)
+                ERR_RULE(w->e, a.node, "%s and %s cannot both be set; use one", rel->name,
+                         rel->other);
+            break;
+        case CFG_REL_ENTRIES:
+            check_entries(w, rel, a.node);
+            break;
+        }
     }
 }
 
@@ -1593,7 +1874,9 @@ int cfg_check_reload(const struct cfg *running, const struct cfg *next, char **w
             char was[96], now[96], *line;
             row_text(o, a, was, sizeof(was));
             row_text(o, b, now, sizeof(now));
-            if (o->scope == CFG_SCOPE_GLOBAL)
+            if (o->type == CFG_T_MAP) /* not shown: a value may be a secret */
+                line = isoprof_asprintf("%s: %s changed; restart to apply", e.name, o->name);
+            else if (o->scope == CFG_SCOPE_GLOBAL)
                 line = isoprof_asprintf("%s: %s changed (%s -> %s); restart to apply", e.name,
                                         o->name, was, now);
             else
@@ -1622,7 +1905,7 @@ static void display_name(const struct cfg_option *o, char *buf, size_t cap)
 
 static const char *display_default(const struct cfg_option *o)
 {
-    return o->def ? o->def : o->required ? "(required)" : "(unset)";
+    return o->def ? def_text(o) : o->required ? "(required)" : "(unset)";
 }
 
 void cfg_write_help(FILE *f)
@@ -1649,9 +1932,11 @@ void cfg_write_help(FILE *f)
         fprintf(f, "  %-*s  %-*s  %-*s  %-*s  %s%s\n", wn, name, wt, type_name(o->type), wd,
                 display_default(o), wb, b, o->help, o->reloadable ? "" : " [restart]");
     }
-    fprintf(f, "\n  Durations: a number and ns, us, ms, s, m or h (\"250ms\", \"1.5m\"). Sizes: a\n"
-               "  number and B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB, powers of 10). Shares:\n"
-               "  \"10%%\" or 0.1. Without `targets` the agent watches %s.\n",
+    fprintf(f,
+            "\n  Durations: a number and ns, us, ms, s, m or h (\"250ms\", \"1.5m\"). Sizes: a\n"
+            "  number and B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB, powers of 10). Shares:\n"
+            "  \"10%%\" or 0.1. Bools: true or false. Maps: `name: value` lines under the\n"
+            "  option's key. Without `targets` the agent watches %s.\n",
             CFG_DEFAULT_INSPECTOR);
 }
 
@@ -1700,7 +1985,7 @@ static void write_targets_example(FILE *f)
         const struct cfg_option *t = &cfg_options[j];
         if (t->scope != CFG_SCOPE_TARGET)
             continue;
-        const char *val = t->type == CFG_T_INSPECTOR ? CFG_DEFAULT_INSPECTOR : t->def;
+        const char *val = t->type == CFG_T_INSPECTOR ? CFG_DEFAULT_INSPECTOR : def_text(t);
         write_comment(f, 4, t);
         if (val != NULL)
             fprintf(f, "  %s%s: %s\n", first ? "- " : "  ", t->name, val);
@@ -1715,7 +2000,8 @@ int cfg_write_example(FILE *f)
 {
     fprintf(f, "# isoprof configuration; every option is shown at its default.\n"
                "# Durations: ns, us, ms, s, m, h. Sizes: B, KiB, MiB, GiB (KB, MB, GB: powers\n"
-               "# of 10). Shares: 10%% or 0.1. `isoprofd --help` lists the options.\n");
+               "# of 10). Shares: 10%% or 0.1. Bools: true or false. Maps: `name: value`\n"
+               "# lines under the option's key. `isoprofd --help` lists the options.\n");
     const char *prev = NULL; /* the previous GLOBAL row's name */
     int targets_done = 0;
     for (size_t i = 0; i < cfg_noptions; i++) {
@@ -1748,7 +2034,7 @@ int cfg_write_example(FILE *f)
         size_t ll = component(o->name, nsec, &leaf);
         write_comment(f, nsec * 2, o);
         if (o->def != NULL)
-            fprintf(f, "%*s%.*s: %s\n", nsec * 2, "", (int)ll, leaf, o->def);
+            fprintf(f, "%*s%.*s: %s\n", nsec * 2, "", (int)ll, leaf, def_text(o));
         else
             fprintf(f, "%*s# %.*s:\n", nsec * 2, "", (int)ll, leaf);
         prev = o->name;

@@ -17,14 +17,22 @@
  *   anomaly.memory.{threshold, heap_period}, anomaly.{cpu_interval,
  *   cooldown, retention}, anomaly.latency.{listen, window, factor, min,
  *   min_count, worker_tag, version_tag}
+ *   upload.{url, api, timeout, max_profile_size, host, tenant_id,
+ *   bearer_token_file}, upload.batch.{max_profiles, max_bytes, max_delay},
+ *   upload.tls.{ca_file, insecure_skip_verify}, upload.basic_auth.{username,
+ *   password_file}, upload.headers and upload.labels (mappings)
  *   log.level
  *
  * Value syntax: durations are a decimal number and a unit (ns, us, µs, ms,
  * s, m, h: "250ms", "1.5m"); sizes a decimal number and a unit (B, KiB,
  * MiB, GiB, TiB in powers of 1024; KB/kB, MB, GB, TB in powers of 1000);
- * counts a bare whole number; shares "10%" or 0.1. A bare number is refused
- * where a unit is expected. A section or an optional key given an empty
- * value (`log:`, `worker: ~`) is the same as leaving it out.
+ * counts a bare whole number; shares "10%" or 0.1; bools true or false. A
+ * bare number is refused where a unit is expected. A section or an optional
+ * key given an empty value (`log:`, `worker: ~`, `headers:`) is the same as
+ * leaving it out. A mapping option (upload.headers, upload.labels) holds
+ * `name: value` entries whose values are strings (a null one is refused;
+ * write '' for an empty value); a message never quotes a header's value or
+ * a URL that holds credentials.
  *
  * No logging, no global state: every function may be called from any
  * thread, concurrently, as long as one struct cfg is not freed while another
@@ -41,6 +49,21 @@
 #define CFG_DEFAULT_INSPECTOR "127.0.0.1:9229"
 
 enum cfg_log_level { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR };
+
+/* upload.api: the Connect Push API or the legacy /ingest endpoint. */
+enum cfg_upload_api { CFG_UPLOAD_PUSH, CFG_UPLOAD_INGEST };
+
+/* One entry of a mapping option (upload.labels, upload.headers). */
+struct cfg_kv {
+    char *key, *value;
+};
+
+/* A mapping option: n entries in the order the file gives them, keys
+ * unique (compared exactly). */
+struct cfg_map {
+    struct cfg_kv *items; /* NULL when n is 0 */
+    size_t n;
+};
 
 /* One inspector endpoint to watch. All strings are owned by the struct cfg
  * that holds the target and live as long as it does. */
@@ -95,6 +118,31 @@ struct cfg {
         } latency;
     } anomaly;
     struct {
+        char *url;               /* "" = upload off; http:// or https://, no credentials */
+        enum cfg_upload_api api; /* push (default) or ingest */
+        uint64_t timeout_ns;     /* one request, connection included */
+        struct {
+            uint32_t max_profiles; /* profiles a request, 1..1024 */
+            uint64_t max_bytes;    /* uncompressed pprof bytes a request */
+            uint64_t max_delay_ns; /* a batch that is not full goes this long after
+                                      its oldest window was queued */
+        } batch;
+        uint64_t max_profile_size; /* a larger pprof is rejected without sending */
+        char *host;                /* the host label; "" = gethostname() */
+        struct {
+            char *ca_file;            /* "" = the system's CAs */
+            int insecure_skip_verify; /* verification off (logged at every start) */
+        } tls;
+        struct {
+            char *username;      /* "" = no Basic auth */
+            char *password_file; /* required with username; never its content */
+        } basic_auth;
+        char *bearer_token_file; /* "" = none; exclusive with basic_auth */
+        char *tenant_id;         /* X-Scope-OrgID; "" = none */
+        struct cfg_map headers;  /* extra request headers */
+        struct cfg_map labels;   /* static labels on every profile */
+    } upload;
+    struct {
         enum cfg_log_level level;
     } log;
 };
@@ -143,11 +191,12 @@ void cfg_free(struct cfg *c);
  * cfg_check_reload - may a running agent switch from running to next
  * without a restart? Compares every option the table marks as not
  * reloadable (store.path, store.max_size, sampling.heap.interval,
- * anomaly.retention, anomaly.latency.listen).
+ * anomaly.retention, anomaly.latency.listen, every upload.* option).
  * Returns 0 if so; ISOPROF_ECONFIG with why (if non-NULL) listing each
  * such option that changed, one "<next source>: store.path changed (...);
- * restart to apply" per line, caller frees; -ENOMEM. Both configs are
- * borrowed.
+ * restart to apply" per line (a mapping option without the values:
+ * "upload.headers changed; restart to apply"), caller frees; -ENOMEM. Both
+ * configs are borrowed.
  */
 int cfg_check_reload(const struct cfg *running, const struct cfg *next, char **why);
 

@@ -21,6 +21,47 @@ static void check(int ok)
         abort();
 }
 
+/* A map keeps config.h's promises: items NULL iff empty, at most max
+ * entries, owned strings, keys unique. */
+static void check_map(const struct cfg_map *m, size_t max)
+{
+    check(m->n <= max && (m->n == 0) == (m->items == NULL));
+    for (size_t i = 0; i < m->n; i++) {
+        check(m->items[i].key != NULL && m->items[i].value != NULL);
+        for (size_t j = 0; j < i; j++)
+            check(strcmp(m->items[i].key, m->items[j].key) != 0);
+    }
+}
+
+static void check_upload(const struct cfg *c)
+{
+    const char *url = c->upload.url;
+    check(url != NULL && strlen(url) <= 2048);
+    check(url[0] == '\0' || strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0);
+    check(strpbrk(url, "?# ") == NULL);
+    check(c->upload.api == CFG_UPLOAD_PUSH || c->upload.api == CFG_UPLOAD_INGEST);
+    check(c->upload.timeout_ns >= 100000000ull && c->upload.timeout_ns <= 600000000000ull);
+    check(c->upload.batch.max_profiles >= 1 && c->upload.batch.max_profiles <= 1024);
+    check(c->upload.batch.max_bytes >= 1024 && c->upload.batch.max_bytes <= (64u << 20));
+    check(c->upload.batch.max_delay_ns >= 10000000ull &&
+          c->upload.batch.max_delay_ns <= 3600000000000ull);
+    check(c->upload.max_profile_size >= 1024 && c->upload.max_profile_size <= (256u << 20));
+    check(c->upload.tls.insecure_skip_verify == 0 || c->upload.tls.insecure_skip_verify == 1);
+    check(c->upload.host != NULL && c->upload.tls.ca_file != NULL && c->upload.tenant_id != NULL);
+    const char *user = c->upload.basic_auth.username, *pass = c->upload.basic_auth.password_file;
+    check(user != NULL && pass != NULL && c->upload.bearer_token_file != NULL);
+    check((user[0] == '\0') == (pass[0] == '\0'));
+    check(c->upload.bearer_token_file[0] == '\0' || user[0] == '\0');
+    check_map(&c->upload.headers, 32);
+    check_map(&c->upload.labels, 20);
+    for (size_t i = 0; i < c->upload.labels.n; i++) {
+        const char *k = c->upload.labels.items[i].key;
+        check(k[0] != '\0' && strncmp(k, "__", 2) != 0);
+        if (c->upload.api == CFG_UPLOAD_INGEST)
+            check(strpbrk(c->upload.labels.items[i].value, ",}") == NULL);
+    }
+}
+
 static void check_config(const struct cfg *c)
 {
     check(c->source != NULL && strcmp(c->source, "fuzz.yaml") == 0);
@@ -43,6 +84,7 @@ static void check_config(const struct cfg *c)
     check(c->sampling.cpu.jitter >= 0.0 && c->sampling.cpu.jitter <= 0.5);
     check(c->sampling.cpu.max_concurrent >= 1 && c->sampling.cpu.max_concurrent <= 1024);
     check(c->log.level >= CFG_LOG_DEBUG && c->log.level <= CFG_LOG_ERROR);
+    check_upload(c);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

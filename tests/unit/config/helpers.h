@@ -59,6 +59,33 @@ static inline size_t count_lines(const char *why)
     return n;
 }
 
+/* One problem per text, at an exact position with an exact message. */
+struct one_error {
+    const char *text;
+    const char *line;
+};
+
+/* Load each case as "t.yaml": it must fail with exactly its line. Returns
+ * how many did not, each named on stderr. */
+static inline int one_errors_failed(const struct one_error *cases, size_t n)
+{
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *why = NULL;
+        struct cfg *c = NULL;
+        int rc = cfg_load_buffer("t.yaml", cases[i].text, strlen(cases[i].text), &c, &why);
+        if (rc != ISOPROF_ECONFIG || c != NULL || !has_line(why, cases[i].line) ||
+            count_lines(why) != 1) {
+            fprintf(stderr, "case %zu: rc %d, want\n  %s\ngot\n  %s\n", i, rc, cases[i].line,
+                    why ? why : "(null)");
+            failed++;
+        }
+        cfg_free(c);
+        isoprof_free(why);
+    }
+    return failed;
+}
+
 static inline int row_same(const struct cfg_option *o, const void *a, const void *b)
 {
     const char *fa = (const char *)a + o->offset, *fb = (const char *)b + o->offset;
@@ -76,9 +103,14 @@ static inline int row_same(const struct cfg_option *o, const void *a, const void
         return *(const uint32_t *)(const void *)fa == *(const uint32_t *)(const void *)fb;
     case CFG_T_FRACTION:
         return *(const double *)(const void *)fa == *(const double *)(const void *)fb;
-    case CFG_T_LOGLEVEL:
-        return *(const enum cfg_log_level *)(const void *)fa ==
-               *(const enum cfg_log_level *)(const void *)fb;
+    case CFG_T_ENUM:
+    case CFG_T_BOOL:
+        return *(const int *)(const void *)fa == *(const int *)(const void *)fb;
+    case CFG_T_MAP: {
+        const struct cfg_map *ma = (const void *)fa, *mb = (const void *)fb;
+        return (ma->n == 0) == (ma->items == NULL) && (mb->n == 0) == (mb->items == NULL) &&
+               cfg_map_equal(ma, mb);
+    }
     }
     return 0;
 }
@@ -112,6 +144,24 @@ static inline int cfg_same(const struct cfg *a, const struct cfg *b)
             return 0;
     }
     return 1;
+}
+
+/* Load each text as "t.yaml": it must be valid and, unless want is NULL,
+ * equal want. Returns how many were not, each named on stderr. */
+static inline int valid_texts_failed(const char *const *texts, size_t n, const struct cfg *want)
+{
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *why;
+        struct cfg *c = load(texts[i], &why);
+        if (c == NULL || (want != NULL && !cfg_same(c, want))) {
+            fprintf(stderr, "text %zu: %s\n", i, why ? why : "(loads, but differs)");
+            failed++;
+        }
+        cfg_free(c);
+        isoprof_free(why);
+    }
+    return failed;
 }
 
 #endif

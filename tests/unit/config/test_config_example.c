@@ -175,14 +175,31 @@ TEST(table_is_consistent)
         CHECK(o->def != NULL || o->required || o->type == CFG_T_STRING);
         for (size_t j = 0; j < i; j++)
             CHECK(!(cfg_options[j].scope == o->scope && strcmp(cfg_options[j].name, o->name) == 0));
+        /* an enum names its choices (cfg_defaults fails if the default is not one) */
+        CHECK((o->type == CFG_T_ENUM) == (o->choices != NULL));
+        /* a map holds at most max entries, starts empty, and is a global option */
+        if (o->type == CFG_T_MAP)
+            CHECK(o->max > 0 && o->def != NULL && strcmp(o->def, "{}") == 0 &&
+                  o->scope == CFG_SCOPE_GLOBAL);
+        /* a string defaulting to "" must accept a quoted "" */
+        if (o->type == CFG_T_STRING && o->def != NULL && o->def[0] == '\0')
+            CHECK(o->min == 1);
     }
+    /* each side of a rule is a global option, or (other) a section of them */
     for (size_t r = 0; r < cfg_nrelations; r++) {
+        const struct cfg_relation *rel = &cfg_relations[r];
         int a = 0, b = 0;
+        size_t bl = strlen(rel->other);
         for (size_t i = 0; i < cfg_noptions; i++) {
-            a |= strcmp(cfg_options[i].name, cfg_relations[r].name) == 0;
-            b |= strcmp(cfg_options[i].name, cfg_relations[r].other) == 0;
+            const struct cfg_option *o = &cfg_options[i];
+            if (o->scope != CFG_SCOPE_GLOBAL)
+                continue;
+            a |= strcmp(o->name, rel->name) == 0;
+            b |= strncmp(o->name, rel->other, bl) == 0 &&
+                 (o->name[bl] == '\0' || o->name[bl] == '.');
         }
         CHECK(a && b);
+        CHECK((rel->kind == CFG_REL_ENTRIES) == (rel->entry_rule != NULL));
     }
 }
 

@@ -40,19 +40,7 @@ TEST(empty_inputs_are_the_defaults)
                                   "sampling:\n  cpu:\n"};
     struct cfg *d;
     REQUIRE(cfg_defaults(&d) == 0);
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(texts); i++) {
-        char *why;
-        struct cfg *c = load(texts[i], &why);
-        if (c == NULL)
-            fprintf(stderr, "text %zu: %s\n", i, why ? why : "(no why)");
-        CHECK(c != NULL);
-        if (c != NULL) {
-            CHECK(cfg_same(c, d));
-            CHECK_STR(c->source, "t.yaml");
-        }
-        cfg_free(c);
-        isoprof_free(why);
-    }
+    CHECK_EQ_INT(valid_texts_failed(texts, ISOPROF_ARRAY_SIZE(texts), d), 0);
     struct cfg *c = NULL;
     CHECK(cfg_load_buffer(NULL, NULL, 0, &c, NULL) == 0);
     REQUIRE(c != NULL);
@@ -158,12 +146,6 @@ TEST(targets_absent_empty_or_null)
     CHECK_EQ_INT(c->log.level, CFG_LOG_WARN);
     cfg_free(c);
 }
-
-/* One problem per text, at an exact position with an exact message. */
-struct one_error {
-    const char *text;
-    const char *line;
-};
 
 static const struct one_error one_errors[] = {
     /* unknown keys */
@@ -320,20 +302,7 @@ static const struct one_error one_errors[] = {
 
 TEST(each_error_class_at_its_position)
 {
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(one_errors); i++) {
-        char *why = NULL;
-        struct cfg *c = NULL;
-        int rc = cfg_load_buffer("t.yaml", one_errors[i].text, strlen(one_errors[i].text), &c,
-                                 &why);
-        CHECK_EQ_INT(rc, ISOPROF_ECONFIG);
-        CHECK(c == NULL);
-        if (!has_line(why, one_errors[i].line) || count_lines(why) != 1) {
-            fprintf(stderr, "case %zu: want\n  %s\ngot\n  %s\n", i, one_errors[i].line,
-                    why ? why : "(null)");
-            test_failed_ = 1;
-        }
-        isoprof_free(why);
-    }
+    CHECK_EQ_INT(one_errors_failed(one_errors, ISOPROF_ARRAY_SIZE(one_errors)), 0);
 }
 
 TEST(all_problems_together_in_file_order)

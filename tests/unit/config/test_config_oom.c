@@ -22,6 +22,25 @@ static const char *valid_text = "store: {path: /x, max_size: 2GiB}\n"
                                 "sampling: {cpu: {duration: 1s, period: 2s, jitter: 5%}}\n"
                                 "log: {level: debug}\n";
 
+/* Maps own two strings an entry and an array; both rule passes run. */
+static const char *upload_text = "upload:\n"
+                                 "  url: https://example.com/\n"
+                                 "  api: ingest\n"
+                                 "  tls: {insecure_skip_verify: true}\n"
+                                 "  basic_auth: {username: u, password_file: /p}\n"
+                                 "  headers: {X-A: a, X-B: '', X-C: c}\n"
+                                 "  labels:\n"
+                                 "    env: prod\n"
+                                 "    region: eu\n";
+
+static const char *invalid_upload_text = "upload:\n"
+                                         "  url: 'https://u:p@example.com'\n"
+                                         "  api: ingest\n"
+                                         "  bearer_token_file: /t\n"
+                                         "  basic_auth: {username: u}\n"
+                                         "  headers: {Host: a, X-B: \"\\n\", X-B: c, X-D: [d]}\n"
+                                         "  labels: {env: 'a,b', ok: x}\n";
+
 static const char *invalid_text = "store: {path: '', bogus: 1}\n"
                                   "targets:\n"
                                   "  - {inspector: 'nope', workr: w}\n"
@@ -78,6 +97,16 @@ TEST(load_empty)
     walk_buffer("", 0);
 }
 
+TEST(load_upload)
+{
+    walk_buffer(upload_text, 0);
+}
+
+TEST(load_upload_invalid)
+{
+    walk_buffer(invalid_upload_text, ISOPROF_ECONFIG);
+}
+
 TEST(defaults)
 {
     long n;
@@ -126,11 +155,13 @@ TEST(load_file)
     rmdir(dir);
 }
 
-TEST(check_reload)
+/* Walk cfg_check_reload from config text ta to tb, which differ in a
+ * restart-only option; the final answer holds line. */
+static void walk_reload(const char *ta, const char *tb, const char *line)
 {
     char *why;
-    struct cfg *a = load("store: {path: /a}\n", &why);
-    struct cfg *b = load("store: {path: /b, max_size: 2GiB}\n", &why);
+    struct cfg *a = load(ta, &why);
+    struct cfg *b = load(tb, &why);
     REQUIRE(a != NULL && b != NULL);
     long n;
     for (n = 0; n < WALK_LIMIT; n++) {
@@ -139,7 +170,7 @@ TEST(check_reload)
         int rc = cfg_check_reload(a, b, &why);
         isoprof_alloc_fail_after(-1);
         if (rc == ISOPROF_ECONFIG) {
-            CHECK(why != NULL);
+            CHECK(has_line(why, line));
             isoprof_free(why);
             break;
         }
@@ -151,11 +182,27 @@ TEST(check_reload)
     cfg_free(b);
 }
 
+TEST(check_reload)
+{
+    walk_reload("store: {path: /a}\n", "store: {path: /b, max_size: 2GiB}\n",
+                "t.yaml: store.path changed (/a -> /b); restart to apply");
+}
+
+/* The reload check over maps (compared, never shown). */
+TEST(check_reload_maps)
+{
+    walk_reload(upload_text, "upload: {headers: {X-A: b}, labels: {env: dev}}\n",
+                "t.yaml: upload.headers changed; restart to apply");
+}
+
 int main(void)
 {
     RUN(load_valid);
     RUN(load_invalid);
     RUN(load_empty);
+    RUN(load_upload);
+    RUN(load_upload_invalid);
+    RUN(check_reload_maps);
     RUN(defaults);
     RUN(load_file);
     RUN(check_reload);
