@@ -58,6 +58,11 @@ static void agent_close_all(struct agent *a)
     for (size_t i = 0; i < a->nendpoints; i++)
         uv_close((uv_handle_t *)&a->endpoints[i].timer, NULL);
     anomaly_stop(a);
+    if (a->upl != NULL) {
+        upl_stats(a->upl, &a->upl_final);
+        upl_close(a->upl); /* before the HTTP client it sends through */
+        a->upl = NULL;
+    }
     if (a->http) {
         http_client_close(a->http);
         a->http = NULL;
@@ -128,6 +133,14 @@ static void log_counters(const struct agent *a)
              n->anomalies[STORE_ANOMALY_MEMORY_NEAR_LIMIT],
              n->anomalies[STORE_ANOMALY_OOM_SUSPECTED],
              n->anomalies[STORE_ANOMALY_LATENCY_P999_SPIKE], n->anomaly_errors);
+    if (a->cfg->upload.url != NULL && a->cfg->upload.url[0] != '\0') {
+        const struct upl_stats *u = &a->upl_final;
+        log_info("upload counters",
+                 "requests=%U requests_ok=%U requests_failed=%U profiles_sent=%U "
+                 "profiles_rejected=%U profiles_unsendable=%U bytes_sent=%U store_errors=%U",
+                 u->requests, u->requests_ok, u->requests_failed, u->profiles_sent,
+                 u->profiles_rejected, u->profiles_unsendable, u->bytes_sent, u->store_errors);
+    }
 }
 
 int agent_run(struct cfg *cfg)
@@ -150,7 +163,8 @@ int agent_run(struct cfg *cfg)
         goto fail_loop;
 
     struct store_options so = {.max_size = cfg->store.max_size,
-                               .pin_factor = cfg->anomaly.retention};
+                               .pin_factor = cfg->anomaly.retention,
+                               .outbox = cfg->upload.url != NULL && cfg->upload.url[0] != '\0'};
     char *why = NULL;
     rc = store_open(cfg->store.path, &so, &a->store, &why);
     if (rc != 0) {
@@ -165,6 +179,9 @@ int agent_run(struct cfg *cfg)
     rc = writer_init(a, &a->writer);
     if (rc != 0)
         goto fail_writer;
+    rc = agent_upload_start(a);
+    if (rc != 0)
+        goto fail_upload;
     rc = discover_start(a);
     if (rc != 0)
         goto fail_discover;
@@ -198,6 +215,8 @@ int agent_run(struct cfg *cfg)
     return 0;
 
 fail_discover:
+    upl_close(a->upl);
+fail_upload:
     writer_free(a->writer);
 fail_writer:
     http_client_close(a->http);

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "http.h"
 #include "store.h"
+#include "upload.h"
 
 #include <stdint.h>
 #include <uv.h>
@@ -136,6 +137,11 @@ struct agent {
     struct store *store;
     struct http_client *http;
     struct writer *writer;
+    struct upl *upl;            /* NULL when upload.url is "" */
+    struct upl_stats upl_final; /* its totals, taken when it closed */
+    int upl_failing;            /* uplink.c: the last request failed */
+    long upl_last_code;
+    int upl_last_err;
     struct endpoint *endpoints;
     size_t nendpoints;
     struct target *targets;
@@ -246,5 +252,10 @@ void writer_free(struct writer *w);
 
 /* daemon.c */
 void agent_maybe_finish(struct agent *a);
+
+/* uplink.c - the uploader from upload.* (secrets read from
+ * their files), its events logged. 0 with a->upl NULL when upload is off;
+ * a negative code (logged) when it cannot start. */
+int agent_upload_start(struct agent *a);
 
 #endif

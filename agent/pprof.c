@@ -29,6 +29,7 @@
  * with the generated profile.pb-c.h and our allocator.
  */
 #include "pprof.h"
+#include "upload.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -2073,45 +2074,9 @@ static void z_free(voidpf opaque, voidpf ptr)
 
 int pprof_gzip(const void *in, size_t len, struct pprof_buf *out)
 {
-    z_stream z;
-    if ((in == NULL && len) || out == NULL)
+    if (out == NULL)
         return -EINVAL;
-    memset(&z, 0, sizeof(z));
-    z.zalloc = z_alloc;
-    z.zfree = z_free;
-    int zr = deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-    if (zr != Z_OK)
-        return zr == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
-    size_t cap = deflateBound(&z, len) + 64;
-    uint8_t *buf = isoprof_malloc(cap);
-    if (buf == NULL) {
-        deflateEnd(&z);
-        return -ENOMEM;
-    }
-    const uint8_t *src = in;
-    size_t left = len, done = 0;
-    do {
-        size_t chunk = left < Z_CHUNK ? left : Z_CHUNK;
-        z.next_in = (Bytef *)(uintptr_t)src;
-        z.avail_in = (uInt)chunk;
-        src += chunk;
-        left -= chunk;
-        do {
-            size_t room = cap - done < Z_CHUNK ? cap - done : Z_CHUNK;
-            z.next_out = buf + done;
-            z.avail_out = (uInt)room;
-            zr = deflate(&z, left ? Z_NO_FLUSH : Z_FINISH);
-            done += room - z.avail_out;
-        } while (zr == Z_OK && (z.avail_in > 0 || (!left && zr != Z_STREAM_END)) && done < cap);
-    } while (left && zr == Z_OK);
-    deflateEnd(&z);
-    if (zr != Z_STREAM_END) {
-        isoprof_free(buf);
-        return zr == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
-    }
-    out->data = buf;
-    out->len = done;
-    return 0;
+    return upl_gzip(in, len, &out->data, &out->len);
 }
 
 int pprof_gunzip(const void *in, size_t len, size_t cap, struct pprof_buf *out)

@@ -389,6 +389,7 @@ static void put_on_done(uv_work_t *req, int status)
         return;
     }
     w->retry_ms = 0;
+    upl_notify(a->upl);
     if (w->put_stats.evicted) {
         a->n.windows_evicted += w->put_stats.evicted;
         log_info("windows evicted", "count=%U bytes=%U reason=store.max_size", w->put_stats.evicted,

@@ -10,143 +10,13 @@
 #include "http.h"
 #include "test.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <uv.h>
 
-/* --- the loopback server --- */
-
-enum mode { REPLY, HANG, RESET };
-
-struct server {
-    uv_tcp_t tcp;
-    int port;
-    enum mode mode;
-    const char *reply; /* the whole answer, written after the request */
-    size_t reply_len;
-    char req[65536]; /* the last request, headers and body */
-    size_t req_len;
-    int requests;
-};
-
-struct conn {
-    uv_tcp_t tcp;
-    struct server *s;
-    uv_write_t w;
-    uv_buf_t out;
-    int answered;
-};
-
-static void conn_on_close(uv_handle_t *h)
-{
-    isoprof_free(h->data);
-}
-
-static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
-{
-    (void)h;
-    static char buf[65536];
-    b->base = buf;
-    b->len = hint < sizeof(buf) ? hint : sizeof(buf);
-}
-
-static void conn_on_written(uv_write_t *w, int status)
-{
-    (void)status;
-    struct conn *c = w->data;
-    uv_close((uv_handle_t *)&c->tcp, conn_on_close);
-}
-
-/* A complete request: headers and Content-Length bytes of body. */
-static int request_complete(const struct server *s)
-{
-    const char *end = NULL;
-    for (size_t i = 0; i + 4 <= s->req_len; i++)
-        if (memcmp(s->req + i, "\r\n\r\n", 4) == 0) {
-            end = s->req + i + 4;
-            break;
-        }
-    if (end == NULL)
-        return 0;
-    size_t clen = 0;
-    const char *cl = NULL;
-    for (const char *p = s->req; p + 15 < end; p++)
-        if (strncasecmp(p, "\r\nContent-Length:", 17) == 0) {
-            cl = p + 17;
-            break;
-        }
-    if (cl != NULL)
-        clen = (size_t)strtoul(cl, NULL, 10);
-    return (size_t)(s->req + s->req_len - end) >= clen;
-}
-
-static void conn_on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
-{
-    struct conn *c = st->data;
-    struct server *s = c->s;
-    if (n < 0) {
-        if (!uv_is_closing((uv_handle_t *)st))
-            uv_close((uv_handle_t *)st, conn_on_close);
-        return;
-    }
-    if (c->answered)
-        return;
-    size_t room = sizeof(s->req) - 1 - s->req_len;
-    size_t take = (size_t)n < room ? (size_t)n : room;
-    memcpy(s->req + s->req_len, b->base, take);
-    s->req_len += take;
-    s->req[s->req_len] = '\0';
-    if (!request_complete(s))
-        return;
-    c->answered = 1;
-    s->requests++;
-    if (s->mode == HANG)
-        return;
-    if (s->mode == RESET) {
-        uv_tcp_close_reset(&c->tcp, conn_on_close);
-        return;
-    }
-    c->out = uv_buf_init((char *)s->reply, (unsigned)s->reply_len);
-    c->w.data = c;
-    uv_write(&c->w, st, &c->out, 1, conn_on_written);
-}
-
-static void server_on_conn(uv_stream_t *l, int status)
-{
-    struct server *s = l->data;
-    if (status != 0)
-        return;
-    struct conn *c = isoprof_calloc(1, sizeof(*c));
-    REQUIRE(c != NULL);
-    c->s = s;
-    uv_tcp_init(l->loop, &c->tcp);
-    c->tcp.data = c;
-    REQUIRE(uv_accept(l, (uv_stream_t *)&c->tcp) == 0);
-    s->req_len = 0;
-    uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
-}
-
-static void server_start(uv_loop_t *loop, struct server *s, enum mode mode, const char *reply)
-{
-    memset(s, 0, sizeof(*s));
-    s->mode = mode;
-    s->reply = reply;
-    s->reply_len = reply ? strlen(reply) : 0;
-    struct sockaddr_in a;
-    uv_ip4_addr("127.0.0.1", 0, &a);
-    REQUIRE(uv_tcp_init(loop, &s->tcp) == 0);
-    s->tcp.data = s;
-    REQUIRE(uv_tcp_bind(&s->tcp, (const struct sockaddr *)&a, 0) == 0);
-    REQUIRE(uv_listen((uv_stream_t *)&s->tcp, 8, server_on_conn) == 0);
-    struct sockaddr_in got;
-    int len = sizeof(got);
-    uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&got, &len);
-    s->port = ntohs(got.sin_port);
-}
+#include "loopback.h"
 
 /* --- the client side --- */
 
@@ -164,14 +34,6 @@ static void on_resp(const struct http_resp *r, void *arg)
     snprintf(res->body, sizeof(res->body), "%.*s", (int)r->len, r->body);
     res->r.body = res->body;
     res->r.why = NULL;
-}
-
-/* Close what is left: the connections a HANG server kept open. */
-static void close_walk(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h) && h->type == UV_TCP)
-        uv_close(h, conn_on_close);
 }
 
 /* Run the loop until res is done or ms pass (then fail). */
@@ -202,20 +64,19 @@ static void fx_init(struct fixture *f, enum mode mode, const char *reply)
 
 /* Close the client and whatever connections are left; the loop must then
  * close cleanly (nothing leaked, no handle left open). */
-static void teardown(uv_loop_t *loop, struct http_client *c)
+static void teardown(uv_loop_t *loop, struct http_client *c, struct server *s)
 {
     http_client_close(c);
     uv_run(loop, UV_RUN_DEFAULT);
-    uv_walk(loop, close_walk, NULL);
+    uv_walk(loop, server_close_walk, s);
     uv_run(loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(uv_loop_close(loop), 0);
 }
 
 static void fx_free(struct fixture *f)
 {
-    if (!uv_is_closing((uv_handle_t *)&f->s.tcp))
-        uv_close((uv_handle_t *)&f->s.tcp, NULL);
-    teardown(&f->loop, f->c);
+    server_stop(&f->s);
+    teardown(&f->loop, f->c, &f->s);
 }
 
 TEST(post_arrives_whole)
@@ -238,6 +99,7 @@ TEST(post_arrives_whole)
     CHECK_EQ_INT(res.r.code, 200);
     CHECK_STR(res.body, "{}");
     CHECK_EQ_INT(res.r.retry_after_s, -1);
+    REQUIRE(f.s.requests == 1);
     CHECK(strncmp(f.s.req, "POST /push.v1.PusherService/Push HTTP/1.1\r\n", 43) == 0);
     CHECK(strstr(f.s.req, "\r\nContent-Type: application/proto\r\n") != NULL);
     CHECK(strstr(f.s.req, "\r\nX-Scope-OrgID: tenant-1\r\n") != NULL);
@@ -373,7 +235,7 @@ TEST(bad_arguments)
     REQUIRE(http_request(c, "https://127.0.0.1:1/", &o, on_resp, &res, NULL) == 0);
     run_until(&loop, &res, 5000);
     CHECK_EQ_INT(res.r.status, ISOPROF_ECURL);
-    teardown(&loop, c);
+    teardown(&loop, c, NULL);
 }
 
 int main(void)

@@ -1,0 +1,236 @@
+/*
+ * uplink.c - the daemon's side of the upload: builds the uploader from the
+ * upload.* options, reads the credentials from their files, and logs what
+ * the uploader reports.
+ *
+ * Secrets (the Basic auth password, the bearer token) are read once at
+ * start, handed to the uploader and wiped from this side; no log line
+ * carries them or the header values that may hold one. A failed request
+ * is logged at warn the first time and again whenever the reason changes,
+ * otherwise at debug, so an outage of hours writes a few lines, not one a
+ * retry; the recovery is logged at info.
+ */
+#include "internal.h"
+#include "log.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SECRET_MAX 4096
+
+/* Read the secret in file path (at most SECRET_MAX bytes, one line; a
+ * trailing newline is dropped). *out is allocated; 0, or a code with a
+ * reason in why (static text) that never quotes the content. */
+static int read_secret(const char *path, char **out, const char **why)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return -errno;
+    }
+    char *buf = isoprof_malloc(SECRET_MAX + 1);
+    if (buf == NULL) {
+        close(fd);
+        *why = "out of memory";
+        return -ENOMEM;
+    }
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + len, SECRET_MAX + 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            isoprof_free(buf);
+            *why = strerror(e);
+            return -e;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+        if (len > SECRET_MAX)
+            break;
+    }
+    close(fd);
+    int rc = 0;
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    if (len > SECRET_MAX) {
+        *why = "longer than 4096 bytes";
+        rc = -EFBIG;
+    } else if (len == 0) {
+        *why = "empty";
+        rc = -EINVAL;
+    }
+    for (size_t i = 0; rc == 0 && i < len; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c < 0x20 || c == 0x7f) {
+            *why = "holds a control character (only a trailing newline is allowed)";
+            rc = -EINVAL;
+        }
+    }
+    if (rc != 0) {
+        explicit_bzero(buf, SECRET_MAX + 1);
+        isoprof_free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
+}
+
+static void wipe_free(char *s)
+{
+    if (s != NULL) {
+        explicit_bzero(s, strlen(s));
+        isoprof_free(s);
+    }
+}
+
+static const char *api_name(enum cfg_upload_api api)
+{
+    return api == CFG_UPLOAD_INGEST ? "ingest" : "push";
+}
+
+static void uplink_on_event(const struct upl_event *ev, void *arg)
+{
+    struct agent *a = arg;
+    char id[STORE_ID_LEN + 1] = "";
+    if (ev->first_id)
+        store_id_format(a->store, ev->first_id, id);
+    switch (ev->kind) {
+    case UPL_EV_SENT:
+        if (a->upl_failing)
+            log_info("upload recovered", "profiles=%U status=%d", (uint64_t)ev->profiles,
+                     (int)ev->code);
+        else
+            log_debug("upload batch sent", "profiles=%U bytes=%U status=%d", (uint64_t)ev->profiles,
+                      ev->bytes, (int)ev->code);
+        a->upl_failing = 0;
+        a->upl_last_code = 0;
+        a->upl_last_err = 0;
+        break;
+    case UPL_EV_RETRY:
+        if (ev->delay_ms == 0 && ev->code >= 400) {
+            log_warn("upload batch refused, sending its windows one by one",
+                     "profiles=%U status=%d reason=%s", (uint64_t)ev->profiles, (int)ev->code,
+                     ev->why);
+            break;
+        }
+        if (!a->upl_failing || a->upl_last_code != ev->code || a->upl_last_err != ev->err)
+            log_warn("upload failed, will retry",
+                     "status=%d err=%e reason=%s profiles=%U "
+                     "retry_ms=%U",
+                     (int)ev->code, ev->err, ev->why, (uint64_t)ev->profiles, ev->delay_ms);
+        else
+            log_debug("upload failed, will retry",
+                      "status=%d err=%e reason=%s profiles=%U "
+                      "retry_ms=%U",
+                      (int)ev->code, ev->err, ev->why, (uint64_t)ev->profiles, ev->delay_ms);
+        a->upl_failing = 1;
+        a->upl_last_code = ev->code;
+        a->upl_last_err = ev->err;
+        break;
+    case UPL_EV_REJECTED:
+        log_warn("upload rejected, window kept", "status=%d reason=%s profiles=%U id=%s",
+                 (int)ev->code, ev->why, (uint64_t)ev->profiles, id);
+        break;
+    case UPL_EV_UNSENDABLE:
+        log_warn("window not uploadable, kept", "reason=%s profiles=%U id=%s", ev->why,
+                 (uint64_t)ev->profiles, id);
+        break;
+    case UPL_EV_STORE_ERROR:
+        log_error("upload: outbox read or update failed, will retry", "err=%e", ev->err);
+        break;
+    }
+}
+
+int agent_upload_start(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    if (c->upload.url == NULL || c->upload.url[0] == '\0')
+        return 0;
+    char *password = NULL, *bearer = NULL, *userpwd = NULL;
+    const char *why = NULL;
+    int rc;
+    if (c->upload.basic_auth.username && c->upload.basic_auth.username[0]) {
+        rc = read_secret(c->upload.basic_auth.password_file, &password, &why);
+        if (rc != 0) {
+            log_error("cannot read upload.basic_auth.password_file", "path=%s why=%s",
+                      c->upload.basic_auth.password_file, why);
+            return rc;
+        }
+        userpwd = isoprof_asprintf("%s:%s", c->upload.basic_auth.username, password);
+        wipe_free(password);
+        if (userpwd == NULL)
+            return -ENOMEM;
+    }
+    if (c->upload.bearer_token_file && c->upload.bearer_token_file[0]) {
+        rc = read_secret(c->upload.bearer_token_file, &bearer, &why);
+        if (rc != 0) {
+            log_error("cannot read upload.bearer_token_file", "path=%s why=%s",
+                      c->upload.bearer_token_file, why);
+            wipe_free(userpwd);
+            return rc;
+        }
+    }
+    char host[256] = "";
+    if (c->upload.host && c->upload.host[0]) {
+        snprintf(host, sizeof(host), "%s", c->upload.host);
+    } else if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+        snprintf(host, sizeof(host), "unknown");
+    }
+    size_t nh = c->upload.headers.n, nl = c->upload.labels.n;
+    struct push_label *hl = isoprof_calloc(nh + nl + 1, sizeof(*hl));
+    if (hl == NULL) {
+        wipe_free(userpwd);
+        wipe_free(bearer);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < nh; i++)
+        hl[i] =
+            (struct push_label){c->upload.headers.items[i].key, c->upload.headers.items[i].value};
+    for (size_t i = 0; i < nl; i++)
+        hl[nh + i] =
+            (struct push_label){c->upload.labels.items[i].key, c->upload.labels.items[i].value};
+    struct upl_options o = {
+        .api = c->upload.api == CFG_UPLOAD_INGEST ? UPL_API_INGEST : UPL_API_PUSH,
+        .url = c->upload.url,
+        .host = host,
+        .timeout_ms = c->upload.timeout_ns / 1000000u,
+        .max_profiles = c->upload.batch.max_profiles,
+        .max_bytes = c->upload.batch.max_bytes,
+        .max_delay_ms = c->upload.batch.max_delay_ns / 1000000u,
+        .max_profile_size = c->upload.max_profile_size,
+        .ca_file = c->upload.tls.ca_file,
+        .insecure = c->upload.tls.insecure_skip_verify,
+        .userpwd = userpwd,
+        .bearer = bearer,
+        .tenant_id = c->upload.tenant_id,
+        .headers = hl,
+        .nheaders = nh,
+        .labels = hl + nh,
+        .nlabels = nl,
+    };
+    rc = upl_init(a->loop, a->http, a->store, &o, uplink_on_event, a, &a->upl);
+    wipe_free(userpwd);
+    wipe_free(bearer);
+    isoprof_free(hl);
+    if (rc != 0) {
+        log_error("cannot start the uploader", "url=%s err=%e", c->upload.url, rc);
+        return rc;
+    }
+    if (c->upload.tls.insecure_skip_verify)
+        log_warn("upload TLS verification is off (upload.tls.insecure_skip_verify)", "url=%s",
+                 c->upload.url);
+    log_info("upload started", "url=%s api=%s host=%s batch_profiles=%u batch_bytes=%U",
+             c->upload.url, api_name(c->upload.api), host, c->upload.batch.max_profiles,
+             c->upload.batch.max_bytes);
+    return 0;
+}

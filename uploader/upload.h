@@ -1,0 +1,141 @@
+/*
+ * upload.h - the Grafana Pyroscope uploader: drains the store's outbox.
+ *
+ * The store queues every window in its outbox in the transaction that
+ * stores it (storage/store.h). The uploader takes the pending windows in
+ * the outbox's order (anomaly evidence first), sends them in batches to a
+ * Pyroscope server, and takes a window out of the outbox only once the
+ * server acknowledged the request that carried it. A crash therefore loses
+ * nothing: at worst the one batch in flight is sent again.
+ *
+ * Push API: one POST <url>/push.v1.PusherService/Push a batch, one
+ * RawProfileSeries a window (PROTOCOLS.md §3). Legacy /ingest: one
+ * multipart POST a window. Answers: 2xx acknowledges; 408, 429, 5xx,
+ * 401, 403, 404 and network errors or time-outs back off (500 ms doubling
+ * to 5 min, full jitter, at least Retry-After) and the batch is built
+ * again; any other 4xx rejects: a batch of several windows is then sent
+ * again one window a request, so that only the window the server refuses
+ * is marked rejected (store_outbox_reject; it stays in the store). A
+ * window over max_profile_size, or whose labels the server would refuse,
+ * is rejected without being sent.
+ *
+ * DESIGN: one request in flight at a time. Reading the outbox, loading,
+ * gzip and encoding run in the libuv thread pool (one job at a time), as do
+ * the acknowledging and rejecting write transactions; the loop thread only
+ * starts requests and timers. Memory is bounded by one batch (max_bytes of
+ * pprof, or one profile of at most max_profile_size) whatever the backlog.
+ *
+ * No logging: events go to the caller's callback. Thread: loop thread.
+ */
+#ifndef ISOPROF_UPLOAD_H
+#define ISOPROF_UPLOAD_H
+
+#include "http.h"
+#include "push.h"
+#include "store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+enum upl_api { UPL_API_PUSH, UPL_API_INGEST };
+
+#define UPL_BACKOFF_MIN_MS 500u
+#define UPL_BACKOFF_MAX_MS 300000u
+#define UPL_MAX_RESPONSE 65536u /* response bytes read; past it the answer is an error */
+
+/* What the uploader does; every string is copied by upl_init. */
+struct upl_options {
+    enum upl_api api;
+    const char *url;  /* base URL, "http://host:port[/prefix]"; a trailing '/' is ignored */
+    const char *host; /* the host label */
+    uint64_t timeout_ms;
+    uint32_t max_profiles;            /* a Push request; ingest sends one */
+    uint64_t max_bytes;               /* uncompressed pprof bytes a request */
+    uint64_t max_delay_ms;            /* a batch that is not full waits this long at most */
+    uint64_t max_profile_size;        /* larger: rejected, not sent */
+    const char *ca_file;              /* NULL: the system's CAs */
+    int insecure;                     /* https without verification */
+    const char *userpwd;              /* "user:password" (Basic auth) or NULL */
+    const char *bearer;               /* token (Authorization: Bearer) or NULL */
+    const char *tenant_id;            /* X-Scope-OrgID or NULL */
+    const struct push_label *headers; /* extra headers: name, value */
+    size_t nheaders;
+    const struct push_label *labels; /* static labels on every profile */
+    size_t nlabels;
+    uint64_t backoff_min_ms, backoff_max_ms; /* 0: UPL_BACKOFF_MIN_MS / MAX_MS */
+};
+
+enum upl_event_kind {
+    UPL_EV_SENT,        /* a request was acknowledged: profiles, bytes, code */
+    UPL_EV_RETRY,       /* a request failed and will be retried after delay_ms */
+    UPL_EV_REJECTED,    /* the server refused profiles (code, why) for good */
+    UPL_EV_UNSENDABLE,  /* profiles rejected without sending (why; code 0) */
+    UPL_EV_STORE_ERROR, /* reading or updating the outbox failed (err); retried */
+};
+
+/* One event. why is borrowed for the call; it never holds a secret. */
+struct upl_event {
+    enum upl_event_kind kind;
+    int err;         /* 0, or the request's or the store's error code */
+    long code;       /* HTTP status, 0 when none arrived */
+    size_t profiles; /* windows concerned */
+    uint64_t bytes;  /* request body bytes */
+    uint64_t delay_ms;
+    uint64_t first_id; /* the first window concerned (store sequence id) */
+    const char *why;   /* server message, libcurl reason or local reason; "" if none */
+};
+
+/* Called on the loop thread while the uploader is in the middle of a step:
+ * it may log, count or call upl_stats, but must not call upl_close or
+ * upl_notify (close from another callback or a timer instead). */
+typedef void (*upl_event_cb)(const struct upl_event *ev, void *arg);
+
+/* Totals since upl_init. */
+struct upl_stats {
+    uint64_t requests, requests_ok, requests_failed;
+    uint64_t profiles_sent, profiles_rejected, profiles_unsendable;
+    uint64_t bytes_sent; /* request bodies acknowledged */
+    uint64_t store_errors;
+};
+
+struct upl;
+
+/*
+ * upl_init - an uploader draining s through c, both borrowed until the
+ * uploader is closed (close it before them). It starts idle and reads the
+ * outbox at once. *out is owned by the caller until upl_close.
+ * Errors: -EINVAL (NULL argument, url empty or not http(s)://, a
+ * max of 0), -ENOMEM.
+ */
+int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const struct upl_options *o,
+             upl_event_cb cb, void *arg, struct upl **out);
+
+/* New windows were stored: look at the outbox again (unless backing off). */
+void upl_notify(struct upl *u);
+
+/* Totals so far. */
+void upl_stats(const struct upl *u, struct upl_stats *st);
+
+/*
+ * upl_close - cancel the request in flight (its batch stays in the outbox
+ * and goes again at the next start), stop the timer; the uploader frees
+ * itself once a thread-pool job still running has finished. No event is
+ * delivered after this call. u may be NULL.
+ */
+void upl_close(struct upl *u);
+
+/*
+ * upl_backoff_ms - the delay before retry number attempt (0-based):
+ * uniform in [0, min(max, min << attempt)] using r (a random 64-bit
+ * number), and never less than retry_after_ms (capped at max). Exposed for
+ * the unit test.
+ */
+uint64_t upl_backoff_ms(uint64_t min, uint64_t max, unsigned attempt, uint64_t retry_after_ms,
+                        uint64_t r);
+
+/* upl_gzip - gzip in[0..len) into *out (isoprof_free) of *outlen bytes.
+ * Errors: -EINVAL, -ENOMEM. Thread: any. */
+int upl_gzip(const void *in, size_t len, uint8_t **out, size_t *outlen);
+
+#endif
