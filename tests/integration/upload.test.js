@@ -1,0 +1,268 @@
+// The upload to Grafana Pyroscope, against the loopback test ingest server
+// (ingest-server.js): every stored window arrives with its labels and reads
+// in go tool pprof; an outage (refused, 503, 429 + Retry-After) loses
+// nothing and does not storm; kill -9 during uploads loses nothing; a 400
+// rejects only the windows it refuses, which stay in the store; a hostile
+// server (huge Content-Length, garbage, a slow drip) is timed out and the
+// daemon carries on; the legacy /ingest endpoint.
+'use strict';
+const { test, after } = require('node:test');
+const assert = require('node:assert');
+const fs = require('node:fs');
+const path = require('node:path');
+const L = require('./lib');
+const { startIngestServer } = require('./ingest-server');
+
+after(L.cleanup);
+
+const LIGHT = path.join(L.WORKLOADS, 'node-light.js');
+
+// The upload section of the config (YAML), url from the server.
+function uploadYaml(srv, { api = 'push', maxProfiles = 32, maxDelay = '500ms', timeout = '2s', extra = [] } = {}) {
+  return [
+    'upload:',
+    `  url: "${srv.url}"`,
+    `  api: ${api}`,
+    `  timeout: ${timeout}`,
+    '  host: "test-host"',
+    `  batch: {max_profiles: ${maxProfiles}, max_delay: ${maxDelay}}`,
+    ...extra,
+  ].join('\n');
+}
+
+// The windows of a store that may not exist yet.
+const windowsOf = (store) => (fs.existsSync(store) ? L.windows(store) : []);
+
+// Stops the targets (so no window is stored after this), waits until every
+// stored window is uploaded or rejected, then stops the daemon (exit 0).
+async function finish(store, d, targets, timeoutMs) {
+  for (const t of targets) await L.stop(t);
+  await L.sleep(1500); // a window being converted when its target went is stored by now
+  await L.waitFor(() => {
+    if (!d.alive()) throw new Error(`isoprofd exited:\n${d.tail()}`);
+    const ws = windowsOf(store);
+    return ws.length > 0 && ws.every((w) => w.upload === 'uploaded' || w.upload === 'rejected');
+  }, timeoutMs, 'every stored window uploaded');
+  const r = await L.stopDaemon(d);
+  assert.strictEqual(r.code, 0, d.tail());
+  L.storeCheck(store);
+}
+
+// The profiles the server recorded, by window id (an id may come twice).
+function byId(srv) {
+  const m = new Map();
+  for (const p of srv.profiles) {
+    if (!m.has(p.id)) m.set(p.id, []);
+    m.get(p.id).push(p);
+  }
+  return m;
+}
+
+test('every stored window arrives with its labels and reads in go tool pprof', { timeout: 90000 }, async () => {
+  const dir = L.tmpdir();
+  const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
+  const node = await L.startNode(LIGHT);
+  const store = path.join(dir, 'store');
+  const token = 'tok-5ecret-8c1f';
+  fs.writeFileSync(path.join(dir, 'token'), `${token}\n`);
+  const cfg = L.yamlConfig({
+    store, targets: [{ port: node.port, worker: 'checkout', version: 'v42' }],
+    heap: '{period: 2s}',
+    extra: uploadYaml(srv, {
+      maxProfiles: 4,
+      extra: ['  tenant_id: "team-a"', `  bearer_token_file: "${path.join(dir, 'token')}"`,
+        '  labels: {region: "eu-1", team: "sre"}', '  headers: {X-Test: "yes"}'],
+    }),
+  });
+  const d = await L.startDaemon(cfg, { dir });
+  await d.waitLog((l) => l.msg === 'upload started', 5000, 'upload started');
+  await L.waitFor(() => windowsOf(store).filter((w) => w.type === 'cpu').length >= 3 &&
+    windowsOf(store).some((w) => w.type === 'heap'), 40000, 'three CPU windows and a heap window');
+  await finish(store, d, [node], 20000);
+  assert.ok(!d.raw.includes(token), 'the bearer token is never logged');
+
+  const ws = L.windows(store);
+  const got = byId(srv);
+  let read = 0;
+  for (const w of ws) {
+    assert.strictEqual(w.upload, 'uploaded', JSON.stringify(w));
+    const ps = got.get(w.id);
+    assert.ok(ps && ps.length === 1, `window ${w.id} arrived once (${ps ? ps.length : 0})`);
+    const p = ps[0];
+    assert.strictEqual(p.api, 'push');
+    const want = {
+      __name__: w.type === 'heap' ? 'memory' : 'process_cpu', service_name: 'checkout', version: 'v42',
+      host: 'test-host', isolate: String(w.isolate), runtime: w.runtime, region: 'eu-1', team: 'sre',
+    };
+    if (w.type === 'heap') want.__delta__ = 'false';
+    assert.deepStrictEqual(p.labels, want, `labels of ${w.id}`);
+    assert.strictEqual(p.headers['x-scope-orgid'], 'team-a');
+    assert.strictEqual(p.headers.authorization, `Bearer ${token}`);
+    assert.strictEqual(p.headers['x-test'], 'yes');
+    assert.strictEqual(p.headers['connect-protocol-version'], '1');
+    assert.ok(p.gzip, 'the profile is sent gzip\'d');
+    if (read < 6 || w.type === 'heap') {
+      const top = L.goPprof(['-top', p.file]);
+      assert.match(top, w.type === 'heap' ? /inuse_space|Type: inuse/ : /Type: (cpu|samples)/);
+      read++;
+    }
+  }
+  assert.strictEqual(got.size, ws.length, 'nothing arrived that is not in the store');
+  // A batch held several windows (max_profiles 4, max_delay 500ms).
+  assert.ok(srv.requests.every((q) => q.profiles <= 4));
+  const st = L.cli(['store', 'stat', '--store', store]);
+  assert.strictEqual(st.status, 0, st.stderr);
+  assert.match(st.stdout, /outbox\s+empty/);
+  assert.match(st.stdout, new RegExp(`${ws.length} uploaded, 0 rejected`));
+  await srv.close();
+});
+
+test('outage: refused, 503s, 429 with Retry-After, then healthy: every window delivered, no storm', { timeout: 120000 }, async () => {
+  const dir = L.tmpdir();
+  const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
+  srv.pause();
+  const node = await L.startNode(LIGHT);
+  const store = path.join(dir, 'store');
+  const cfg = L.yamlConfig({ store, targets: [{ port: node.port, worker: 'outage' }], extra: uploadYaml(srv, { maxDelay: '200ms' }) });
+  const d = await L.startDaemon(cfg, { dir });
+  await d.waitLog((l) => l.msg === 'window stored', 15000, 'a first window');
+  await d.waitLog((l) => l.msg === 'upload failed, will retry' && l.level === 'warn', 15000, 'the refused connection reported');
+  await L.sleep(3000);
+  // The server comes back answering 503, then 429 with Retry-After: 3.
+  const t503 = Date.now();
+  srv.script(() => ({ status: 503, body: 'overloaded' }));
+  srv.resume();
+  await L.waitFor(() => srv.requests.length >= 2, 30000, 'two 503s');
+  await L.sleep(3000);
+  const n503 = srv.requests.length;
+  const span = (Date.now() - t503) / 1000;
+  // Full jitter from 500 ms doubling: a handful of requests, not one per loop turn.
+  assert.ok(n503 <= 4 + span, `${n503} requests in ${span.toFixed(1)} s of 503s`);
+  let t429 = 0;
+  srv.script(() => { if (!t429) { t429 = Date.now(); return { status: 429, retryAfter: 3 }; } return { status: 200 }; });
+  await L.waitFor(() => srv.profiles.length > 0, 60000, 'the first profile after the outage');
+  const after429 = srv.requests.find((q) => q.time > t429);
+  assert.ok(after429.time - t429 >= 2900, `Retry-After honoured: next request ${after429.time - t429} ms after the 429`);
+  await finish(store, d, [node], 30000);
+  const ws = L.windows(store);
+  const got = byId(srv);
+  for (const w of ws) {
+    assert.strictEqual(w.upload, 'uploaded');
+    // No request that failed was recorded, so nothing came twice.
+    assert.strictEqual((got.get(w.id) || []).length, 1, `window ${w.id}`);
+  }
+  assert.ok(ws.length >= 3, `${ws.length} windows`);
+  await srv.close();
+});
+
+test('kill -9 during uploads, three times, then a restart: every window delivered', { timeout: 150000 }, async () => {
+  const dir = L.tmpdir();
+  const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
+  // Slow answers keep a request in flight most of the time.
+  srv.script(() => ({ status: 200, delayMs: 400 }));
+  const node = await L.startNode(LIGHT);
+  const store = path.join(dir, 'store');
+  const cfg = L.yamlConfig({ store, targets: [{ port: node.port, worker: 'killed' }], duration: '1s', period: '1500ms', extra: uploadYaml(srv, { maxProfiles: 1, maxDelay: '10ms' }) });
+  for (let i = 0; i < 3; i++) {
+    const d = await L.startDaemon(cfg, { dir });
+    await d.waitLog((l) => l.msg === 'window stored', 15000, 'a window stored');
+    await L.sleep(1500 + 700 * i);
+    await L.stop(d, 'SIGKILL');
+  }
+  const before = L.windows(store);
+  assert.ok(before.some((w) => w.upload === 'pending') || before.length > 0);
+  srv.script(() => ({ status: 200 }));
+  const d = await L.startDaemon(cfg, { dir });
+  await finish(store, d, [node], 40000);
+  const got = byId(srv);
+  const ws = L.windows(store);
+  for (const w of ws) {
+    assert.strictEqual(w.upload, 'uploaded');
+    assert.ok(got.has(w.id), `window ${w.id} arrived`);
+  }
+  // Duplicates come only from a request in flight at a kill: at most one each.
+  const dups = [...got.values()].filter((ps) => ps.length > 1).length;
+  assert.ok(dups <= 3, `${dups} windows arrived twice`);
+  await srv.close();
+});
+
+test('a 400 rejects only the windows it refuses; they stay in the store; the rest flow', { timeout: 90000 }, async () => {
+  const dir = L.tmpdir();
+  const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
+  srv.script((q) => (q.series && q.series.some((s) => s.labels.service_name === 'bad')
+    ? { status: 400, body: 'invalid profile: bad' } : { status: 200 }));
+  const good = await L.startNode(LIGHT);
+  const bad = await L.startNode(LIGHT);
+  const store = path.join(dir, 'store');
+  const cfg = L.yamlConfig({ store, targets: [{ port: good.port, worker: 'good' }, { port: bad.port, worker: 'bad' }], extra: uploadYaml(srv, { maxDelay: '1s' }) });
+  const d = await L.startDaemon(cfg, { dir });
+  await L.waitFor(() => windowsOf(store).filter((w) => w.worker === 'bad').length >= 2 &&
+    windowsOf(store).filter((w) => w.worker === 'good').length >= 2, 40000, 'two windows of each');
+  await finish(store, d, [good, bad], 30000);
+  assert.ok(d.lines.some((l) => l.msg === 'upload rejected, window kept' && l.status === '400'), 'the rejection logged');
+  const got = byId(srv);
+  for (const w of L.windows(store)) {
+    if (w.worker === 'bad') {
+      assert.strictEqual(w.upload, 'rejected', JSON.stringify(w));
+      assert.strictEqual(w.upload_status, 400);
+      assert.match(w.upload_reason, /invalid profile: bad/);
+      assert.ok(!got.has(w.id));
+      // Kept: it still exports.
+      L.exportTo(store, ['--id', w.id], path.join(dir, 'bad.pb.gz'));
+    } else {
+      assert.strictEqual(w.upload, 'uploaded', JSON.stringify(w));
+      assert.ok(got.has(w.id));
+    }
+  }
+  await srv.close();
+});
+
+test('a hostile server: huge Content-Length, garbage, a slow drip, a reset: timed out, the daemon fine', { timeout: 120000 }, async () => {
+  const dir = L.tmpdir();
+  const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
+  const actions = ['huge', 'garbage', 'drip', 'reset', 'hang'];
+  let i = 0;
+  srv.script(() => (i < actions.length ? actions[i++] : { status: 200 }));
+  const node = await L.startNode(LIGHT);
+  const store = path.join(dir, 'store');
+  const cfg = L.yamlConfig({ store, targets: [{ port: node.port, worker: 'hostile' }], extra: uploadYaml(srv, { maxDelay: '100ms', timeout: '1500ms' }) });
+  const d = await L.startDaemon(cfg, { dir });
+  await L.waitFor(() => srv.profiles.length > 0, 90000, 'a profile once the server behaves');
+  assert.ok(d.alive(), d.tail());
+  const fails = d.lines.filter((l) => l.msg === 'upload failed, will retry');
+  assert.ok(fails.length >= 1, 'the failures were reported');
+  const status = fs.readFileSync(`/proc/${d.pid}/status`, 'utf8');
+  const hwm = parseInt(/VmHWM:\s+(\d+)/.exec(status)[1], 10);
+  assert.ok(hwm < 200 * 1024, `daemon peak RSS ${hwm} KiB`);
+  await finish(store, d, [node], 30000);
+  await srv.close();
+});
+
+test('/ingest: one multipart request a window, labels in the name, readable profiles', { timeout: 90000 }, async () => {
+  const dir = L.tmpdir();
+  const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
+  const node = await L.startNode(LIGHT);
+  const store = path.join(dir, 'store');
+  const cfg = L.yamlConfig({
+    store, targets: [{ port: node.port, worker: 'legacy-app', version: 'v1' }], heap: '{period: 2s}',
+    extra: uploadYaml(srv, { api: 'ingest', extra: ['  labels: {zone: "z1"}'] }),
+  });
+  const d = await L.startDaemon(cfg, { dir });
+  await L.waitFor(() => windowsOf(store).filter((w) => w.type === 'cpu').length >= 2, 40000, 'two CPU windows');
+  await finish(store, d, [node], 20000);
+  const ws = L.windows(store);
+  assert.strictEqual(srv.profiles.length, ws.length);
+  for (const p of srv.profiles) {
+    assert.strictEqual(p.api, 'ingest');
+    assert.strictEqual(p.labels.service_name || p.app, 'legacy-app');
+    assert.strictEqual(p.labels.version, 'v1');
+    assert.strictEqual(p.labels.host, 'test-host');
+    assert.strictEqual(p.labels.zone, 'z1');
+    assert.strictEqual(p.spyName, 'isoprof');
+    assert.ok(Number(p.until) > Number(p.from) && String(p.from).length === 10, `${p.from}..${p.until}`);
+  }
+  assert.ok(srv.requests.every((q) => q.profiles === 1));
+  const top = L.goPprof(['-top', srv.profiles[0].file]);
+  assert.match(top, /Type:/);
+  await srv.close();
+});
