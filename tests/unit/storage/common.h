@@ -6,6 +6,7 @@
 #ifndef ISOPROF_TEST_STORAGE_COMMON_H
 #define ISOPROF_TEST_STORAGE_COMMON_H
 
+#include "../scratch.h"
 #include "../test.h"
 
 #include "../../../storage/internal.h"
@@ -25,41 +26,6 @@
 #define DAY (86400ull * SEC)
 #define T0 (1764000000ull * SEC) /* a fixed wall-clock origin */
 
-static char tmp_dirs_[64][256];
-static int tmp_ndirs_;
-
-static int tmp_rm_one_(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static void tmp_cleanup_(void)
-{
-    for (int i = 0; i < tmp_ndirs_; i++)
-        nftw(tmp_dirs_[i], tmp_rm_one_, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A fresh, empty temporary directory; removed at exit. */
-static const char *tmp_dir(void)
-{
-    if (tmp_ndirs_ == 0)
-        atexit(tmp_cleanup_);
-    if (tmp_ndirs_ >= 64)
-        abort();
-    const char *base = getenv("TMPDIR");
-    char *d = tmp_dirs_[tmp_ndirs_];
-    snprintf(d, sizeof(tmp_dirs_[0]), "%s/isoprof-storage-XXXXXX", base && *base ? base : "/tmp");
-    if (mkdtemp(d) == NULL) {
-        perror("mkdtemp");
-        abort();
-    }
-    tmp_ndirs_++;
-    return d;
-}
-
 /* A path inside a fresh temporary directory that does not exist yet. */
 __attribute__((unused)) static const char *tmp_store_path(void)
 {
@@ -68,18 +34,6 @@ __attribute__((unused)) static const char *tmp_store_path(void)
     const char *d = tmp_dir();
     snprintf(p[n % 64], sizeof(p[0]), "%s/store", d);
     return p[n++ % 64];
-}
-
-/* Deterministic payload: compressible but not trivially (like pprof). */
-static void fill_payload(uint8_t *buf, size_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        buf[i] = (i % 4 == 0) ? (uint8_t)x : (uint8_t)(i / 64);
-    }
 }
 
 struct test_rec {

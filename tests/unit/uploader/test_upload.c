@@ -28,6 +28,7 @@
 #include <zlib.h>
 
 #include "loopback.h"
+#include "scratch.h"
 
 #define SEC 1000000000ull
 #define T0 (1764000000ull * SEC) /* a fixed wall-clock origin for window starts */
@@ -41,49 +42,6 @@
 #define BAD_REASON "invalid profile: sample type mismatch"
 #define ANSWER_400                                                                                 \
     "HTTP/1.1 400 Bad Request\r\nContent-Length: 37\r\nConnection: close\r\n\r\n" BAD_REASON
-
-/* --- temporary directories ------------------------------------------- */
-
-static char tmp_dirs_[32][256];
-static int tmp_ndirs_;
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-/* Removes what a failed test left (a passing test removes its own). */
-static void tmp_cleanup(void)
-{
-    for (int i = 0; i < tmp_ndirs_; i++)
-        if (tmp_dirs_[i][0])
-            nftw(tmp_dirs_[i], rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static char *tmp_dir(void)
-{
-    if (tmp_ndirs_ == 0)
-        atexit(tmp_cleanup);
-    if (tmp_ndirs_ >= 32)
-        abort();
-    const char *base = getenv("TMPDIR");
-    char *d = tmp_dirs_[tmp_ndirs_++];
-    snprintf(d, sizeof(tmp_dirs_[0]), "%s/isoprof-upload-XXXXXX", base && *base ? base : "/tmp");
-    if (mkdtemp(d) == NULL) {
-        perror("mkdtemp");
-        abort();
-    }
-    return d;
-}
-
-static void tmp_remove(char *d)
-{
-    nftw(d, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    d[0] = '\0';
-}
 
 /* --- answers ---------------------------------------------------------- */
 
@@ -268,18 +226,6 @@ static int uploaded(struct fx *f)
 static int one_request(struct fx *f)
 {
     return f->srv.requests >= 1;
-}
-
-/* Deterministic payload: compressible but not trivially (like pprof). */
-static void fill_payload(uint8_t *buf, size_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        buf[i] = (i % 4 == 0) ? (uint8_t)x : (uint8_t)(i / 64);
-    }
 }
 
 /* Store one window of len payload bytes; its id. */
