@@ -253,15 +253,6 @@ struct peek_ctx {
     int err;
 };
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = isoprof_malloc(n);
-    if (d != NULL)
-        memcpy(d, s, n);
-    return d;
-}
-
 static void items_free(struct upl_item *it, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -287,9 +278,9 @@ static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void
     it->raw_size = w->raw_size;
     it->queued_ns = queued_ns;
     it->urgent = w->anomaly != 0 || w->pinned != 0;
-    it->worker = dup_str(w->worker);
-    it->version = dup_str(w->version);
-    it->runtime = dup_str(w->runtime);
+    it->worker = isoprof_strdup(w->worker);
+    it->version = isoprof_strdup(w->version);
+    it->runtime = isoprof_strdup(w->runtime);
     if (it->worker == NULL || it->version == NULL || it->runtime == NULL) {
         c->err = -ENOMEM;
         return 1;
@@ -938,9 +929,9 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
         ul--;
     u->url = isoprof_asprintf("%.*s", (int)ul, o->url);
     u->push_url = isoprof_asprintf("%.*s/push.v1.PusherService/Push", (int)ul, o->url);
-    u->host = dup_str(o->host);
-    u->ca_file = o->ca_file && o->ca_file[0] ? dup_str(o->ca_file) : NULL;
-    u->userpwd = o->userpwd ? dup_str(o->userpwd) : NULL;
+    u->host = isoprof_strdup(o->host);
+    u->ca_file = o->ca_file && o->ca_file[0] ? isoprof_strdup(o->ca_file) : NULL;
+    u->userpwd = o->userpwd ? isoprof_strdup(o->userpwd) : NULL;
     int oom = u->url == NULL || u->push_url == NULL || u->host == NULL ||
               (o->ca_file && o->ca_file[0] && u->ca_file == NULL) ||
               (o->userpwd && u->userpwd == NULL);
@@ -949,9 +940,9 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
     if (!oom) {
         /* libcurl would add "Expect: 100-continue" to a large body; a
          * server that does not answer it costs a second per request. */
-        u->headers[u->nheaders++] = dup_str("Expect:");
+        u->headers[u->nheaders++] = isoprof_strdup("Expect:");
         if (o->api == UPL_API_PUSH)
-            u->headers[u->nheaders++] = dup_str("Connect-Protocol-Version: 1");
+            u->headers[u->nheaders++] = isoprof_strdup("Connect-Protocol-Version: 1");
         if (o->tenant_id && o->tenant_id[0])
             u->headers[u->nheaders++] = header_line("X-Scope-OrgID", o->tenant_id);
         if (o->bearer && o->bearer[0])
@@ -979,8 +970,8 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
     u->labels = isoprof_calloc(o->nlabels ? o->nlabels : 1, sizeof(*u->labels));
     oom |= u->labels == NULL;
     for (size_t i = 0; !oom && i < o->nlabels; i++) {
-        u->labels[i].name = dup_str(o->labels[i].name);
-        u->labels[i].value = dup_str(o->labels[i].value);
+        u->labels[i].name = isoprof_strdup(o->labels[i].name);
+        u->labels[i].value = isoprof_strdup(o->labels[i].value);
         u->nlabels++;
         oom |= u->labels[i].name == NULL || u->labels[i].value == NULL;
     }
