@@ -462,8 +462,7 @@ TEST(label_values_are_utf8)
         CHECK(cfg_upload_check_label(bad[i], strlen(bad[i]), 0, NULL, buf, sizeof(buf)) != NULL);
     static const char *good[] = {"",
                                  "prod",
-                                 "pr\xc3\xb6"
-                                 "d",
+                                 "pr\xc3\xb6\x64", /* "pr\u00f6d" */
                                  "\xe2\x82\xac",
                                  "\xf0\x9f\x94\xa5",
                                  "\xf4\x8f\xbf\xbf",
