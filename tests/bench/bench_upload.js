@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // Measures the upload: profiles/s drained from a backlog to the loopback
-// test ingest server, request bytes per profile, and the daemon's RSS while
-// it drains a large backlog.
+// test ingest server, request bytes per profile (the body, and the request
+// line and headers on top), and the daemon's RSS while it drains a large
+// backlog.
 //
 //   node tests/bench/bench_upload.js [--build build] [--windows 3000]
 //        [--batches 1,8,32] [--reps 3] [--backlog 100000] [--json out.json]
+//   (--reps 0: the backlog measurement only)
 //
 // Throughput: for each repetition the batch sizes run interleaved
 // (1 8 32 1 8 32 ...), each on a fresh store of --windows windows made by
@@ -56,10 +58,13 @@ function fill(dir, n) {
   return Object.fromEntries(r.stdout.trim().split(' ').map((kv) => kv.split('=')));
 }
 
+// VmRSS counts the store's pages the daemon read through LMDB's map
+// (RssFile: page cache, given back under pressure); RssAnon is the
+// daemon's own memory, the figure that must not grow with the backlog.
 function vm(pid) {
   const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   const get = (k) => parseInt(new RegExp(`${k}:\\s+(\\d+)`).exec(s)[1], 10);
-  return { rss: get('VmRSS'), hwm: get('VmHWM') };
+  return { rss: get('VmRSS'), hwm: get('VmHWM'), anon: get('RssAnon'), file: get('RssFile') };
 }
 
 function startDaemon(dir, store, srv, batch) {
@@ -100,11 +105,14 @@ async function drainOnce(batch, rep) {
     await sleep(20);
   }
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-  const bytes = srv.requests.filter((q) => q.status === 200).reduce((a, q) => a + q.bodyBytes, 0);
+  const ok = srv.requests.filter((q) => q.status === 200);
+  const bytes = ok.reduce((a, q) => a + q.bodyBytes, 0);
+  // The request line and headers as sent ("Name: value\r\n" each).
+  const head = ok.reduce((a, q) => a + 60 + Object.entries(q.headers).reduce((h, [k, v]) => h + k.length + String(v).length + 4, 0), 0);
   await stopDaemon(d);
   await srv.close();
   fs.rmSync(dir, { recursive: true, force: true });
-  const r = { batch, rep, seconds: secs, profilesPerSec: WINDOWS / secs, requestBytesPerProfile: bytes / WINDOWS, pprofBytes: Number(f.pprof_bytes), hwmKiB: hwm };
+  const r = { batch, rep, seconds: secs, profilesPerSec: WINDOWS / secs, requestBytesPerProfile: bytes / WINDOWS, headerBytesPerProfile: head / WINDOWS, pprofBytes: Number(f.pprof_bytes), hwmKiB: hwm };
   process.stderr.write(`  batch ${batch} rep ${rep}: ${r.profilesPerSec.toFixed(0)} profiles/s, ${r.requestBytesPerProfile.toFixed(0)} B/profile\n`);
   return r;
 }
@@ -127,11 +135,16 @@ async function backlogRss() {
     while (Date.now() - t0 < limit && (!srv || srv.profiles.length < BACKLOG)) {
       if (d.exitCode !== null) throw new Error(`isoprofd exited: ${d.err}`);
       await sleep(250);
-      samples.push(vm(d.pid).rss);
+      samples.push(vm(d.pid));
     }
     const secs = (Date.now() - t0) / 1000;
     const hwm = vm(d.pid).hwm;
-    out[which] = { rssMedianKiB: median(samples), rssMaxKiB: Math.max(...samples), hwmKiB: hwm, seconds: secs, uploaded: srv ? srv.profiles.length : 0 };
+    const pick = (k) => samples.map((x) => x[k]);
+    out[which] = {
+      rssMedianKiB: median(pick('rss')), rssMaxKiB: Math.max(...pick('rss')), hwmKiB: hwm,
+      anonMedianKiB: median(pick('anon')), anonMaxKiB: Math.max(...pick('anon')), fileMaxKiB: Math.max(...pick('file')),
+      seconds: secs, uploaded: srv ? srv.profiles.length : 0,
+    };
     await stopDaemon(d);
     if (srv) await srv.close();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -142,10 +155,10 @@ async function backlogRss() {
 (async () => {
   for (const f of [ISOPROFD, FILL]) if (!fs.existsSync(f)) throw new Error(`${f} not found: build the tree first`);
   const runs = [];
-  process.stderr.write(`throughput: ${WINDOWS} windows, batches ${BATCHES.join(',')}, ${REPS} interleaved repetitions\n`);
+  if (REPS > 0) process.stderr.write(`throughput: ${WINDOWS} windows, batches ${BATCHES.join(',')}, ${REPS} interleaved repetitions\n`);
   for (let rep = 0; rep < REPS; rep++) for (const b of BATCHES) runs.push(await drainOnce(b, rep));
   const base = BATCHES[0];
-  const rows = BATCHES.map((b) => {
+  const rows = REPS === 0 ? [] : BATCHES.map((b) => {
     const rs = runs.filter((r) => r.batch === b);
     const ratios = rs.map((r) => r.profilesPerSec / runs.find((x) => x.batch === base && x.rep === r.rep).profilesPerSec);
     return {
@@ -155,21 +168,23 @@ async function backlogRss() {
       max: Math.max(...rs.map((r) => r.profilesPerSec)),
       ratio: median(ratios),
       requestBytesPerProfile: median(rs.map((r) => r.requestBytesPerProfile)),
+      headerBytesPerProfile: median(rs.map((r) => r.headerBytesPerProfile)),
       pprofBytes: rs[0].pprofBytes,
       hwmKiB: Math.max(...rs.map((r) => r.hwmKiB)),
     };
   });
   process.stderr.write(`backlog RSS: ${BACKLOG} windows against an idle daemon\n`);
   const rss = await backlogRss();
-  console.log(`\nupload throughput to the loopback ingest server (${WINDOWS} windows, ${os.cpus().length} CPUs, medians of ${REPS})`);
-  console.log('batch  profiles/s (range)        x batch ' + base + '  request B/profile  pprof B  peak RSS');
+  if (rows.length) console.log(`\nupload throughput to the loopback ingest server (${WINDOWS} windows, ${os.cpus().length} CPUs, medians of ${REPS})`);
+  if (rows.length) console.log('batch  profiles/s (range)        x batch ' + base + '  body B/profile  +headers  pprof B  peak RSS');
   for (const r of rows) {
     console.log(`${String(r.batch).padStart(5)}  ${r.profilesPerSec.toFixed(0).padStart(10)} (${r.min.toFixed(0)}-${r.max.toFixed(0)})`.padEnd(35) +
-      `${r.ratio.toFixed(2).padStart(7)}  ${r.requestBytesPerProfile.toFixed(0).padStart(17)}  ${String(r.pprofBytes).padStart(7)}  ${(r.hwmKiB / 1024).toFixed(1)} MiB`);
+      `${r.ratio.toFixed(2).padStart(7)}  ${r.requestBytesPerProfile.toFixed(0).padStart(14)}  ${r.headerBytesPerProfile.toFixed(0).padStart(8)}  ${String(r.pprofBytes).padStart(7)}  ${(r.hwmKiB / 1024).toFixed(1)} MiB`);
   }
   console.log(`\ndaemon RSS draining a ${BACKLOG}-window backlog (batch 32) vs idle on an empty store`);
   for (const [k, v] of Object.entries(rss)) {
-    console.log(`${k.padEnd(8)} median ${(v.rssMedianKiB / 1024).toFixed(1)} MiB, max ${(v.rssMaxKiB / 1024).toFixed(1)} MiB, VmHWM ${(v.hwmKiB / 1024).toFixed(1)} MiB` +
+    const mib = (x) => `${(x / 1024).toFixed(1)} MiB`;
+    console.log(`${k.padEnd(8)} RssAnon median ${mib(v.anonMedianKiB)}, max ${mib(v.anonMaxKiB)}; VmRSS median ${mib(v.rssMedianKiB)}, max ${mib(v.rssMaxKiB)} (of which store pages read through the map, RssFile, up to ${mib(v.fileMaxKiB)}); VmHWM ${mib(v.hwmKiB)}` +
       (v.uploaded ? `, ${v.uploaded} uploaded in ${v.seconds.toFixed(1)} s (${(v.uploaded / v.seconds).toFixed(0)}/s)` : ''));
   }
   if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ rows, runs, rss }, null, 2));
