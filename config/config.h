@@ -21,6 +21,7 @@
  *   bearer_token_file}, upload.batch.{max_profiles, max_bytes, max_delay},
  *   upload.tls.{ca_file, insecure_skip_verify}, upload.basic_auth.{username,
  *   password_file}, upload.headers and upload.labels (mappings)
+ *   control.{socket, group}, metrics.listen
  *   log.level
  *
  * Value syntax: durations are a decimal number and a unit (ns, us, µs, ms,
@@ -143,6 +144,14 @@ struct cfg {
         struct cfg_map labels;   /* static labels on every profile */
     } upload;
     struct {
+        char *socket; /* "" = automatic (the agent picks: $RUNTIME_DIRECTORY/isoprof.sock,
+                         else <store.path>/control.sock); at most 107 bytes (sun_path) */
+        char *group;  /* "" = socket mode 0600; else 0660 and this group (getgrnam at start) */
+    } control;
+    struct {
+        char *listen; /* "" = off; else a loopback ip:port, [::1]:port or localhost:port */
+    } metrics;
+    struct {
         enum cfg_log_level level;
     } log;
 };
@@ -191,7 +200,9 @@ void cfg_free(struct cfg *c);
  * cfg_check_reload - may a running agent switch from running to next
  * without a restart? Compares every option the table marks as not
  * reloadable (store.path, store.max_size, sampling.heap.interval,
- * anomaly.retention, anomaly.latency.listen, every upload.* option).
+ * anomaly.retention, anomaly.latency.* (the detector and the listener are
+ * built at start), upload.url (the store queues windows only if it was
+ * opened with upload on), control.socket, control.group, metrics.listen).
  * Returns 0 if so; ISOPROF_ECONFIG with why (if non-NULL) listing each
  * such option that changed, one "<next source>: store.path changed (...);
  * restart to apply" per line (a mapping option without the values:

@@ -121,4 +121,11 @@ const char *cfg_upload_check_label(const char *s, size_t len, int is_key, const 
                                    char *buf, size_t cap);
 const char *cfg_upload_label_fits_api(const struct cfg *c, const char *value);
 
+/* The control section's rules (options.c): control.group a plausible group
+ * name, metrics.listen a loopback address. */
+const char *cfg_check_group(const char *s, size_t len, int is_key, const char *shown, char *buf,
+                            size_t cap);
+const char *cfg_check_loopback(const char *s, size_t len, int is_key, const char *shown, char *buf,
+                               size_t cap);
+
 #endif

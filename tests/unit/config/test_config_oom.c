@@ -188,13 +188,6 @@ TEST(check_reload)
                 "t.yaml: store.path changed (/a -> /b); restart to apply");
 }
 
-/* The reload check over maps (compared, never shown). */
-TEST(check_reload_maps)
-{
-    walk_reload(upload_text, "upload: {headers: {X-A: b}, labels: {env: dev}}\n",
-                "t.yaml: upload.headers changed; restart to apply");
-}
-
 int main(void)
 {
     RUN(load_valid);
@@ -202,7 +195,6 @@ int main(void)
     RUN(load_empty);
     RUN(load_upload);
     RUN(load_upload_invalid);
-    RUN(check_reload_maps);
     RUN(defaults);
     RUN(load_file);
     RUN(check_reload);
