@@ -1,7 +1,9 @@
 /*
  * isoprof - reads an isoprof store: list windows, export pprof, show the
  * top functions, inspect the store. Read-only transactions only, so it
- * works while isoprofd writes the same store.
+ * works while isoprofd writes the same store. status, profile and metrics
+ * ask a running isoprofd instead, over its control socket (HTTP/1.1 on a
+ * Unix socket, libcurl easy: blocking is fine here).
  *
  * Exit codes: 0 ok, 1 nothing matched, 2 usage or store error (one line on
  * stderr saying why).
@@ -12,14 +14,19 @@
 
 #include "base.h"
 
+#include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+#include <yajl/yajl_tree.h>
 
 #define EXIT_NOMATCH 1
 #define EXIT_USAGE 2
@@ -69,6 +76,10 @@ static void usage(FILE *f)
         "       isoprof anomalies --store DIR [--kind K] [--worker W] [--version V]\n"
         "                         [--since T] [--until T] [--json]\n"
         "       isoprof store     stat|check --store DIR\n"
+        "       isoprof status    [--socket S] [--json]\n"
+        "       isoprof profile   --worker W [--version V] [--isolate I] --type cpu|heap\n"
+        "                         [--seconds 10] [--interval 1ms] [--all] [-o FILE] [--socket S]\n"
+        "       isoprof metrics   [--socket S]\n"
         "\n"
         "Reads the windows isoprofd stored. FILTERS:\n"
         "  --worker W      only worker W          --version V   only version V\n"
@@ -93,7 +104,22 @@ static void usage(FILE *f)
         "store      stat: counts, sizes, schema, upload outbox; check: verify every record\n"
         "           and index\n"
         "\n"
-        "Exit status: 0 ok, 1 nothing matched, 2 usage or store error.\n");
+        "These ask a running isoprofd over its control socket:\n"
+        "status     targets (state, memory, last windows, open anomaly), schedule, store,\n"
+        "           outbox and uptime; --json: the raw JSON of GET /status\n"
+        "profile    take a window now and write its gzip'd pprof to FILE or stdout (never a\n"
+        "           terminal); the window is also stored, marked on_demand. --seconds 1..3600\n"
+        "           (cpu), --interval 100us..1s (default: sampling.cpu.interval); several\n"
+        "           isolates of the worker: name one with --isolate, or --all for one merged\n"
+        "           profile. A progress line goes to stderr when it is a terminal\n"
+        "metrics    the agent's own Prometheus metrics (GET /metrics)\n"
+        "The socket S: --socket, else $ISOPROF_SOCKET, else $RUNTIME_DIRECTORY/isoprof.sock,\n"
+        "else DIR/control.sock with --store DIR, else /run/isoprof/isoprof.sock (the first\n"
+        "that exists).\n"
+        "\n"
+        "Exit status: 0 ok, 1 nothing matched, 2 usage or store error; for status, profile\n"
+        "and metrics 1 is an unknown worker or several isolates, 2 an agent that cannot be\n"
+        "reached or answers an error.\n");
 }
 
 /* --- time --- */
@@ -878,6 +904,628 @@ static int cmd_store(int argc, char **argv)
     return 0;
 }
 
+/* --- the control socket: status, profile, metrics --- */
+
+#define CTL_TIMEOUT_MS 10000L
+#define CTL_MAX_PAGE ((size_t)64 << 20)      /* /status, /metrics, error bodies */
+#define CTL_MAX_PROFILE ((size_t)1024 << 20) /* a merged profile of many isolates */
+#define CTL_RUN_SOCKET "/run/isoprof/isoprof.sock"
+
+struct ctl_cli {
+    const char *socket, *store;
+    int json, all;
+    const char *worker, *version, *isolate, *type, *seconds, *interval, *out;
+};
+
+/* Which command parse_ctl_args reads for. */
+enum { CTL_STATUS, CTL_PROFILE, CTL_METRICS };
+
+static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 'S'},   {"store", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},           {"worker", required_argument, NULL, 'w'},
+        {"version", required_argument, NULL, 'v'},  {"isolate", required_argument, NULL, 'i'},
+        {"type", required_argument, NULL, 't'},     {"seconds", required_argument, NULL, 's'},
+        {"interval", required_argument, NULL, 'I'}, {"all", no_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+    };
+    int profile = cmd == CTL_PROFILE, ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'S':
+            c->socket = optarg;
+            break;
+        case 'd':
+            c->store = optarg;
+            break;
+        case 'j':
+            if (cmd != CTL_STATUS)
+                return die("--json is not an option of this command");
+            c->json = 1;
+            break;
+        case 'w':
+        case 'v':
+        case 'i':
+        case 't':
+        case 's':
+        case 'I':
+        case 'a':
+        case 'o':
+            if (!profile)
+                return die("%s is not an option of this command", argv[optind - 1]);
+            if (ch == 'w')
+                c->worker = optarg;
+            else if (ch == 'v')
+                c->version = optarg;
+            else if (ch == 'i')
+                c->isolate = optarg;
+            else if (ch == 't')
+                c->type = optarg;
+            else if (ch == 's')
+                c->seconds = optarg;
+            else if (ch == 'I')
+                c->interval = optarg;
+            else if (ch == 'a')
+                c->all = 1;
+            else
+                c->out = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case ':':
+            return die("option %s needs a value", argv[optind - 1]);
+        default:
+            return die("unknown option '%s'; try 'isoprof --help'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return die("unexpected argument '%s'", argv[optind]);
+    if (!profile)
+        return 0;
+    if (c->worker == NULL || c->worker[0] == '\0')
+        return die("--worker W is required");
+    if (c->type == NULL)
+        return die("--type cpu|heap is required");
+    if (strcmp(c->type, "cpu") != 0 && strcmp(c->type, "heap") != 0)
+        return die("--type must be cpu or heap, not '%s'", c->type);
+    if (c->seconds) {
+        char *end;
+        errno = 0;
+        long v = strtol(c->seconds, &end, 10);
+        if (c->seconds[0] < '0' || c->seconds[0] > '9' || *end != '\0' || errno || v < 1 ||
+            v > 3600)
+            return die("--seconds: '%s' is not a whole number from 1 to 3600", c->seconds);
+    }
+    if (c->interval) {
+        uint64_t ns;
+        if (cfg_parse_duration(c->interval, &ns) != 0 || ns < 100000 || ns > 1000000000)
+            return die("--interval: '%s' is not a duration from 100us to 1s (like 1ms)",
+                       c->interval);
+    }
+    if (c->isolate) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(c->isolate, &end, 10);
+        if (c->isolate[0] < '0' || c->isolate[0] > '9' || *end != '\0' || errno || v > UINT32_MAX)
+            return die("--isolate: '%s' is not an isolate id", c->isolate);
+    }
+    return 0;
+}
+
+static int path_exists(const char *p)
+{
+    struct stat st;
+    return lstat(p, &st) == 0;
+}
+
+/*
+ * The socket to use, into buf: --socket, else $ISOPROF_SOCKET, else the
+ * first that exists of $RUNTIME_DIRECTORY/isoprof.sock, DIR/control.sock
+ * (--store DIR) and /run/isoprof/isoprof.sock; if none does, the first of
+ * those (for the message).
+ */
+static const char *ctl_socket(const struct ctl_cli *c, char *buf, size_t cap)
+{
+    if (c->socket)
+        return c->socket;
+    const char *env = getenv("ISOPROF_SOCKET");
+    if (env && *env)
+        return env;
+    char cand[3][4200];
+    int n = 0;
+    const char *rt = getenv("RUNTIME_DIRECTORY");
+    if (rt && *rt)
+        snprintf(cand[n++], sizeof(cand[0]), "%.*s/isoprof.sock", (int)strcspn(rt, ":"), rt);
+    if (c->store)
+        snprintf(cand[n++], sizeof(cand[0]), "%.4000s/control.sock", c->store);
+    snprintf(cand[n++], sizeof(cand[0]), "%s", CTL_RUN_SOCKET);
+    int pick = 0;
+    for (int i = 0; i < n; i++) {
+        if (path_exists(cand[i])) {
+            pick = i;
+            break;
+        }
+    }
+    snprintf(buf, cap, "%s", cand[pick]);
+    return buf;
+}
+
+/* An answer, its body capped. */
+struct ctl_resp {
+    long status;
+    char *body;
+    size_t len, cap, max;
+    int overflow;
+};
+
+static size_t ctl_on_data(char *p, size_t size, size_t n, void *arg)
+{
+    struct ctl_resp *r = arg;
+    size_t len = size * n;
+    if (r->len + len + 1 > r->max) {
+        r->overflow = 1;
+        return 0; /* aborts the transfer */
+    }
+    if (r->len + len + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 16384;
+        while (cap < r->len + len + 1)
+            cap *= 2;
+        char *np = isoprof_realloc(r->body, cap);
+        if (np == NULL)
+            return 0;
+        r->body = np;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, p, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return len;
+}
+
+/* The progress line of `isoprof profile` (stderr is a terminal). */
+struct ctl_progress {
+    const char *worker;
+    long seconds; /* 0: a heap window */
+    uint64_t start_ns;
+    long shown; /* the last second printed, -1 before */
+};
+
+static int ctl_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                           curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    struct ctl_progress *p = arg;
+    long el = (long)((isoprof_now_mono_ns() - p->start_ns) / 1000000000ull);
+    if (el == p->shown)
+        return 0;
+    p->shown = el;
+    if (p->seconds == 0)
+        fprintf(stderr, "\r\033[Ktaking a heap profile of %s... %ld s", p->worker, el);
+    else if (el < p->seconds)
+        fprintf(stderr, "\r\033[Kprofiling %s for %ld s... %ld s left", p->worker, p->seconds,
+                p->seconds - el);
+    else
+        fprintf(stderr, "\r\033[Kprofiling %s for %ld s... waiting for the window (%ld s)",
+                p->worker, p->seconds, el);
+    fflush(stderr);
+    return 0;
+}
+
+/*
+ * method path on the control socket sock; the answer in *r (body capped at
+ * max). Returns 0, or an exit code after saying why on stderr (the agent
+ * could not be reached or did not answer).
+ */
+static int ctl_request(const char *sock, const char *method, const char *path, long timeout_ms,
+                       size_t max, struct ctl_progress *pr, struct ctl_resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->max = max;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return die("cannot initialise libcurl");
+    CURL *h = curl_easy_init();
+    if (h == NULL)
+        return die("out of memory");
+    char url[8192];
+    snprintf(url, sizeof(url), "http://localhost%s", path);
+    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CTL_TIMEOUT_MS);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ctl_on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "isoprof/" ISOPROF_VERSION);
+    if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    if (pr != NULL) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, ctl_on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, pr);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
+    CURLcode rc = curl_easy_perform(h);
+    long os_errno = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno);
+    curl_easy_cleanup(h);
+    if (pr != NULL && pr->shown >= 0) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    if (rc == CURLE_OK)
+        return 0;
+    if (r->overflow)
+        return die("%s: the answer is larger than %zu MiB", sock, max >> 20);
+    if (rc == CURLE_COULDNT_CONNECT)
+        return die("cannot connect to %s: %s (is isoprofd running? --socket)", sock,
+                   os_errno ? strerror((int)os_errno) : curl_easy_strerror(rc));
+    if (rc == CURLE_OPERATION_TIMEDOUT)
+        return die("%s: no answer within %ld s", sock, timeout_ms / 1000);
+    return die("%s: %s", sock, curl_easy_strerror(rc));
+}
+
+static void ctl_resp_free(struct ctl_resp *r)
+{
+    isoprof_free(r->body);
+    r->body = NULL;
+}
+
+static const char *jstr(yajl_val v, const char *key)
+{
+    const char *path[] = {key, NULL};
+    yajl_val s = yajl_tree_get(v, path, yajl_t_string);
+    return s ? YAJL_GET_STRING(s) : NULL;
+}
+
+static yajl_val jget(yajl_val v, const char *key)
+{
+    const char *path[] = {key, NULL};
+    return v ? yajl_tree_get(v, path, yajl_t_any) : NULL;
+}
+
+/* A JSON number as uint64; -1 (as int) for null or missing. */
+static int jnum(yajl_val v, const char *key, uint64_t *out)
+{
+    yajl_val n = jget(v, key);
+    if (n == NULL || !YAJL_IS_INTEGER(n) || YAJL_GET_INTEGER(n) < 0)
+        return -1;
+    *out = (uint64_t)YAJL_GET_INTEGER(n);
+    return 0;
+}
+
+/* An error answer: its message on stderr (and the isolates of a 409). */
+static int ctl_fail(const struct ctl_resp *r)
+{
+    const char *msg = NULL;
+    yajl_val root = NULL;
+    char err[128];
+    if (r->body != NULL)
+        root = yajl_tree_parse(r->body, err, sizeof(err));
+    if (root != NULL)
+        msg = jstr(root, "error");
+    if (msg != NULL)
+        fprintf(stderr, "isoprof: %s (HTTP %ld)\n", msg, r->status);
+    else
+        fprintf(stderr, "isoprof: the agent answered HTTP %ld\n", r->status);
+    yajl_val ids = jget(root, "isolates");
+    if (ids != NULL && YAJL_IS_ARRAY(ids)) {
+        fputs("isoprof: isolates:", stderr);
+        for (size_t i = 0; i < ids->u.array.len; i++)
+            if (YAJL_IS_INTEGER(ids->u.array.values[i]))
+                fprintf(stderr, " %lld", YAJL_GET_INTEGER(ids->u.array.values[i]));
+        fputs(" (pick one with --isolate, or --all)\n", stderr);
+    }
+    if (root != NULL)
+        yajl_tree_free(root);
+    return r->status == 404 || r->status == 409 ? EXIT_NOMATCH : EXIT_USAGE;
+}
+
+static void format_bytes(uint64_t v, char *buf, size_t cap)
+{
+    if (v >= (1ull << 30))
+        snprintf(buf, cap, "%.1fGiB", (double)v / (double)(1ull << 30));
+    else if (v >= (1ull << 20))
+        snprintf(buf, cap, "%.1fMiB", (double)v / (double)(1ull << 20));
+    else if (v >= (1ull << 10))
+        snprintf(buf, cap, "%.1fKiB", (double)v / 1024.0);
+    else
+        snprintf(buf, cap, "%" PRIu64 "B", v);
+}
+
+/* An RFC 3339 time of the status page as "12s ago", or "-". */
+static void format_when(const char *t, char *buf, size_t cap)
+{
+    uint64_t ns;
+    if (t == NULL || parse_time(t, &ns) != 0) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    char age[32];
+    format_age(ns, age, sizeof(age));
+    snprintf(buf, cap, "%s ago", age);
+}
+
+static void format_uptime(uint64_t s, char *buf, size_t cap)
+{
+    if (s >= 86400)
+        snprintf(buf, cap, "%" PRIu64 "d%" PRIu64 "h", s / 86400, s % 86400 / 3600);
+    else if (s >= 3600)
+        snprintf(buf, cap, "%" PRIu64 "h%" PRIu64 "m", s / 3600, s % 3600 / 60);
+    else if (s >= 60)
+        snprintf(buf, cap, "%" PRIu64 "m%" PRIu64 "s", s / 60, s % 60);
+    else
+        snprintf(buf, cap, "%" PRIu64 "s", s);
+}
+
+static const char *or_dash(const char *s)
+{
+    return s ? s : "-";
+}
+
+static void print_status(yajl_val root)
+{
+    const char *s;
+    uint64_t v = 0, w = 0;
+    char a[64], b[64];
+    yajl_val targets = jget(root, "targets");
+    size_t nt = targets && YAJL_IS_ARRAY(targets) ? targets->u.array.len : 0;
+    printf("%-20s %-12s %-10s %-8s %-10s %-19s %-9s %-9s %s\n", "WORKER", "VERSION", "ISOLATE",
+           "RUNTIME", "STATE", "MEMORY", "LAST CPU", "LAST HEAP", "ANOMALY");
+    for (size_t i = 0; i < nt; i++) {
+        yajl_val t = targets->u.array.values[i];
+        uint64_t iso = 0;
+        jnum(t, "isolate", &iso);
+        printf("%-20.20s %-12.12s %-10" PRIu64 " %-8.8s %-10.10s ", or_dash(jstr(t, "worker")),
+               or_dash(jstr(t, "version")), iso, or_dash(jstr(t, "runtime")),
+               or_dash(jstr(t, "state")));
+        yajl_val mem = jget(t, "memory");
+        char m[160];
+        if (jnum(mem, "limit", &w) == 0)
+            format_bytes(w, b, sizeof(b));
+        else
+            snprintf(b, sizeof(b), "-");
+        if (jnum(mem, "used", &v) == 0)
+            format_bytes(v, a, sizeof(a));
+        else
+            snprintf(a, sizeof(a), "-");
+        snprintf(m, sizeof(m), "%s/%s", a, b);
+        yajl_val lw = jget(t, "last_window");
+        format_when(jstr(lw, "cpu"), a, sizeof(a));
+        format_when(jstr(lw, "heap"), b, sizeof(b));
+        printf("%-19s %-9s %-9s ", m, a, b);
+        yajl_val an = jget(t, "anomaly");
+        if (an != NULL && YAJL_IS_OBJECT(an)) {
+            char since[64];
+            format_when(jstr(an, "since"), since, sizeof(since));
+            printf("%s (since %s)\n", (s = jstr(an, "kind")) ? s : "?", since);
+        } else {
+            printf("-\n");
+        }
+    }
+    if (nt == 0)
+        printf("(no targets)\n");
+    putchar('\n');
+    yajl_val sc = jget(root, "schedule");
+    uint64_t run = 0, del = 0, max = 0;
+    jnum(sc, "running", &run);
+    jnum(sc, "delayed", &del);
+    int has_max = jnum(sc, "max_concurrent", &max) == 0;
+    printf("schedule  %" PRIu64 " window%s running, %" PRIu64 " delayed", run, run == 1 ? "" : "s",
+           del);
+    if (has_max)
+        printf(" (at most %" PRIu64 " at once)", max);
+    putchar('\n');
+    yajl_val st = jget(root, "store");
+    printf("store     %s:", (s = jstr(st, "path")) ? s : "?");
+    if (jnum(st, "windows", &v) == 0)
+        printf(" %" PRIu64 " windows,", v);
+    if (jnum(st, "bytes", &v) == 0) {
+        format_bytes(v, a, sizeof(a));
+        printf(" %s", a);
+    }
+    if (jnum(st, "budget", &v) == 0) {
+        format_bytes(v, b, sizeof(b));
+        printf(" of %s", b);
+    }
+    putchar('\n');
+    yajl_val ob = jget(root, "outbox");
+    yajl_val up = jget(root, "upload");
+    yajl_val en = jget(up, "enabled");
+    if (en != NULL && YAJL_IS_TRUE(en)) {
+        printf("outbox    ");
+        if (jnum(ob, "pending", &v) == 0)
+            printf("%" PRIu64 " pending", v);
+        else
+            printf("? pending");
+        if (jnum(ob, "oldest_age_s", &w) == 0)
+            printf(", oldest %" PRIu64 " s", w);
+        if (jnum(up, "profiles_sent", &v) == 0)
+            printf("; %" PRIu64 " profiles sent", v);
+        if (jnum(up, "requests_failed", &v) == 0)
+            printf(", %" PRIu64 " failed requests", v);
+        putchar('\n');
+    } else {
+        printf("upload    off\n");
+    }
+    uint64_t up_s = 0;
+    jnum(root, "uptime_s", &up_s);
+    format_uptime(up_s, a, sizeof(a));
+    printf("agent     isoprofd %s", (s = jstr(root, "version")) ? s : "?");
+    if (jnum(root, "pid", &v) == 0)
+        printf(" (pid %" PRIu64 ")", v);
+    printf(", up %s", a);
+    if ((s = jstr(root, "config")) != NULL)
+        printf(", config %s", s);
+    putchar('\n');
+}
+
+/* The arguments of a GET command (kind), then GET path over the socket:
+ * 0 with *r holding a 200 answer (free it with ctl_resp_free), else the
+ * exit status, the reason already printed. *sock names the socket (in buf). */
+static int ctl_get_page(int argc, char **argv, int kind, const char *path, struct ctl_cli *c,
+                        char *buf, size_t cap, const char **sock, struct ctl_resp *r)
+{
+    int rc = parse_ctl_args(c, argc, argv, kind);
+    if (rc)
+        return rc;
+    *sock = ctl_socket(c, buf, cap);
+    if ((rc = ctl_request(*sock, "GET", path, CTL_TIMEOUT_MS, CTL_MAX_PAGE, NULL, r)) != 0)
+        return rc;
+    if (r->status != 200) {
+        rc = ctl_fail(r);
+        ctl_resp_free(r);
+        return rc;
+    }
+    return 0;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+    struct ctl_cli c = {0};
+    char buf[4300];
+    const char *sock;
+    struct ctl_resp r;
+    int rc = ctl_get_page(argc, argv, CTL_STATUS, "/status", &c, buf, sizeof(buf), &sock, &r);
+    if (rc)
+        return rc;
+    if (c.json) {
+        fwrite(r.body ? r.body : "", 1, r.len, stdout);
+        if (r.len == 0 || r.body[r.len - 1] != '\n')
+            putchar('\n');
+        ctl_resp_free(&r);
+        return fflush(stdout) == 0 ? 0 : die("writing stdout: %s", strerror(errno));
+    }
+    char err[256];
+    yajl_val root = r.body ? yajl_tree_parse(r.body, err, sizeof(err)) : NULL;
+    ctl_resp_free(&r);
+    if (root == NULL || !YAJL_IS_OBJECT(root)) {
+        if (root)
+            yajl_tree_free(root);
+        return die("%s: /status is not a JSON object", sock);
+    }
+    print_status(root);
+    yajl_tree_free(root);
+    return fflush(stdout) == 0 ? 0 : die("writing stdout: %s", strerror(errno));
+}
+
+static int cmd_metrics(int argc, char **argv)
+{
+    struct ctl_cli c = {0};
+    char buf[4300];
+    const char *sock;
+    struct ctl_resp r;
+    int rc = ctl_get_page(argc, argv, CTL_METRICS, "/metrics", &c, buf, sizeof(buf), &sock, &r);
+    if (rc)
+        return rc;
+    fwrite(r.body ? r.body : "", 1, r.len, stdout);
+    ctl_resp_free(&r);
+    return fflush(stdout) == 0 ? 0 : die("writing stdout: %s", strerror(errno));
+}
+
+/* Append "&key=value" (value escaped) to q. */
+static void query_add(char *q, size_t cap, const char *key, const char *value)
+{
+    char *e = curl_easy_escape(NULL, value, 0);
+    size_t len = strlen(q);
+    snprintf(q + len, cap - len, "%s%s=%s", len ? "&" : "", key, e ? e : "");
+    curl_free(e);
+}
+
+/* len bytes to path, through path.tmp and a rename. Returns an exit code. */
+static int write_file(const char *path, const char *data, size_t len)
+{
+    char tmp[4200];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return die("-o: the file name is too long");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return die("%s: %s", tmp, strerror(errno));
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return die("writing %s: %s", tmp, strerror(e));
+        }
+        off += (size_t)n;
+    }
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return die("writing %s: %s", tmp, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return die("renaming %s to %s: %s", tmp, path, strerror(e));
+    }
+    return 0;
+}
+
+static int cmd_profile(int argc, char **argv)
+{
+    struct ctl_cli c = {0};
+    int rc = parse_ctl_args(&c, argc, argv, CTL_PROFILE);
+    if (rc)
+        return rc;
+    if (c.out == NULL && isatty(STDOUT_FILENO))
+        return die("refusing to write a binary profile to a terminal: use -o FILE or redirect "
+                   "stdout");
+    char buf[4300];
+    const char *sock = ctl_socket(&c, buf, sizeof(buf));
+    char q[6000] = "";
+    query_add(q, sizeof(q), "worker", c.worker);
+    if (c.version)
+        query_add(q, sizeof(q), "version", c.version);
+    if (c.isolate)
+        query_add(q, sizeof(q), "isolate", c.isolate);
+    query_add(q, sizeof(q), "type", c.type);
+    if (c.seconds)
+        query_add(q, sizeof(q), "seconds", c.seconds);
+    if (c.interval)
+        query_add(q, sizeof(q), "interval", c.interval);
+    if (c.all)
+        query_add(q, sizeof(q), "all", "1");
+    char path[6100];
+    snprintf(path, sizeof(path), "/profile?%s", q);
+    long seconds = c.seconds ? strtol(c.seconds, NULL, 10) : 10;
+    int heap = strcmp(c.type, "heap") == 0;
+    /* The window may wait for a scheduled one to end first: room for that. */
+    long timeout_ms = heap ? 600000L : (2 * seconds + 600) * 1000L;
+    struct ctl_progress pr = {.worker = c.worker,
+                              .seconds = heap ? 0 : seconds,
+                              .start_ns = isoprof_now_mono_ns(),
+                              .shown = -1};
+    struct ctl_resp r;
+    rc = ctl_request(sock, "POST", path, timeout_ms, CTL_MAX_PROFILE,
+                     isatty(STDERR_FILENO) ? &pr : NULL, &r);
+    if (rc != 0)
+        return rc;
+    if (r.status != 200) {
+        rc = ctl_fail(&r);
+        ctl_resp_free(&r);
+        return rc;
+    }
+    if (c.out != NULL) {
+        rc = write_file(c.out, r.body ? r.body : "", r.len);
+    } else {
+        size_t wr = fwrite(r.body ? r.body : "", 1, r.len, stdout);
+        rc = wr != r.len || fflush(stdout) != 0 ? die("writing stdout: %s", strerror(errno)) : 0;
+    }
+    ctl_resp_free(&r);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -903,6 +1551,12 @@ int main(int argc, char **argv)
         return cmd_store(argc - 1, argv + 1);
     if (strcmp(cmd, "anomalies") == 0)
         return cmd_anomalies(argc - 1, argv + 1);
+    if (strcmp(cmd, "status") == 0)
+        return cmd_status(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0)
+        return cmd_profile(argc - 1, argv + 1);
+    if (strcmp(cmd, "metrics") == 0)
+        return cmd_metrics(argc - 1, argv + 1);
     fprintf(stderr, "isoprof: unknown command '%s'; try 'isoprof --help'\n", cmd);
     return EXIT_USAGE;
 }

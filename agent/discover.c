@@ -214,30 +214,126 @@ static void ep_poll(struct endpoint *ep)
         ep_failed(ep, "request", rc, NULL);
 }
 
+/* A new endpoint for target cfg tc, polled at once; appended to *tail. */
+static struct endpoint *ep_new(struct agent *a, const struct cfg_target *tc)
+{
+    struct endpoint *ep = isoprof_calloc(1, sizeof(*ep));
+    if (ep == NULL)
+        return NULL;
+    ep->a = a;
+    ep->cfg = tc;
+    uv_timer_init(a->loop, &ep->timer);
+    uv_timer_start(&ep->timer, ep_on_timer, 0, 0);
+    return ep;
+}
+
 int discover_start(struct agent *a)
 {
-    a->nendpoints = a->cfg->ntargets;
-    a->endpoints = isoprof_calloc(a->nendpoints ? a->nendpoints : 1, sizeof(*a->endpoints));
-    if (a->endpoints == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < a->nendpoints; i++) {
-        struct endpoint *ep = &a->endpoints[i];
-        ep->a = a;
-        ep->cfg = &a->cfg->targets[i];
-        uv_timer_init(a->loop, &ep->timer);
-        uv_timer_start(&ep->timer, ep_on_timer, 0, 0);
+    struct endpoint **tail = &a->endpoints;
+    for (size_t i = 0; i < a->cfg->ntargets; i++) {
+        struct endpoint *ep = ep_new(a, &a->cfg->targets[i]);
+        if (ep == NULL)
+            return -ENOMEM; /* the ones made are closed by discover_close */
+        *tail = ep;
+        tail = &ep->next;
     }
     return 0;
 }
 
+static void ep_stop(struct endpoint *ep)
+{
+    uv_timer_stop(&ep->timer);
+    if (ep->inflight) {
+        http_cancel(ep->inflight);
+        ep->inflight = NULL;
+    }
+}
+
 void discover_stop(struct agent *a)
 {
-    for (size_t i = 0; i < a->nendpoints; i++) {
-        struct endpoint *ep = &a->endpoints[i];
-        uv_timer_stop(&ep->timer);
-        if (ep->inflight) {
-            http_cancel(ep->inflight);
-            ep->inflight = NULL;
+    for (struct endpoint *ep = a->endpoints; ep; ep = ep->next)
+        ep_stop(ep);
+}
+
+void discover_close(struct agent *a)
+{
+    struct endpoint *lists[2] = {a->endpoints, a->retired_endpoints};
+    for (int i = 0; i < 2; i++)
+        for (struct endpoint *ep = lists[i]; ep; ep = ep->next)
+            if (!uv_is_closing((uv_handle_t *)&ep->timer))
+                uv_close((uv_handle_t *)&ep->timer, NULL);
+}
+
+void discover_free(struct agent *a)
+{
+    struct endpoint *lists[2] = {a->endpoints, a->retired_endpoints};
+    for (int i = 0; i < 2; i++) {
+        for (struct endpoint *ep = lists[i], *n; ep; ep = n) {
+            n = ep->next;
+            isoprof_free(ep->runtime);
+            isoprof_free(ep);
         }
     }
+    a->endpoints = a->retired_endpoints = NULL;
+}
+
+static int same_label(const char *x, const char *y)
+{
+    return (x == NULL && y == NULL) || (x != NULL && y != NULL && strcmp(x, y) == 0);
+}
+
+int discover_reload(struct agent *a, const struct cfg *next)
+{
+    for (struct endpoint *ep = a->endpoints; ep; ep = ep->next)
+        ep->kept = 0;
+    struct endpoint *head = NULL, **tail = &head;
+    int rc = 0;
+    for (size_t i = 0; i < next->ntargets; i++) {
+        const struct cfg_target *tc = &next->targets[i];
+        struct endpoint **pp = &a->endpoints, *ep;
+        while ((ep = *pp) != NULL && (ep->kept || strcmp(ep->cfg->inspector, tc->inspector) != 0))
+            pp = &ep->next;
+        if (ep != NULL) {
+            /* Still named: its sessions carry on. */
+            *pp = ep->next;
+            ep->kept = 1;
+            int relabel = !same_label(ep->cfg->worker, tc->worker) ||
+                          !same_label(ep->cfg->version, tc->version);
+            ep->cfg = tc;
+            for (struct target *t = a->targets; relabel && t; t = t->next) {
+                if (t->ep != ep || t->removing)
+                    continue;
+                if (target_relabel(t) != 0) {
+                    log_info("target re-attached for its new labels", "inspector=%s worker=%s",
+                             tc->inspector, t->worker);
+                    target_remove(t); /* listed again at the next poll */
+                }
+            }
+        } else if ((ep = ep_new(a, tc)) == NULL) {
+            rc = -ENOMEM;
+            continue;
+        } else {
+            ep->kept = 1;
+            log_info("endpoint added", "inspector=%s", tc->inspector);
+        }
+        ep->next = NULL;
+        *tail = ep;
+        tail = &ep->next;
+    }
+    /* What is left is no longer named: its targets go, the endpoint is
+     * retired (its targets hold it until they are freed). */
+    for (struct endpoint *ep = a->endpoints, *n; ep; ep = n) {
+        n = ep->next;
+        log_info("endpoint removed", "inspector=%s", ep->cfg->inspector);
+        ep_stop(ep);
+        for (struct target *t = a->targets, *tn; t; t = tn) {
+            tn = t->next;
+            if (t->ep == ep)
+                target_remove(t);
+        }
+        ep->next = a->retired_endpoints;
+        a->retired_endpoints = ep;
+    }
+    a->endpoints = head;
+    return rc;
 }

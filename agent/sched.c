@@ -14,12 +14,16 @@
  * is planned from its actual start.
  *
  * An anomaly's CPU window (sched_anomaly_window) starts at once, at the
- * fine interval, outside the cap; the schedule then carries on from it.
+ * fine interval, outside the cap; the schedule then carries on from it. So
+ * does an on-demand window (sched_ondemand_window, ondemand.c), which waits
+ * for a window already recording to end instead of breaking it.
  */
 #include "internal.h"
 #include "log.h"
 
 #include "base.h"
+
+#include <errno.h>
 
 static unsigned slots_used(const struct agent *a)
 {
@@ -58,17 +62,26 @@ static void queue_remove(struct agent *a, struct target *t)
     }
 }
 
-/* The window's anomaly tag and pin end with it. */
+/* The window's anomaly tag and pin end with it; an on-demand request
+ * still holding it gets no window (the target handed a taken window to the
+ * writer, which answers the request, and cleared win_od). */
 static void sched_unpin(struct target *t)
 {
     episode_unref(t->win_pin);
     t->win_pin = NULL;
     t->win_anomaly = 0;
+    if (t->win_od != NULL) {
+        struct od_req *r = t->win_od;
+        t->win_od = NULL;
+        ondemand_window_done(r, -EIO, NULL, "the window was not taken (see the daemon's log)");
+    }
 }
 
 static void sched_start(struct target *t, uint64_t interval_ns)
 {
     struct agent *a = t->a;
+    t->win_duration_ns =
+        t->win_od ? ondemand_duration_ns(t->win_od) : a->cfg->sampling.cpu.duration_ns;
     a->running_windows++;
     a->n.windows_started++;
     if (target_start_window(t, interval_ns) != 0) {
@@ -133,6 +146,8 @@ void sched_window_done(struct target *t)
     sched_admit(a);
     if (a->stopping || t->removing || t->state != TARGET_READY)
         return;
+    if (ondemand_next(t))
+        return; /* its end plans the next scheduled window */
     const struct cfg *c = a->cfg;
     double period = (double)c->sampling.cpu.period_ns;
     double offset = (agent_rand_unit(a) * 2.0 - 1.0) * c->sampling.cpu.jitter * period;
@@ -182,6 +197,41 @@ void sched_anomaly_window(struct target *t, struct episode *ep)
     log_info("anomaly window", "worker=%s isolate=%u kind=%s interval_ns=%U", t->worker, t->isolate,
              store_anomaly_name(ep->kind), a->cfg->anomaly.cpu_interval_ns);
     sched_start(t, a->cfg->anomaly.cpu_interval_ns);
+}
+
+void sched_reconfigure(struct agent *a)
+{
+    /* Durations and intervals are read when each window starts, periods
+     * when the next is planned. A window planned further ahead than the
+     * new period allows is planned again, spread over the first period as
+     * at attach, so a shorter period applies now; a higher cap admits the
+     * delayed windows it now lets in. */
+    const struct cfg *c = a->cfg;
+    uint64_t now = isoprof_now_mono_ns();
+    double limit = (double)c->sampling.cpu.period_ns * (1.0 + c->sampling.cpu.jitter);
+    for (struct target *t = a->targets; t; t = t->next) {
+        if (t->state != TARGET_READY || t->removing || t->win != WINDOW_NONE)
+            continue;
+        if ((double)t->next_due_mono_ns > (double)now + limit)
+            sched_target_ready(t);
+    }
+    sched_admit(a);
+}
+
+int sched_ondemand_window(struct target *t, struct od_req *r)
+{
+    struct agent *a = t->a;
+    if (a->stopping || t->removing || t->state != TARGET_READY || t->win_od != NULL)
+        return 0;
+    if (t->win == WINDOW_QUEUED)
+        queue_remove(a, t); /* the on-demand window takes its turn */
+    else if (t->win != WINDOW_NONE)
+        return 0;
+    t->win = WINDOW_NONE;
+    uv_timer_stop(&t->timer);
+    t->win_od = ondemand_ref(r);
+    sched_start(t, ondemand_interval_ns(r));
+    return t->win != WINDOW_NONE;
 }
 
 void sched_stop_all(struct agent *a)

@@ -130,6 +130,7 @@ static void target_session_ended(struct target *t)
     t->heap_anomaly = 0;
     episode_unref(t->heap_pin);
     t->heap_pin = NULL;
+    ondemand_target_gone(t);
 }
 
 static void target_on_backoff(uv_timer_t *timer)
@@ -154,12 +155,32 @@ static void target_backoff(struct target *t, int evicted)
         uv_timer_start(&t->timer, target_on_backoff, delay, 0);
 }
 
+/* Why the session that ends with status was dropped, for the metrics: the
+ * agent's own close first, then what the status says about the target. */
+static enum agent_drop_reason target_drop_reason(const struct target *t, int status, int was_ready)
+{
+    if (t->close_reason != NULL)
+        return AGENT_DROP_AGENT;
+    if (status == ISOPROF_ETOOBIG)
+        return AGENT_DROP_OVERSIZED;
+    if (status == ISOPROF_EJSON || status == ISOPROF_EWS)
+        return AGENT_DROP_PROTOCOL_ERROR;
+    if (status == ISOPROF_ETIMEDOUT)
+        return AGENT_DROP_TIMEOUT;
+    if (!was_ready && status != 0 && status != ISOPROF_ECLOSED)
+        return AGENT_DROP_CONNECT_FAILED;
+    if (was_ready && strcmp(target_runtime(t), "workerd") == 0)
+        return AGENT_DROP_EVICTED; /* as target_on_close backs off for it */
+    return AGENT_DROP_CLOSED;
+}
+
 static void target_on_close(struct cdp_session *s, int status, void *arg)
 {
     (void)s;
     struct target *t = arg;
     struct agent *a = t->a;
     int was_ready = t->state == TARGET_READY;
+    enum agent_drop_reason reason = target_drop_reason(t, status, was_ready);
     const char *why = cdp_last_error(s);
     if ((why == NULL || *why == '\0') && t->close_reason)
         why = t->close_reason;
@@ -181,6 +202,7 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
     t->close_reason_was_ours = 0;
     if (!t->removing && !a->stopping) {
         a->n.sessions_dropped++;
+        a->n.sessions_dropped_by[reason]++;
         log_warn("session dropped", "worker=%s isolate=%u inspector=%s err=%s why=%s", t->worker,
                  t->isolate, t->ep->cfg->inspector,
                  status == 0 ? "closed" : isoprof_strerror(status), why ? why : "");
@@ -234,7 +256,7 @@ static void target_on_heap_started(struct cdp_session *s, struct cdp_reply *r, v
     }
     t->heap_on = 1;
     log_debug("heap sampling started", "worker=%s isolate=%u interval=%U", t->worker, t->isolate,
-              t->a->cfg->sampling.heap.interval);
+              t->a->cfg_boot->sampling.heap.interval);
     if (!uv_is_active((uv_handle_t *)&t->heap_timer))
         target_heap_plan(t);
 }
@@ -245,7 +267,7 @@ static void target_heap_start(struct target *t)
     snprintf(params, sizeof(params),
              "{\"samplingInterval\":%llu,\"includeObjectsCollectedByMajorGC\":false,"
              "\"includeObjectsCollectedByMinorGC\":false}",
-             (unsigned long long)t->a->cfg->sampling.heap.interval);
+             (unsigned long long)t->a->cfg_boot->sampling.heap.interval);
     t->heap_inflight = 1;
     if (cdp_call(t->cdp, "HeapProfiler.startSampling", params, TARGET_CALL_TIMEOUT_MS, 0,
                  target_on_heap_started, t) != 0) {
@@ -276,10 +298,13 @@ static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, v
     struct agent *a = t->a;
     struct episode *pin = t->heap_pin;
     uint8_t kind = t->heap_anomaly;
+    struct od_req *od = t->heap_od;
     t->heap_pin = NULL;
     t->heap_anomaly = 0;
+    t->heap_od = NULL;
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY) {
         episode_unref(pin);
+        ondemand_window_done(od, -ECONNRESET, NULL, "the target went away");
         return;
     }
     t->heap_inflight = 0;
@@ -294,10 +319,15 @@ static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, v
                          "worker=%s isolate=%u why=%s", t->worker, t->isolate, why);
             t->heap_restart_logged = 1;
             target_heap_start(t);
+            ondemand_window_done(od, -EAGAIN, NULL,
+                                 "another client had stopped the heap sampler; it was restarted, "
+                                 "ask again");
         } else {
             a->n.windows_lost++;
             log_warn("window not taken", "worker=%s isolate=%u step=%s err=%e why=%s", t->worker,
                      t->isolate, "HeapProfiler.getSamplingProfile", r->status, why);
+            ondemand_window_done(od, r->status ? r->status : -EIO, NULL,
+                                 "HeapProfiler.getSamplingProfile failed (see the daemon's log)");
         }
         episode_unref(pin);
         return;
@@ -308,9 +338,11 @@ static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, v
         .runtime = target_runtime(t),
         .isolate = t->isolate,
         .type = STORE_TYPE_HEAP,
-        .interval_ns = a->cfg->sampling.heap.interval,
+        .flags = od ? STORE_FLAG_ON_DEMAND : 0,
+        .interval_ns = a->cfg_boot->sampling.heap.interval, /* restart-only */
         .anomaly = kind,
         .pin = pin,
+        .od = od,
     };
     memacc_figures(&t->mem_heap, &m.mem);
     memacc_reset(&t->mem_heap);
@@ -323,23 +355,26 @@ static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, v
         a->n.windows_dropped++;
         log_error("window dropped", "worker=%s isolate=%u type=heap err=%e", t->worker, t->isolate,
                   rc);
+        ondemand_window_done(od, rc, NULL, "the window could not be queued for storage");
+    } else {
+        ondemand_unref(od); /* the writer holds its own */
     }
 }
 
-void target_heap_window(struct target *t, uint8_t kind, struct episode *ep)
+int target_heap_window(struct target *t, uint8_t kind, struct episode *ep)
 {
     if (t->state != TARGET_READY || t->cdp == NULL || t->a->stopping)
-        return;
+        return -EAGAIN;
     if (t->heap_inflight) {
         /* One is being taken: let it carry the anomaly if it has none. */
         if (ep && t->heap_pin == NULL) {
             t->heap_pin = episode_ref(ep);
             t->heap_anomaly = kind;
         }
-        return;
+        return 0;
     }
     if (!t->heap_on)
-        return; /* not started (yet, or the runtime refused it) */
+        return -EAGAIN; /* not started (yet, or the runtime refused it) */
     t->heap_inflight = 1;
     t->heap_anomaly = kind;
     t->heap_pin = ep ? episode_ref(ep) : NULL;
@@ -351,9 +386,11 @@ void target_heap_window(struct target *t, uint8_t kind, struct episode *ep)
         t->heap_anomaly = 0;
         log_error("HeapProfiler.getSamplingProfile not sent", "worker=%s isolate=%u", t->worker,
                   t->isolate);
+        return -EAGAIN;
     }
     if (ep)
         target_heap_plan(t); /* the next one a heap_period from now */
+    return 0;
 }
 
 static void target_on_heap_timer(uv_timer_t *timer)
@@ -468,6 +505,30 @@ static void target_connect(struct target *t)
                  t->ep->cfg->inspector, rc);
         target_backoff(t, 0);
     }
+}
+
+int target_relabel(struct target *t)
+{
+    const struct cfg_target *c = t->ep->cfg;
+    if (c->worker == NULL)
+        return -EAGAIN; /* derived from the target's title or url at attach */
+    const char *ver = c->version ? c->version : "unknown";
+    char *w = label_dup(c->worker, strlen(c->worker));
+    char *v = label_dup(ver, strlen(ver));
+    if (w == NULL || v == NULL) {
+        isoprof_free(w);
+        isoprof_free(v);
+        return -ENOMEM;
+    }
+    if (strcmp(w, t->worker) != 0 || strcmp(v, t->version) != 0)
+        log_info("target relabelled",
+                 "isolate=%u worker=%s version=%s was_worker=%s was_version=%s", t->isolate, w, v,
+                 t->worker, t->version);
+    isoprof_free(t->worker);
+    isoprof_free(t->version);
+    t->worker = w;
+    t->version = v;
+    return 0;
 }
 
 static struct target *target_new(struct endpoint *ep, const struct discovered *d)
@@ -585,9 +646,11 @@ static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *
             .runtime = target_runtime(t),
             .isolate = t->isolate,
             .type = STORE_TYPE_CPU,
+            .flags = t->win_od ? STORE_FLAG_ON_DEMAND : 0,
             .interval_ns = t->win_interval_ns,
             .anomaly = t->win_anomaly,
             .pin = t->win_pin,
+            .od = t->win_od,
         };
         memacc_figures(&t->mem_cpu, &m.mem);
         char *raw = r->raw;
@@ -596,6 +659,9 @@ static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *
         if (rc != 0) {
             a->n.windows_dropped++;
             log_error("window dropped", "worker=%s isolate=%u err=%e", t->worker, t->isolate, rc);
+        } else {
+            ondemand_unref(t->win_od); /* the writer answers it */
+            t->win_od = NULL;
         }
     }
     sched_window_done(t);
@@ -644,8 +710,7 @@ static void target_on_started(struct cdp_session *s, struct cdp_reply *r, void *
         target_stop_window_now(t);
         return;
     }
-    uv_timer_start(&t->timer, target_on_window_end, t->a->cfg->sampling.cpu.duration_ns / 1000000u,
-                   0);
+    uv_timer_start(&t->timer, target_on_window_end, t->win_duration_ns / 1000000u, 0);
 }
 
 static void target_on_interval(struct cdp_session *s, struct cdp_reply *r, void *arg)

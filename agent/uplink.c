@@ -154,7 +154,10 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
 int agent_upload_start(struct agent *a)
 {
     const struct cfg *c = a->cfg;
-    if (c->upload.url == NULL || c->upload.url[0] == '\0')
+    /* upload.url is restart-only: the store queues windows only when it
+     * was opened with upload on. */
+    const char *url = a->cfg_boot->upload.url;
+    if (url == NULL || url[0] == '\0')
         return 0;
     char *password = NULL, *bearer = NULL, *userpwd = NULL;
     const char *why = NULL;
@@ -201,7 +204,7 @@ int agent_upload_start(struct agent *a)
             (struct push_label){c->upload.labels.items[i].key, c->upload.labels.items[i].value};
     struct upl_options o = {
         .api = c->upload.api == CFG_UPLOAD_INGEST ? UPL_API_INGEST : UPL_API_PUSH,
-        .url = c->upload.url,
+        .url = url,
         .host = host,
         .timeout_ms = c->upload.timeout_ns / 1000000u,
         .max_profiles = c->upload.batch.max_profiles,
@@ -223,14 +226,76 @@ int agent_upload_start(struct agent *a)
     wipe_free(bearer);
     isoprof_free(hl);
     if (rc != 0) {
-        log_error("cannot start the uploader", "url=%s err=%e", c->upload.url, rc);
+        log_error("cannot start the uploader", "url=%s err=%e", url, rc);
         return rc;
     }
     if (c->upload.tls.insecure_skip_verify)
-        log_warn("upload TLS verification is off (upload.tls.insecure_skip_verify)", "url=%s",
-                 c->upload.url);
-    log_info("upload started", "url=%s api=%s host=%s batch_profiles=%u batch_bytes=%U",
-             c->upload.url, api_name(c->upload.api), host, c->upload.batch.max_profiles,
+        log_warn("upload TLS verification is off (upload.tls.insecure_skip_verify)", "url=%s", url);
+    log_info("upload started", "url=%s api=%s host=%s batch_profiles=%u batch_bytes=%U", url,
+             api_name(c->upload.api), host, c->upload.batch.max_profiles,
              c->upload.batch.max_bytes);
     return 0;
+}
+
+static int str_same(const char *x, const char *y)
+{
+    return strcmp(x ? x : "", y ? y : "") == 0;
+}
+
+static int map_same(const struct cfg_map *x, const struct cfg_map *y)
+{
+    if (x->n != y->n)
+        return 0;
+    for (size_t i = 0; i < x->n; i++)
+        if (strcmp(x->items[i].key, y->items[i].key) != 0 ||
+            strcmp(x->items[i].value, y->items[i].value) != 0)
+            return 0;
+    return 1;
+}
+
+/* Do x and y upload the same way? (upload.url is restart-only.) */
+static int upload_same(const struct cfg *x, const struct cfg *y)
+{
+    return x->upload.api == y->upload.api && x->upload.timeout_ns == y->upload.timeout_ns &&
+           x->upload.batch.max_profiles == y->upload.batch.max_profiles &&
+           x->upload.batch.max_bytes == y->upload.batch.max_bytes &&
+           x->upload.batch.max_delay_ns == y->upload.batch.max_delay_ns &&
+           x->upload.max_profile_size == y->upload.max_profile_size &&
+           str_same(x->upload.host, y->upload.host) &&
+           str_same(x->upload.tls.ca_file, y->upload.tls.ca_file) &&
+           x->upload.tls.insecure_skip_verify == y->upload.tls.insecure_skip_verify &&
+           str_same(x->upload.basic_auth.username, y->upload.basic_auth.username) &&
+           str_same(x->upload.basic_auth.password_file, y->upload.basic_auth.password_file) &&
+           str_same(x->upload.bearer_token_file, y->upload.bearer_token_file) &&
+           str_same(x->upload.tenant_id, y->upload.tenant_id) &&
+           map_same(&x->upload.headers, &y->upload.headers) &&
+           map_same(&x->upload.labels, &y->upload.labels);
+}
+
+void agent_upload_stats(const struct agent *a, struct upl_stats *out)
+{
+    /* struct upl_stats is all uint64_t totals: add them up as such. */
+    _Static_assert(sizeof(struct upl_stats) % sizeof(uint64_t) == 0, "upl_stats: uint64_t only");
+    struct upl_stats cur = {0};
+    if (a->upl != NULL)
+        upl_stats(a->upl, &cur);
+    const uint64_t *b = (const uint64_t *)&a->upl_base, *c = (const uint64_t *)&cur;
+    uint64_t *o = (uint64_t *)out;
+    for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+        o[i] = b[i] + c[i];
+}
+
+int agent_upload_reload(struct agent *a, const struct cfg *old)
+{
+    if (a->upl == NULL || upload_same(old, a->cfg))
+        return 0;
+    /* The batch in flight, if any, goes again with the new settings. The
+     * credential files are read again too. */
+    agent_upload_stats(a, &a->upl_base);
+    upl_close(a->upl);
+    a->upl = NULL;
+    int rc = agent_upload_start(a);
+    if (rc == 0)
+        log_info("upload settings applied", "");
+    return rc;
 }

@@ -42,6 +42,7 @@ struct writer_job {
     struct writer_job *next;
     int op;                  /* -1: a window; else WRITER_EP_* with ep and anomaly set */
     struct episode *ep;      /* a reference: the window's pin, or the episode to record */
+    struct od_req *od;       /* a reference: the on-demand request to answer */
     struct store_anomaly an; /* WRITER_EP_*: the snapshot to store (strings: ep's) */
     uint8_t anomaly;
     struct store_mem mem;
@@ -91,6 +92,10 @@ static void writer_kick(struct writer *w);
 
 static void job_free(struct writer_job *j)
 {
+    if (j->od) /* not stored: say why */
+        ondemand_window_done(j->od, j->err ? j->err : -EIO, NULL,
+                             j->why ? j->why
+                                    : "the window could not be stored (see the daemon's log)");
     if (j->ep)
         episode_unref(j->ep);
     isoprof_free(j->raw);
@@ -174,6 +179,7 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
     j->anomaly = m->anomaly;
     j->mem = m->mem;
     j->ep = m->pin ? episode_ref(m->pin) : NULL;
+    j->od = ondemand_ref(m->od);
     j->time_ns = isoprof_now_wall_ns();
     /* Sampled now, on the host whose CLOCK_MONOTONIC V8 used. */
     j->wall_minus_mono_ns = (int64_t)(isoprof_now_wall_ns() - isoprof_now_mono_ns());
@@ -311,6 +317,25 @@ static void retry_on_timer(uv_timer_t *t)
     writer_kick(w);
 }
 
+/* A window was committed: count it by type and tell its target (found by
+ * isolate: the job outlives the target pointer) when its last one was. */
+static void put_note_stored(struct agent *a, const struct writer_job *j)
+{
+    if (j->type == STORE_TYPE_HEAP)
+        a->n.windows_stored_heap++;
+    else
+        a->n.windows_stored_cpu++;
+    for (struct target *t = a->targets; t; t = t->next) {
+        if (t->isolate != j->isolate)
+            continue;
+        if (j->type == STORE_TYPE_HEAP)
+            t->last_heap_ns = j->res.start_ns;
+        else
+            t->last_cpu_ns = j->res.start_ns;
+        break;
+    }
+}
+
 static void put_on_done(uv_work_t *req, int status)
 {
     struct writer *w = container_of(req, struct writer, put_req);
@@ -400,12 +425,15 @@ static void put_on_done(uv_work_t *req, int status)
         char id[STORE_ID_LEN + 1];
         store_id_format(a->store, j->id, id);
         a->n.windows_stored++;
+        put_note_stored(a, j);
         log_info("window stored",
                  "worker=%s version=%s isolate=%u runtime=%s type=%s samples=%U bytes=%U id=%s "
                  "anomaly=%s",
                  j->worker, j->version, j->isolate, j->runtime,
                  j->type == STORE_TYPE_HEAP ? "heap" : "cpu", j->res.samples, j->stored_size, id,
                  store_anomaly_name(j->anomaly));
+        ondemand_window_done(j->od, 0, &j->res.pprof, NULL);
+        j->od = NULL;
         job_free(j);
     }
     writer_kick(w);

@@ -33,8 +33,9 @@
 #include <string.h>
 #include <zlib.h>
 
-#define UPL_LABELS_OWN 8 /* __name__ service_name version host isolate runtime anomaly __delta__   \
-                          */
+#define UPL_LABELS_OWN                                                                             \
+    8 /* __name__ service_name version host isolate runtime anomaly __delta__                      \
+       */
 #define UPL_REASON_MAX 200
 
 enum upl_state { ST_IDLE, ST_PREPARE, ST_SENDING, ST_STORE, ST_WAIT, ST_BACKOFF };
@@ -717,6 +718,16 @@ static void resp_on_done(const struct http_resp *r, void *arg)
     struct upl_job *j = u->job;
     u->inflight = NULL;
     u->st.requests++;
+    if (r->status != 0)
+        u->st.requests_error++;
+    else if (r->code >= 200 && r->code < 300)
+        u->st.requests_2xx++;
+    else if (r->code >= 400 && r->code < 500)
+        u->st.requests_4xx++;
+    else if (r->code >= 500 && r->code < 600)
+        u->st.requests_5xx++;
+    else
+        u->st.requests_error++;
     uint64_t first = j->n ? j->ids[0] : 0;
     char why[UPL_REASON_MAX];
     clean_copy(why, sizeof(why), r->body ? r->body : "", r->body ? r->len : 0);

@@ -97,6 +97,10 @@ struct upl_stats {
     uint64_t profiles_sent, profiles_rejected, profiles_unsendable;
     uint64_t bytes_sent; /* request bodies acknowledged */
     uint64_t store_errors;
+    /* requests by what came back: a 2xx, 4xx or 5xx status, or anything
+     * else (no answer, a network error, a time-out, another status); they
+     * add up to requests. */
+    uint64_t requests_2xx, requests_4xx, requests_5xx, requests_error;
 };
 
 struct upl;

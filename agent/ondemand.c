@@ -1,0 +1,433 @@
+/*
+ * ondemand.c - windows a person asked for (POST /profile on the control
+ * socket, `isoprof profile`).
+ *
+ * Two objects. An od_req is one window on one target: it is queued on the
+ * target (t->od_cpu for CPU windows, t->heap_od for the heap), taken like
+ * any window, flagged STORE_FLAG_ON_DEMAND, converted and stored by the
+ * writer, which hands the converted pprof back here. An od_waiter is one
+ * request: it holds a reference to the od_req of each target it asked for
+ * and is answered once all of them ended; requests for the same target and
+ * the same window (type, duration, interval) share one od_req, so two
+ * people asking at once cost the target one window.
+ *
+ * A CPU od_req starts at once, outside max_concurrent, unless the target is
+ * recording: then it waits for that window to end (sched_window_done asks
+ * ondemand_next first) and starts then, so the schedule is never broken
+ * and the target never runs two profiles. The schedule carries on from the
+ * on-demand window's start. A heap od_req joins the getSamplingProfile in
+ * flight, if any, else takes one now.
+ *
+ * Merging (several isolates, all=1) and gzip run in the thread pool; the
+ * loop only moves buffers.
+ *
+ * DESIGN: loop thread only, except the waiter's merge job, which reads the
+ * od_reqs' buffers (they are complete and no longer written) and writes
+ * only its own fields.
+ */
+#include "internal.h"
+#include "log.h"
+#include "pprof.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <string.h>
+
+enum od_state { OD_WAITING, OD_RUNNING, OD_DONE };
+
+struct od_req {
+    unsigned refs;
+    struct agent *a;
+    struct target *t; /* until the window ended */
+    uint8_t type;
+    uint64_t duration_ns, interval_ns;
+    enum od_state state;
+    int err;
+    char why[160];
+    struct pprof_buf pprof; /* the converted window, once done */
+    struct od_waiter **waiters;
+    size_t nwaiters;
+    struct od_req *next; /* t->od_cpu queue */
+};
+
+struct od_waiter {
+    struct agent *a;
+    od_done_cb cb; /* NULL once cancelled */
+    void *arg;
+    struct od_req **reqs;
+    size_t n, left;
+    int err;
+    char why[200];
+    int in_pool;
+    uv_work_t work;
+    struct pprof_buf merged, gz;
+    struct od_waiter *next; /* a->od_waiters */
+};
+
+static struct od_req *od_ref(struct od_req *r)
+{
+    r->refs++;
+    return r;
+}
+
+static void od_unref(struct od_req *r)
+{
+    if (r == NULL || --r->refs > 0)
+        return;
+    pprof_buf_free(&r->pprof);
+    isoprof_free(r->waiters);
+    isoprof_free(r);
+}
+
+static void waiter_unlink(struct od_waiter *w)
+{
+    struct od_waiter **p = &w->a->od_waiters;
+    while (*p && *p != w)
+        p = &(*p)->next;
+    if (*p)
+        *p = w->next;
+}
+
+static void waiter_free(struct od_waiter *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        struct od_req *r = w->reqs[i];
+        if (r == NULL)
+            continue;
+        /* Take w out of r's list (r may live on, shared). */
+        for (size_t k = 0; k < r->nwaiters; k++) {
+            if (r->waiters[k] == w) {
+                r->waiters[k] = r->waiters[--r->nwaiters];
+                break;
+            }
+        }
+        od_unref(r);
+    }
+    isoprof_free(w->reqs);
+    pprof_buf_free(&w->merged);
+    pprof_buf_free(&w->gz);
+    isoprof_free(w);
+}
+
+static void waiter_answer(struct od_waiter *w, int err, const char *why)
+{
+    waiter_unlink(w);
+    od_done_cb cb = w->cb;
+    w->cb = NULL;
+    if (cb != NULL) {
+        if (err == 0) {
+            uint8_t *gz = w->gz.data;
+            size_t len = w->gz.len;
+            w->gz.data = NULL;
+            w->gz.len = 0;
+            cb(0, NULL, gz, len, w->arg);
+        } else {
+            cb(err, why, NULL, 0, w->arg);
+        }
+    }
+    waiter_free(w);
+}
+
+static void merge_on_work(uv_work_t *req)
+{
+    struct od_waiter *w = container_of(req, struct od_waiter, work);
+    const struct pprof_buf *one = &w->reqs[0]->pprof;
+    if (w->n > 1) {
+        struct pprof_buf *in = isoprof_calloc(w->n, sizeof(*in));
+        if (in == NULL) {
+            w->err = -ENOMEM;
+            return;
+        }
+        for (size_t i = 0; i < w->n; i++)
+            in[i] = w->reqs[i]->pprof;
+        char *why = NULL;
+        w->err = pprof_merge(in, w->n, &w->merged, &why);
+        isoprof_free(in);
+        if (why != NULL) {
+            snprintf(w->why, sizeof(w->why), "merging the isolates' profiles: %s", why);
+            isoprof_free(why);
+        }
+        if (w->err != 0)
+            return;
+        one = &w->merged;
+    }
+    w->err = pprof_gzip(one->data, one->len, &w->gz);
+}
+
+static void merge_on_done(uv_work_t *req, int status)
+{
+    struct od_waiter *w = container_of(req, struct od_waiter, work);
+    w->in_pool = 0;
+    int err = status != 0 ? status : w->err;
+    waiter_answer(w, err, err ? (w->why[0] ? w->why : isoprof_strerror(err)) : NULL);
+}
+
+/* Every od_req of w ended: answer (after the merge and gzip, in the pool). */
+static void waiter_finish(struct od_waiter *w)
+{
+    if (w->err != 0 || w->cb == NULL) {
+        waiter_answer(w, w->err ? w->err : -ECANCELED, w->why);
+        return;
+    }
+    w->in_pool = 1;
+    if (uv_queue_work(w->a->loop, &w->work, merge_on_work, merge_on_done) != 0) {
+        w->in_pool = 0;
+        waiter_answer(w, -ENOMEM, "cannot queue the merge");
+    }
+}
+
+/* r ended (err 0: r->pprof holds the window): tell its waiters. */
+static void req_finish(struct od_req *r, int err, const char *why)
+{
+    if (r->state == OD_DONE)
+        return;
+    r->state = OD_DONE;
+    r->t = NULL;
+    r->err = err;
+    if (err && why)
+        snprintf(r->why, sizeof(r->why), "%s", why);
+    od_ref(r); /* the waiters may drop the last other reference */
+    while (r->nwaiters > 0) {
+        /* Off r's list, so it is told once; w keeps its reference (its
+         * merge reads r->pprof). */
+        struct od_waiter *w = r->waiters[--r->nwaiters];
+        if (err && w->err == 0) {
+            w->err = err;
+            snprintf(w->why, sizeof(w->why), "%s", r->why[0] ? r->why : isoprof_strerror(err));
+        }
+        if (--w->left == 0)
+            waiter_finish(w);
+    }
+    od_unref(r);
+}
+
+void ondemand_window_done(struct od_req *r, int err, struct pprof_buf *pprof, const char *why)
+{
+    if (r == NULL)
+        return;
+    if (r->state != OD_DONE) {
+        if (err == 0 && pprof != NULL) {
+            r->pprof = *pprof;
+            pprof->data = NULL;
+            pprof->len = 0;
+        }
+        req_finish(r, err == 0 && r->pprof.data == NULL ? -EIO : err, why);
+    }
+    od_unref(r); /* the writer's (or the target's) reference */
+}
+
+struct od_req *ondemand_ref(struct od_req *r)
+{
+    return r ? od_ref(r) : NULL;
+}
+
+void ondemand_unref(struct od_req *r)
+{
+    od_unref(r);
+}
+
+uint64_t ondemand_duration_ns(const struct od_req *r)
+{
+    return r->duration_ns;
+}
+
+uint64_t ondemand_interval_ns(const struct od_req *r)
+{
+    return r->interval_ns;
+}
+
+int ondemand_next(struct target *t)
+{
+    struct od_req *r = t->od_cpu;
+    if (r == NULL || t->state != TARGET_READY || t->a->stopping)
+        return 0;
+    /* Started by sched_ondemand_window, which takes its own reference for
+     * the window; the queue's goes. */
+    t->od_cpu = r->next;
+    r->next = NULL;
+    r->state = OD_RUNNING;
+    int started = sched_ondemand_window(t, r);
+    if (!started)
+        req_finish(r, -EAGAIN, "the window could not be started (see the daemon's log)");
+    od_unref(r);
+    return started;
+}
+
+void ondemand_target_gone(struct target *t)
+{
+    while (t->od_cpu) {
+        struct od_req *r = t->od_cpu;
+        t->od_cpu = r->next;
+        r->next = NULL;
+        req_finish(r, -ECONNRESET, "the target went away");
+        od_unref(r);
+    }
+    if (t->win_od) {
+        struct od_req *r = t->win_od;
+        t->win_od = NULL;
+        req_finish(r, -ECONNRESET, "the target went away during the window");
+        od_unref(r);
+    }
+    if (t->heap_od) {
+        struct od_req *r = t->heap_od;
+        t->heap_od = NULL;
+        req_finish(r, -ECONNRESET, "the target went away");
+        od_unref(r);
+    }
+}
+
+/* The od_req of t that a new request for (type, duration, interval) can
+ * share, or NULL. */
+static struct od_req *find_shared(struct target *t, uint8_t type, uint64_t duration_ns,
+                                  uint64_t interval_ns)
+{
+    if (type == STORE_TYPE_HEAP)
+        return t->heap_od;
+    if (t->win_od && t->win_od->duration_ns == duration_ns &&
+        t->win_od->interval_ns == interval_ns && t->win == WINDOW_STARTING)
+        return t->win_od; /* not recording yet: joining loses nothing */
+    for (struct od_req *r = t->od_cpu; r; r = r->next)
+        if (r->duration_ns == duration_ns && r->interval_ns == interval_ns)
+            return r;
+    return NULL;
+}
+
+static int req_add_waiter(struct od_req *r, struct od_waiter *w)
+{
+    struct od_waiter **nw = isoprof_realloc(r->waiters, (r->nwaiters + 1) * sizeof(*nw));
+    if (nw == NULL)
+        return -ENOMEM;
+    r->waiters = nw;
+    r->waiters[r->nwaiters++] = w;
+    return 0;
+}
+
+/* A new od_req for t, queued or started. NULL on ENOMEM (or a start that
+ * failed at once, with *err set). */
+static struct od_req *req_new(struct agent *a, struct target *t, uint8_t type, uint64_t duration_ns,
+                              uint64_t interval_ns, int *err)
+{
+    struct od_req *r = isoprof_calloc(1, sizeof(*r));
+    if (r == NULL) {
+        *err = -ENOMEM;
+        return NULL;
+    }
+    r->refs = 1; /* the caller's (handed to the waiter) */
+    r->a = a;
+    r->t = t;
+    r->type = type;
+    r->duration_ns = duration_ns;
+    r->interval_ns = interval_ns;
+    r->state = OD_WAITING;
+    if (type == STORE_TYPE_HEAP) {
+        t->heap_od = od_ref(r); /* taken with the next (or the running) heap window */
+        if (target_heap_window(t, 0, NULL) != 0 && t->heap_od == r) {
+            t->heap_od = NULL;
+            od_unref(r);
+            od_unref(r);
+            *err = -EAGAIN;
+            return NULL;
+        }
+        return r;
+    }
+    /* Queue behind other on-demand windows of t. */
+    struct od_req **p = &t->od_cpu;
+    while (*p)
+        p = &(*p)->next;
+    *p = od_ref(r);
+    if (t->win == WINDOW_NONE || t->win == WINDOW_QUEUED)
+        ondemand_next(t); /* not recording: start now */
+    return r;
+}
+
+int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t type,
+                   uint64_t duration_ns, uint64_t interval_ns, od_done_cb cb, void *arg,
+                   struct od_waiter **out)
+{
+    if (a == NULL || t == NULL || n == 0 || cb == NULL ||
+        (type != STORE_TYPE_CPU && type != STORE_TYPE_HEAP) ||
+        (type == STORE_TYPE_CPU && (duration_ns == 0 || interval_ns < 100000)))
+        return -EINVAL;
+    if (a->stopping)
+        return -ESHUTDOWN;
+    for (size_t i = 0; i < n; i++)
+        if (t[i]->state != TARGET_READY || t[i]->removing ||
+            (type == STORE_TYPE_HEAP && !t[i]->heap_on))
+            return -EAGAIN;
+    struct od_waiter *w = isoprof_calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    w->reqs = isoprof_calloc(n, sizeof(*w->reqs));
+    if (w->reqs == NULL) {
+        isoprof_free(w);
+        return -ENOMEM;
+    }
+    w->a = a;
+    w->cb = cb;
+    w->arg = arg;
+    w->n = n;
+    w->left = n;
+    w->next = a->od_waiters;
+    a->od_waiters = w;
+    if (type == STORE_TYPE_HEAP)
+        duration_ns = interval_ns = 0;
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct od_req *r = find_shared(t[i], type, duration_ns, interval_ns);
+        if (r != NULL)
+            od_ref(r);
+        else
+            r = req_new(a, t[i], type, duration_ns, interval_ns, &err);
+        if (r == NULL)
+            break;
+        if (req_add_waiter(r, w) != 0) {
+            od_unref(r);
+            err = -ENOMEM;
+            break;
+        }
+        w->reqs[i] = r;
+        if (r->state == OD_DONE) { /* failed at once */
+            w->left--;
+            if (w->err == 0)
+                w->err = r->err ? r->err : -EIO;
+        }
+    }
+    if (err != 0) {
+        /* Undo: the windows already asked for are still taken and stored. */
+        w->cb = NULL;
+        waiter_unlink(w);
+        waiter_free(w);
+        return err;
+    }
+    log_info("on-demand window", "worker=%s isolates=%U type=%s duration_ns=%U interval_ns=%U",
+             t[0]->worker, (uint64_t)n, type == STORE_TYPE_HEAP ? "heap" : "cpu", duration_ns,
+             interval_ns);
+    if (out)
+        *out = w;
+    if (w->left == 0)
+        waiter_finish(w);
+    return 0;
+}
+
+void ondemand_cancel(struct od_waiter *w)
+{
+    if (w != NULL)
+        w->cb = NULL;
+}
+
+void ondemand_stop(struct agent *a)
+{
+    /* Answer now; the windows themselves still end and are stored (or
+     * not) by the shutdown. A waiter in the merge job is answered by it. */
+    struct od_waiter *w = a->od_waiters;
+    while (w != NULL) {
+        struct od_waiter *next = w->next;
+        if (!w->in_pool && w->cb != NULL) {
+            od_done_cb cb = w->cb;
+            w->cb = NULL;
+            cb(-ESHUTDOWN, "isoprofd is stopping", NULL, 0, w->arg);
+        }
+        w = next;
+    }
+}

@@ -1,0 +1,914 @@
+/*
+ * report.c - what the agent says about itself: the bodies of GET /status
+ * (one compact JSON object) and GET /metrics (Prometheus text exposition
+ * format 0.0.4). control.c serves them; this file only builds them.
+ *
+ * Both pages are built on the loop thread from the agent's own state
+ * (targets, schedule, counters, the uploader's totals), which the loop
+ * owns, plus two things measured here:
+ *
+ *   store figures  store_stat reads every record header (O(windows)), so it
+ *                  never runs on the loop: a timer queues one thread-pool
+ *                  job every REPORT_STAT_MS (the first at once; never two at
+ *                  once) and the after-work callback copies the result into
+ *                  a cache stamped with the time it was taken. The pages
+ *                  show the cache (store.as_of says how old it is).
+ *   loop lag       a one-shot timer re-armed for REPORT_LAG_MS each time it
+ *                  fires; how late it fired (uv_now against when it was due)
+ *                  is the loop lag. The last value and the largest of the
+ *                  last minute are kept.
+ *
+ * DESIGN: struct report owns both timers and the work request. report_stop
+ * closes the timers; the struct is freed by whichever comes last of the two
+ * close callbacks and the after-work callback of a job still in the pool.
+ *
+ * Labels in /status come from targets and config files and may hold any
+ * byte: strings are escaped for JSON and bytes that are not UTF-8 become
+ * U+FFFD, so the page is always valid JSON in valid UTF-8. Both pages are
+ * capped at REPORT_MAX_BODY.
+ */
+#include "internal.h"
+#include "log.h"
+#include "statsd.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REPORT_STAT_MS 5000
+#define REPORT_LAG_MS 1000
+#define REPORT_LAG_WINDOW_MS 60000
+#define REPORT_LAG_SLOTS 64 /* > one sample a second over the window */
+#define REPORT_MAX_BODY ((size_t)64 << 20)
+
+struct report {
+    struct agent *a;
+    uv_timer_t stat_timer, lag_timer;
+    int stopped;
+    int closes; /* close callbacks still to come */
+    /* the store_stat job: at most one in the pool */
+    uv_work_t work;
+    int working;
+    struct store *job_store;
+    struct store_stat job_st;
+    int job_err;
+    uint64_t job_ns;
+    /* the cache */
+    int have_stat;
+    struct store_stat st;
+    uint64_t st_ns; /* wall time it was read */
+    int st_err;     /* the last refresh's error (0: it worked) */
+    /* loop lag (ms, loop time) */
+    uint64_t lag_due;
+    uint64_t lag_last;
+    struct {
+        uint64_t at, lag;
+    } lag_slot[REPORT_LAG_SLOTS];
+    unsigned lag_pos;
+};
+
+/* --- the store figures --- */
+
+static void report_maybe_free(struct report *r)
+{
+    if (r->stopped && r->closes == 0 && !r->working)
+        isoprof_free(r);
+}
+
+static void report_stat_work(uv_work_t *req)
+{
+    struct report *r = container_of(req, struct report, work);
+    memset(&r->job_st, 0, sizeof(r->job_st));
+    r->job_err = store_stat(r->job_store, &r->job_st);
+    r->job_ns = isoprof_now_wall_ns();
+}
+
+static void report_stat_done(uv_work_t *req, int status)
+{
+    struct report *r = container_of(req, struct report, work);
+    r->working = 0;
+    if (!r->stopped && status == 0) {
+        if (r->job_err == 0) {
+            if (r->st_err != 0)
+                log_info("store figures read again", "windows=%U", r->job_st.windows);
+            r->st = r->job_st;
+            r->st_ns = r->job_ns;
+            r->have_stat = 1;
+        } else if (r->st_err == 0) {
+            log_warn("store figures not read", "err=%e", r->job_err);
+        }
+        r->st_err = r->job_err;
+    }
+    report_maybe_free(r);
+}
+
+static void report_on_stat_timer(uv_timer_t *h)
+{
+    struct report *r = container_of(h, struct report, stat_timer);
+    if (r->working || r->stopped || r->a->store == NULL)
+        return;
+    r->job_store = r->a->store;
+    if (uv_queue_work(r->a->loop, &r->work, report_stat_work, report_stat_done) == 0)
+        r->working = 1;
+}
+
+/* --- the loop lag --- */
+
+static void report_on_lag_timer(uv_timer_t *h)
+{
+    struct report *r = container_of(h, struct report, lag_timer);
+    uint64_t now = uv_now(h->loop);
+    uint64_t lag = now > r->lag_due ? now - r->lag_due : 0;
+    r->lag_last = lag;
+    r->lag_pos = (r->lag_pos + 1) % REPORT_LAG_SLOTS;
+    r->lag_slot[r->lag_pos].at = now;
+    r->lag_slot[r->lag_pos].lag = lag;
+    r->lag_due = now + REPORT_LAG_MS;
+    uv_timer_start(h, report_on_lag_timer, REPORT_LAG_MS, 0);
+}
+
+/* The largest lag measured in the last minute, ms. */
+static uint64_t report_lag_max(const struct report *r, uint64_t now)
+{
+    uint64_t max = 0;
+    for (unsigned i = 0; i < REPORT_LAG_SLOTS; i++) {
+        if (r->lag_slot[i].at == 0 || now - r->lag_slot[i].at > REPORT_LAG_WINDOW_MS)
+            continue;
+        if (r->lag_slot[i].lag > max)
+            max = r->lag_slot[i].lag;
+    }
+    return max;
+}
+
+/* --- start, stop --- */
+
+int report_start(struct agent *a)
+{
+    struct report *r = isoprof_calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -ENOMEM;
+    r->a = a;
+    if (a->start_mono_ns == 0)
+        a->start_mono_ns = isoprof_now_mono_ns();
+    uv_timer_init(a->loop, &r->stat_timer);
+    uv_timer_init(a->loop, &r->lag_timer);
+    r->stat_timer.data = r->lag_timer.data = r;
+    /* Neither keeps the loop alive: shutdown waits for the work, not them. */
+    uv_unref((uv_handle_t *)&r->stat_timer);
+    uv_unref((uv_handle_t *)&r->lag_timer);
+    uv_timer_start(&r->stat_timer, report_on_stat_timer, 0, REPORT_STAT_MS);
+    r->lag_due = uv_now(a->loop) + REPORT_LAG_MS;
+    uv_timer_start(&r->lag_timer, report_on_lag_timer, REPORT_LAG_MS, 0);
+    a->report = r;
+    return 0;
+}
+
+static void report_on_close(uv_handle_t *h)
+{
+    struct report *r = h->data;
+    r->closes--;
+    report_maybe_free(r);
+}
+
+void report_stop(struct agent *a)
+{
+    struct report *r = a->report;
+    if (r == NULL)
+        return;
+    a->report = NULL;
+    r->stopped = 1;
+    r->closes = 2;
+    uv_close((uv_handle_t *)&r->stat_timer, report_on_close);
+    uv_close((uv_handle_t *)&r->lag_timer, report_on_close);
+}
+
+/* --- names --- */
+
+const char *report_drop_name(unsigned reason)
+{
+    static const char *const names[AGENT_DROP_MAX] = {
+        [AGENT_DROP_CLOSED] = "closed",
+        [AGENT_DROP_EVICTED] = "evicted",
+        [AGENT_DROP_PROTOCOL_ERROR] = "protocol_error",
+        [AGENT_DROP_OVERSIZED] = "oversized",
+        [AGENT_DROP_TIMEOUT] = "timeout",
+        [AGENT_DROP_CONNECT_FAILED] = "connect_failed",
+        [AGENT_DROP_AGENT] = "agent",
+    };
+    return reason < AGENT_DROP_MAX ? names[reason] : NULL;
+}
+
+static const char *target_state_name(enum target_state s)
+{
+    switch (s) {
+    case TARGET_BACKOFF:
+        return "backoff";
+    case TARGET_CONNECTING:
+        return "connecting";
+    case TARGET_READY:
+        return "ready";
+    }
+    return "backoff";
+}
+
+static const char *window_state_name(enum window_state w)
+{
+    switch (w) {
+    case WINDOW_NONE:
+        return "none";
+    case WINDOW_QUEUED:
+        return "queued";
+    case WINDOW_STARTING:
+        return "starting";
+    case WINDOW_RUNNING:
+        return "running";
+    case WINDOW_STOPPING:
+        return "stopping";
+    }
+    return "none";
+}
+
+/* Every scalar field of struct agent_counters, by name; the arrays
+ * (anomalies, sessions_dropped_by) are written as objects. */
+#define COUNTER(f) #f, offsetof(struct agent_counters, f)
+static const struct {
+    const char *name;
+    size_t off;
+} counter_fields[] = {
+    {COUNTER(windows_started)},
+    {COUNTER(windows_stored)},
+    {COUNTER(windows_lost)},
+    {COUNTER(windows_delayed)},
+    {COUNTER(windows_skipped)},
+    {COUNTER(conversion_errors)},
+    {COUNTER(store_errors)},
+    {COUNTER(windows_evicted)},
+    {COUNTER(windows_dropped)},
+    {COUNTER(sessions_attached)},
+    {COUNTER(sessions_dropped)},
+    {COUNTER(discovery_errors)},
+    {COUNTER(heap_windows)},
+    {COUNTER(heap_restarts)},
+    {COUNTER(memory_polls_failed)},
+    {COUNTER(anomaly_errors)},
+    {COUNTER(windows_stored_cpu)},
+    {COUNTER(windows_stored_heap)},
+    {COUNTER(control_requests)},
+    {COUNTER(control_errors)},
+    {COUNTER(control_rejected_connections)},
+};
+#undef COUNTER
+_Static_assert(sizeof(struct agent_counters) ==
+                   sizeof(uint64_t) * (ISOPROF_ARRAY_SIZE(counter_fields) + STORE_ANOMALY_MAX + 1 +
+                                       AGENT_DROP_MAX),
+               "a field of struct agent_counters is missing from counter_fields in report.c");
+
+static uint64_t counter_at(const struct agent_counters *n, size_t off)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)n + off, sizeof(v));
+    return v;
+}
+
+/* --- a growable buffer with a sticky error --- */
+
+struct rbuf {
+    char *p;
+    size_t len, cap;
+    int err;
+};
+
+static int rb_reserve(struct rbuf *b, size_t n)
+{
+    if (b->err)
+        return -1;
+    if (n <= b->cap - b->len)
+        return 0;
+    if (n > REPORT_MAX_BODY - b->len) {
+        b->err = -E2BIG;
+        return -1;
+    }
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->len < n)
+        cap *= 2;
+    if (cap > REPORT_MAX_BODY)
+        cap = REPORT_MAX_BODY;
+    char *p = isoprof_realloc(b->p, cap);
+    if (p == NULL) {
+        b->err = -ENOMEM;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static void rb_put(struct rbuf *b, const void *s, size_t n)
+{
+    if (rb_reserve(b, n) != 0)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static void rb_str(struct rbuf *b, const char *s)
+{
+    rb_put(b, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3))) static void rb_printf(struct rbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->err = b->err ? b->err : -EINVAL;
+        return;
+    }
+    if ((size_t)n < sizeof(tmp)) {
+        rb_put(b, tmp, (size_t)n);
+        return;
+    }
+    if (rb_reserve(b, (size_t)n + 1) != 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+static char *rb_finish(struct rbuf *b, size_t *len)
+{
+    if (b->err) {
+        isoprof_free(b->p);
+        return NULL;
+    }
+    *len = b->len;
+    if (b->p == NULL)
+        return isoprof_calloc(1, 1);
+    return b->p;
+}
+
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlongs, no surrogates, nothing past U+10FFFF), or 0 if there is none.
+ * p is NUL-terminated, and NUL is never a continuation byte. */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    unsigned lo = 0x80, hi = 0xbf;
+    size_t n;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (c == 0xe0)
+        lo = 0xa0;
+    else if (c == 0xed)
+        hi = 0x9f;
+    else if (c == 0xf0)
+        lo = 0x90;
+    else if (c == 0xf4)
+        hi = 0x8f;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* s (NUL-terminated; NULL writes null) as a JSON string. */
+static void json_str(struct rbuf *b, const char *s)
+{
+    if (s == NULL) {
+        rb_str(b, "null");
+        return;
+    }
+    rb_put(b, "\"", 1);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        const unsigned char *run = p;
+        while (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
+            p++;
+        rb_put(b, run, (size_t)(p - run));
+        if (*p == '\0')
+            break;
+        unsigned c = *p;
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            rb_put(b, esc, 2);
+            p++;
+        } else if (c < 0x20 || c == 0x7f) {
+            rb_printf(b, "\\u%04x", c);
+            p++;
+        } else {
+            size_t n = utf8_len(p);
+            if (n == 0) {
+                rb_put(b, "\xef\xbf\xbd", 3); /* U+FFFD */
+                p++;
+            } else {
+                rb_put(b, p, n);
+                p += n;
+            }
+        }
+    }
+    rb_put(b, "\"", 1);
+}
+
+/* "key": (with a leading comma unless first) */
+static void json_key(struct rbuf *b, const char *key, int first)
+{
+    if (!first)
+        rb_put(b, ",", 1);
+    json_str(b, key);
+    rb_put(b, ":", 1);
+}
+
+static void json_u64(struct rbuf *b, const char *key, uint64_t v, int first)
+{
+    json_key(b, key, first);
+    rb_printf(b, "%" PRIu64, v);
+}
+
+static void json_u64_or_null(struct rbuf *b, const char *key, int known, uint64_t v)
+{
+    json_key(b, key, 0);
+    if (known)
+        rb_printf(b, "%" PRIu64, v);
+    else
+        rb_str(b, "null");
+}
+
+/* Wall ns as RFC 3339 in UTC with milliseconds, or null when 0. */
+static void json_time(struct rbuf *b, const char *key, uint64_t ns, int first)
+{
+    json_key(b, key, first);
+    if (ns == 0) {
+        rb_str(b, "null");
+        return;
+    }
+    time_t t = (time_t)(ns / 1000000000ull);
+    struct tm tm;
+    char base[32];
+    if (gmtime_r(&t, &tm) == NULL || strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+        rb_str(b, "null");
+        return;
+    }
+    rb_printf(b, "\"%s.%03uZ\"", base, (unsigned)((ns / 1000000ull) % 1000));
+}
+
+/* --- the figures both pages share --- */
+
+struct report_view {
+    const struct store_stat *st; /* NULL: not read yet */
+    uint64_t st_ns;
+    struct upl_stats up;
+    int upload_on;
+    unsigned running, queued;
+    uint64_t uptime_ns;
+    uint64_t lag_last_ms, lag_max_ms;
+};
+
+static void report_view(struct agent *a, struct report_view *v)
+{
+    memset(v, 0, sizeof(*v));
+    const struct report *r = a->report;
+    if (r != NULL && r->have_stat) {
+        v->st = &r->st;
+        v->st_ns = r->st_ns;
+    }
+    /* The totals across reloads; once the uploader closed (shutdown), its
+     * last figures are in upl_final. Both only grow: take the larger. */
+    agent_upload_stats(a, &v->up);
+    if (a->upl == NULL) {
+        uint64_t *o = (uint64_t *)&v->up;
+        const uint64_t *f = (const uint64_t *)&a->upl_final;
+        for (size_t i = 0; i < sizeof(v->up) / sizeof(uint64_t); i++)
+            if (f[i] > o[i])
+                o[i] = f[i];
+    }
+    v->upload_on = a->cfg->upload.url != NULL && a->cfg->upload.url[0] != '\0';
+    v->running = sched_running(a);
+    for (const struct target *t = a->queue_head; t; t = t->queue_next)
+        v->queued++;
+    uint64_t now = isoprof_now_mono_ns();
+    v->uptime_ns = a->start_mono_ns && now > a->start_mono_ns ? now - a->start_mono_ns : 0;
+    if (r != NULL) {
+        v->lag_last_ms = r->lag_last;
+        v->lag_max_ms = report_lag_max(r, uv_now(a->loop));
+    }
+}
+
+/* --- GET /status --- */
+
+static void status_target(struct rbuf *b, const struct target *t)
+{
+    rb_put(b, "{", 1);
+    json_key(b, "worker", 1);
+    json_str(b, t->worker);
+    json_key(b, "version", 0);
+    json_str(b, t->version);
+    json_u64(b, "isolate", t->isolate, 0);
+    json_key(b, "runtime", 0);
+    json_str(b, target_runtime(t));
+    json_key(b, "endpoint", 0);
+    json_str(b, t->ep->cfg->inspector);
+    json_key(b, "state", 0);
+    json_str(b, target_state_name(t->state));
+    json_key(b, "memory", 0);
+    rb_put(b, "{", 1);
+    json_key(b, "used", 1);
+    if (t->mem_last > 0)
+        rb_printf(b, "%" PRIu64, t->mem_last);
+    else
+        rb_str(b, "null");
+    json_u64(b, "limit", t->ep->cfg->memory_limit, 0);
+    rb_put(b, "}", 1);
+    json_key(b, "last_window", 0);
+    rb_put(b, "{", 1);
+    json_time(b, "cpu", t->last_cpu_ns, 1);
+    json_time(b, "heap", t->last_heap_ns, 0);
+    rb_put(b, "}", 1);
+    json_key(b, "window", 0);
+    json_str(b, window_state_name(t->win));
+    json_key(b, "anomaly", 0);
+    if (t->mem_ep != NULL) {
+        rb_put(b, "{", 1);
+        json_key(b, "kind", 1);
+        json_str(b, store_anomaly_name(t->mem_ep->kind));
+        json_time(b, "since", t->mem_ep->start_ns, 0);
+        rb_put(b, "}", 1);
+    } else {
+        rb_str(b, "null");
+    }
+    rb_put(b, "}", 1);
+}
+
+char *report_status(struct agent *a, size_t *len)
+{
+    struct rbuf b = {0};
+    struct report_view v;
+    report_view(a, &v);
+    const struct cfg *c = a->cfg;
+
+    rb_put(&b, "{", 1);
+    json_key(&b, "version", 1);
+    json_str(&b, ISOPROF_VERSION);
+    json_u64(&b, "pid", (uint64_t)getpid(), 0);
+    json_u64(&b, "uptime_s", v.uptime_ns / 1000000000ull, 0);
+    json_key(&b, "config", 0);
+    json_str(&b, c->source);
+
+    json_key(&b, "targets", 0);
+    rb_put(&b, "[", 1);
+    int first = 1;
+    for (const struct target *t = a->targets; t; t = t->next) {
+        if (t->removing)
+            continue;
+        if (!first)
+            rb_put(&b, ",", 1);
+        first = 0;
+        status_target(&b, t);
+    }
+    rb_put(&b, "]", 1);
+
+    json_key(&b, "schedule", 0);
+    rb_put(&b, "{", 1);
+    json_u64(&b, "running", v.running, 1);
+    json_u64(&b, "delayed", v.queued, 0);
+    json_u64(&b, "max_concurrent", c->sampling.cpu.max_concurrent, 0);
+    rb_put(&b, "}", 1);
+
+    const struct store_stat *st = v.st;
+    json_key(&b, "store", 0);
+    rb_put(&b, "{", 1);
+    json_key(&b, "path", 1);
+    json_str(&b, c->store.path);
+    json_u64_or_null(&b, "windows", st != NULL, st ? st->windows : 0);
+    json_u64_or_null(&b, "bytes", st != NULL, st ? st->stored_bytes : 0);
+    json_u64(&b, "budget", st ? st->budget : c->store.max_size, 0);
+    json_u64_or_null(&b, "evicted_total", st != NULL, st ? st->evicted_total : 0);
+    json_time(&b, "as_of", v.st_ns, 0);
+    rb_put(&b, "}", 1);
+
+    json_key(&b, "outbox", 0);
+    rb_put(&b, "{", 1);
+    json_key(&b, "pending", 1);
+    if (st)
+        rb_printf(&b, "%" PRIu64, st->outbox_pending);
+    else
+        rb_str(&b, "null");
+    uint64_t now = isoprof_now_wall_ns();
+    int has_oldest = st != NULL && st->outbox_pending > 0 && st->outbox_oldest_ns != 0;
+    json_u64_or_null(&b, "oldest_age_s", has_oldest,
+                     has_oldest && now > st->outbox_oldest_ns
+                         ? (now - st->outbox_oldest_ns) / 1000000000ull
+                         : 0);
+    json_u64_or_null(&b, "rejected", st != NULL, st ? st->outbox_rejected : 0);
+    json_u64_or_null(&b, "uploaded", st != NULL, st ? st->outbox_uploaded : 0);
+    json_u64_or_null(&b, "evicted", st != NULL, st ? st->outbox_evicted : 0);
+    rb_put(&b, "}", 1);
+
+    json_key(&b, "upload", 0);
+    rb_put(&b, "{", 1);
+    json_key(&b, "enabled", 1);
+    rb_str(&b, v.upload_on ? "true" : "false");
+    json_key(&b, "url", 0);
+    json_str(&b, c->upload.url ? c->upload.url : "");
+    json_u64(&b, "requests", v.up.requests, 0);
+    json_u64(&b, "requests_ok", v.up.requests_ok, 0);
+    json_u64(&b, "requests_failed", v.up.requests_failed, 0);
+    json_u64(&b, "profiles_sent", v.up.profiles_sent, 0);
+    json_u64(&b, "profiles_rejected", v.up.profiles_rejected, 0);
+    rb_put(&b, "}", 1);
+
+    json_key(&b, "counters", 0);
+    rb_put(&b, "{", 1);
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(counter_fields); i++)
+        json_u64(&b, counter_fields[i].name, counter_at(&a->n, counter_fields[i].off), i == 0);
+    json_key(&b, "anomalies", 0);
+    rb_put(&b, "{", 1);
+    for (unsigned k = 1; k <= STORE_ANOMALY_MAX; k++)
+        json_u64(&b, store_anomaly_name(k), a->n.anomalies[k], k == 1);
+    rb_put(&b, "}", 1);
+    json_key(&b, "sessions_dropped_by", 0);
+    rb_put(&b, "{", 1);
+    for (unsigned r = 0; r < AGENT_DROP_MAX; r++)
+        json_u64(&b, report_drop_name(r), a->n.sessions_dropped_by[r], r == 0);
+    rb_put(&b, "}", 1);
+    rb_put(&b, "}", 1);
+
+    rb_put(&b, "}\n", 2);
+    return rb_finish(&b, len);
+}
+
+/* --- GET /metrics --- */
+
+/* A label value: \ " and newline escaped (text format 0.0.4), bytes that
+ * are not UTF-8 replaced by U+FFFD. */
+static void prom_label_value(struct rbuf *b, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        if (c == '\\') {
+            rb_put(b, "\\\\", 2);
+            p++;
+        } else if (c == '"') {
+            rb_put(b, "\\\"", 2);
+            p++;
+        } else if (c == '\n') {
+            rb_put(b, "\\n", 2);
+            p++;
+        } else if (c < 0x80) {
+            rb_put(b, p, 1);
+            p++;
+        } else {
+            size_t n = utf8_len(p);
+            if (n == 0) {
+                rb_put(b, "\xef\xbf\xbd", 3);
+                p++;
+            } else {
+                rb_put(b, p, n);
+                p += n;
+            }
+        }
+    }
+}
+
+/* # HELP and # TYPE of one family; help is plain text without \ or newline. */
+static void prom_family(struct rbuf *b, const char *name, const char *type, const char *help)
+{
+    rb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void prom_name(struct rbuf *b, const char *name, const char *label, const char *value)
+{
+    rb_str(b, name);
+    if (label != NULL) {
+        rb_printf(b, "{%s=\"", label);
+        prom_label_value(b, value);
+        rb_put(b, "\"}", 2);
+    }
+}
+
+/* One sample; label NULL for none. */
+static void prom_u64(struct rbuf *b, const char *name, const char *label, const char *value,
+                     uint64_t v)
+{
+    prom_name(b, name, label, value);
+    rb_printf(b, " %" PRIu64 "\n", v);
+}
+
+static void prom_sec(struct rbuf *b, const char *name, uint64_t ms)
+{
+    rb_printf(b, "%s %" PRIu64 ".%03u\n", name, ms / 1000, (unsigned)(ms % 1000));
+}
+
+/* A family of one unlabelled counter. */
+static void prom_counter(struct rbuf *b, const char *name, const char *help, uint64_t v)
+{
+    prom_family(b, name, "counter", help);
+    prom_u64(b, name, NULL, NULL, v);
+}
+
+static void prom_gauge(struct rbuf *b, const char *name, const char *help, uint64_t v)
+{
+    prom_family(b, name, "gauge", help);
+    prom_u64(b, name, NULL, NULL, v);
+}
+
+/* The process's resident set (bytes), 0 when /proc cannot tell. A read of
+ * procfs does not block on a disk. */
+static uint64_t resident_bytes(void)
+{
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *end;
+    (void)strtoull(buf, &end, 10); /* size */
+    if (end == buf)
+        return 0;
+    const char *p = end;
+    unsigned long long pages = strtoull(p, &end, 10); /* resident */
+    long page = sysconf(_SC_PAGESIZE);
+    if (end == p || page <= 0)
+        return 0;
+    return (uint64_t)pages * (uint64_t)page;
+}
+
+char *report_metrics(struct agent *a, size_t *len)
+{
+    struct rbuf b = {0};
+    struct report_view v;
+    report_view(a, &v);
+    const struct agent_counters *n = &a->n;
+
+    prom_family(&b, "isoprof_build_info", "gauge", "The agent's version, always 1.");
+    prom_u64(&b, "isoprof_build_info", "version", ISOPROF_VERSION, 1);
+    prom_family(&b, "isoprof_uptime_seconds", "gauge", "Seconds since the agent started.");
+    prom_sec(&b, "isoprof_uptime_seconds", v.uptime_ns / 1000000ull);
+    prom_gauge(&b, "isoprof_resident_memory_bytes", "Resident set size of the agent.",
+               resident_bytes());
+    prom_family(&b, "isoprof_loop_lag_seconds", "gauge",
+                "How late the event loop ran a 1 s timer, at its last tick.");
+    prom_sec(&b, "isoprof_loop_lag_seconds", v.lag_last_ms);
+    prom_family(&b, "isoprof_loop_lag_max_seconds", "gauge",
+                "The largest event loop lag measured in the last minute.");
+    prom_sec(&b, "isoprof_loop_lag_max_seconds", v.lag_max_ms);
+
+    /* targets and the schedule */
+    unsigned states[3] = {0};
+    for (const struct target *t = a->targets; t; t = t->next)
+        if (!t->removing && (unsigned)t->state < 3)
+            states[t->state]++;
+    prom_family(&b, "isoprof_targets", "gauge", "Isolates known to the agent, by session state.");
+    prom_u64(&b, "isoprof_targets", "state", "ready", states[TARGET_READY]);
+    prom_u64(&b, "isoprof_targets", "state", "connecting", states[TARGET_CONNECTING]);
+    prom_u64(&b, "isoprof_targets", "state", "backoff", states[TARGET_BACKOFF]);
+    prom_gauge(&b, "isoprof_windows_running",
+               "CPU windows holding a slot now (starting, running or stopping).", v.running);
+    prom_gauge(&b, "isoprof_windows_queued",
+               "CPU windows due and waiting for a free slot under max_concurrent.", v.queued);
+
+    /* windows */
+    prom_counter(&b, "isoprof_windows_started_total",
+                 "CPU windows started (scheduled, anomaly and on-demand).", n->windows_started);
+    prom_family(&b, "isoprof_windows_stored_total", "counter",
+                "Windows converted and committed to the store, by type.");
+    prom_u64(&b, "isoprof_windows_stored_total", "type", "cpu", n->windows_stored_cpu);
+    prom_u64(&b, "isoprof_windows_stored_total", "type", "heap", n->windows_stored_heap);
+    prom_counter(&b, "isoprof_windows_evicted_total",
+                 "Windows the store evicted to stay within its budget.", n->windows_evicted);
+    prom_counter(&b, "isoprof_windows_delayed_total",
+                 "CPU windows that waited for a slot under max_concurrent.", n->windows_delayed);
+    prom_counter(&b, "isoprof_windows_lost_total",
+                 "Windows started but never received (session gone, call failed, shutdown).",
+                 n->windows_lost);
+    prom_counter(&b, "isoprof_windows_skipped_total",
+                 "CPU windows not started (another client was profiling, a call failed).",
+                 n->windows_skipped);
+    prom_counter(&b, "isoprof_windows_dropped_total",
+                 "Windows received but not stored (queue full, refused by the store).",
+                 n->windows_dropped);
+    prom_counter(&b, "isoprof_heap_windows_total",
+                 "Heap windows received (HeapProfiler.getSamplingProfile).", n->heap_windows);
+    prom_counter(&b, "isoprof_heap_sampler_restarts_total",
+                 "Times the heap sampler had been stopped by another client and was restarted.",
+                 n->heap_restarts);
+    prom_counter(&b, "isoprof_conversion_errors_total",
+                 "Profiles that could not be converted to pprof.", n->conversion_errors);
+    prom_counter(&b, "isoprof_store_errors_total", "Store writes that failed.", n->store_errors);
+    prom_counter(&b, "isoprof_memory_polls_failed_total", "Runtime.getHeapUsage calls that failed.",
+                 n->memory_polls_failed);
+
+    /* sessions and discovery */
+    prom_counter(&b, "isoprof_sessions_attached_total", "Inspector sessions attached.",
+                 n->sessions_attached);
+    prom_family(&b, "isoprof_sessions_dropped_total", "counter",
+                "Inspector sessions that ended without the agent wanting it, by reason.");
+    for (unsigned r = 0; r < AGENT_DROP_MAX; r++)
+        prom_u64(&b, "isoprof_sessions_dropped_total", "reason", report_drop_name(r),
+                 n->sessions_dropped_by[r]);
+    prom_counter(&b, "isoprof_discovery_errors_total",
+                 "Inspector endpoint polls that failed (refused, timed out, bad answer).",
+                 n->discovery_errors);
+
+    /* anomalies */
+    prom_family(&b, "isoprof_anomalies_total", "counter", "Anomaly episodes flagged, by kind.");
+    for (unsigned k = 1; k <= STORE_ANOMALY_MAX; k++)
+        prom_u64(&b, "isoprof_anomalies_total", "kind", store_anomaly_name(k), n->anomalies[k]);
+    prom_counter(&b, "isoprof_anomaly_record_errors_total", "Anomalies the store could not record.",
+                 n->anomaly_errors);
+    struct statsd_counts sc = {0};
+    if (a->statsd != NULL)
+        sc = statsd_counts(a->statsd);
+    prom_counter(&b, "isoprof_statsd_datagrams_total", "DogStatsD datagrams received.",
+                 sc.datagrams);
+    prom_family(&b, "isoprof_statsd_lines_total", "counter",
+                "DogStatsD lines received, by what became of them.");
+    prom_u64(&b, "isoprof_statsd_lines_total", "result", "accepted", sc.accepted);
+    prom_u64(&b, "isoprof_statsd_lines_total", "result", "ignored", sc.ignored);
+    prom_u64(&b, "isoprof_statsd_lines_total", "result", "unattributed", sc.unattributed);
+    prom_u64(&b, "isoprof_statsd_lines_total", "result", "garbage", sc.garbage);
+
+    /* the store (as of the last refresh) */
+    const struct store_stat *st = v.st;
+    prom_family(&b, "isoprof_store_windows", "gauge", "Windows in the store.");
+    if (st)
+        prom_u64(&b, "isoprof_store_windows", NULL, NULL, st->windows);
+    prom_family(&b, "isoprof_store_bytes", "gauge",
+                "Bytes the store's windows take against its budget.");
+    if (st)
+        prom_u64(&b, "isoprof_store_bytes", NULL, NULL, st->stored_bytes);
+    prom_gauge(&b, "isoprof_store_budget_bytes", "The store's size budget.",
+               st ? st->budget : a->cfg->store.max_size);
+    prom_family(&b, "isoprof_store_stat_age_seconds", "gauge",
+                "How old the store and outbox figures on this page are.");
+    if (st) {
+        uint64_t now = isoprof_now_wall_ns();
+        prom_sec(&b, "isoprof_store_stat_age_seconds",
+                 now > v.st_ns ? (now - v.st_ns) / 1000000ull : 0);
+    }
+
+    /* upload */
+    prom_family(&b, "isoprof_outbox_pending", "gauge", "Windows waiting for upload.");
+    if (st)
+        prom_u64(&b, "isoprof_outbox_pending", NULL, NULL, st->outbox_pending);
+    prom_family(&b, "isoprof_outbox_oldest_age_seconds", "gauge",
+                "Age of the oldest window waiting for upload; 0 when none waits.");
+    if (st) {
+        uint64_t now = isoprof_now_wall_ns(), age = 0;
+        if (st->outbox_pending > 0 && st->outbox_oldest_ns != 0 && now > st->outbox_oldest_ns)
+            age = (now - st->outbox_oldest_ns) / 1000000ull;
+        prom_sec(&b, "isoprof_outbox_oldest_age_seconds", age);
+    }
+    prom_gauge(&b, "isoprof_upload_enabled", "1 when upload.url is set.", (uint64_t)v.upload_on);
+    prom_family(&b, "isoprof_upload_requests_total", "counter",
+                "Upload requests answered, by status class (error: no HTTP answer or another "
+                "status).");
+    prom_u64(&b, "isoprof_upload_requests_total", "status", "2xx", v.up.requests_2xx);
+    prom_u64(&b, "isoprof_upload_requests_total", "status", "4xx", v.up.requests_4xx);
+    prom_u64(&b, "isoprof_upload_requests_total", "status", "5xx", v.up.requests_5xx);
+    prom_u64(&b, "isoprof_upload_requests_total", "status", "error", v.up.requests_error);
+    prom_family(&b, "isoprof_upload_profiles_total", "counter",
+                "Profiles acknowledged, refused by the server, or refused unsent.");
+    prom_u64(&b, "isoprof_upload_profiles_total", "result", "sent", v.up.profiles_sent);
+    prom_u64(&b, "isoprof_upload_profiles_total", "result", "rejected", v.up.profiles_rejected);
+    prom_u64(&b, "isoprof_upload_profiles_total", "result", "unsendable", v.up.profiles_unsendable);
+    prom_counter(&b, "isoprof_upload_sent_bytes_total", "Request body bytes acknowledged.",
+                 v.up.bytes_sent);
+    prom_counter(&b, "isoprof_upload_store_errors_total",
+                 "Outbox reads or updates of the uploader that failed.", v.up.store_errors);
+
+    /* the control socket */
+    prom_counter(&b, "isoprof_control_requests_total",
+                 "Requests on the control socket and the metrics listener.", n->control_requests);
+    prom_counter(&b, "isoprof_control_errors_total", "Control requests answered with an error.",
+                 n->control_errors);
+    prom_counter(&b, "isoprof_control_rejected_connections_total",
+                 "Control connections refused (over the connection limit).",
+                 n->control_rejected_connections);
+    return rb_finish(&b, len);
+}
