@@ -19,7 +19,9 @@ WORKERD_VERSION=1.20261117.1
 DENO_VERSION=2.9.6
 PACKAGES=(cmake gcc make pkg-config libuv1-dev liblmdb-dev libzstd-dev libprotobuf-c-dev
           protobuf-c-compiler libcurl4-openssl-dev libwslay-dev libyajl-dev libyaml-dev
-          zlib1g-dev golang-go clang libclang-rt-14-dev)
+          libhttp-parser-dev libsystemd-dev
+          zlib1g-dev golang-go clang libclang-rt-14-dev prometheus
+          dpkg-dev systemd groff-base strace)
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/isoprof/npm"
 WORKERD="$CACHE/node_modules/@cloudflare/workerd-linux-64/bin/workerd"
 DENO="$CACHE/node_modules/@deno/linux-x64-glibc/deno"
