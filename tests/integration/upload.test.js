@@ -233,7 +233,9 @@ test('a hostile server: huge Content-Length, garbage, a slow drip, a reset: time
   assert.ok(fails.length >= 1, 'the failures were reported');
   const status = fs.readFileSync(`/proc/${d.pid}/status`, 'utf8');
   const hwm = parseInt(/VmHWM:\s+(\d+)/.exec(status)[1], 10);
-  assert.ok(hwm < 200 * 1024, `daemon peak RSS ${hwm} KiB`);
+  // Nothing was buffered for the 1 GB Content-Length: the peak stays far
+  // below it (an ASan build alone runs at about 200 MiB).
+  assert.ok(hwm < 512 * 1024, `daemon peak RSS ${hwm} KiB`);
   await finish(store, d, [node], 30000);
   await srv.close();
 });
