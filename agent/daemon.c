@@ -250,7 +250,7 @@ static void log_counters(const struct agent *a)
              n->anomalies[STORE_ANOMALY_MEMORY_NEAR_LIMIT],
              n->anomalies[STORE_ANOMALY_OOM_SUSPECTED],
              n->anomalies[STORE_ANOMALY_LATENCY_P999_SPIKE], n->anomaly_errors);
-    if (a->cfg->upload.url != NULL && a->cfg->upload.url[0] != '\0') {
+    if (a->cfg_boot->upload.url != NULL && a->cfg_boot->upload.url[0] != '\0') {
         const struct upl_stats *u = &a->upl_final;
         log_info("upload counters",
                  "requests=%U requests_ok=%U requests_failed=%U profiles_sent=%U "

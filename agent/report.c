@@ -502,7 +502,7 @@ static void report_view(struct agent *a, struct report_view *v)
             if (f[i] > o[i])
                 o[i] = f[i];
     }
-    v->upload_on = a->cfg->upload.url != NULL && a->cfg->upload.url[0] != '\0';
+    v->upload_on = a->cfg_boot->upload.url != NULL && a->cfg_boot->upload.url[0] != '\0';
     v->running = sched_running(a);
     for (const struct target *t = a->queue_head; t; t = t->queue_next)
         v->queued++;
@@ -629,7 +629,7 @@ char *report_status(struct agent *a, size_t *len)
     json_key(&b, "enabled", 1);
     rb_str(&b, v.upload_on ? "true" : "false");
     json_key(&b, "url", 0);
-    json_str(&b, c->upload.url ? c->upload.url : "");
+    json_str(&b, a->cfg_boot->upload.url ? a->cfg_boot->upload.url : ""); /* restart-only */
     json_u64(&b, "requests", v.up.requests, 0);
     json_u64(&b, "requests_ok", v.up.requests_ok, 0);
     json_u64(&b, "requests_failed", v.up.requests_failed, 0);

@@ -231,7 +231,10 @@ int sched_ondemand_window(struct target *t, struct od_req *r)
     uv_timer_stop(&t->timer);
     t->win_od = ondemand_ref(r);
     sched_start(t, ondemand_interval_ns(r));
-    return t->win != WINDOW_NONE;
+    if (t->win != WINDOW_NONE)
+        return 1;
+    sched_target_ready(t); /* its due timer was stopped: plan the schedule again */
+    return 0;
 }
 
 void sched_stop_all(struct agent *a)

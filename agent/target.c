@@ -252,6 +252,9 @@ static void target_on_heap_started(struct cdp_session *s, struct cdp_reply *r, v
     if (r->status != 0) {
         log_warn("heap sampling not started", "worker=%s isolate=%u err=%e why=%s", t->worker,
                  t->isolate, r->status, r->error_message ? r->error_message : "");
+        struct od_req *od = t->heap_od;
+        t->heap_od = NULL;
+        ondemand_window_done(od, r->status, NULL, "the heap sampler could not be started");
         return;
     }
     t->heap_on = 1;
@@ -259,6 +262,13 @@ static void target_on_heap_started(struct cdp_session *s, struct cdp_reply *r, v
               t->a->cfg_boot->sampling.heap.interval);
     if (!uv_is_active((uv_handle_t *)&t->heap_timer))
         target_heap_plan(t);
+    /* A request that joined while the sampler was (re)starting gets the
+     * heap window it asked for now. */
+    if (t->heap_od != NULL && target_heap_window(t, 0, NULL) != 0) {
+        struct od_req *od = t->heap_od;
+        t->heap_od = NULL;
+        ondemand_window_done(od, -EAGAIN, NULL, "the heap window could not be taken");
+    }
 }
 
 static void target_heap_start(struct target *t)

@@ -285,17 +285,44 @@ void agent_upload_stats(const struct agent *a, struct upl_stats *out)
         o[i] = b[i] + c[i];
 }
 
+/* The old uploader is gone (its last ack committed): start the new one. */
+static void uplink_on_old_closed(void *arg)
+{
+    struct agent *a = arg;
+    a->upl_restarting = 0;
+    if (a->stopping)
+        return;
+    if (agent_upload_start(a) == 0)
+        log_info("upload settings applied", "");
+    else
+        log_error("upload stopped: the new settings did not start (fix them and reload); windows "
+                  "stay queued",
+                  "");
+}
+
 int agent_upload_reload(struct agent *a, const struct cfg *old)
 {
-    if (a->upl == NULL || upload_same(old, a->cfg))
+    const char *url = a->cfg_boot->upload.url;
+    if (url == NULL || url[0] == '\0' || a->upl_restarting)
+        return 0; /* off, or a restart under way (it reads the newest config) */
+    if (a->upl == NULL) {
+        /* The last reload's settings did not start: try these. */
+        uplink_on_old_closed(a);
         return 0;
-    /* The batch in flight, if any, goes again with the new settings. The
-     * credential files are read again too. */
+    }
+    /* Credential files are read at start: a reload that names them reads
+     * them again (a rotated token applies without a restart). */
+    int creds =
+        (a->cfg->upload.basic_auth.password_file && a->cfg->upload.basic_auth.password_file[0]) ||
+        (a->cfg->upload.bearer_token_file && a->cfg->upload.bearer_token_file[0]);
+    if (upload_same(old, a->cfg) && !creds)
+        return 0;
+    /* The request in flight, if any, is cancelled and its batch goes again
+     * with the new settings; an ack in the thread pool commits first. */
     agent_upload_stats(a, &a->upl_base);
-    upl_close(a->upl);
+    a->upl_restarting = 1;
+    struct upl *u = a->upl;
     a->upl = NULL;
-    int rc = agent_upload_start(a);
-    if (rc == 0)
-        log_info("upload settings applied", "");
-    return rc;
+    upl_close_then(u, uplink_on_old_closed, a);
+    return 0;
 }

@@ -99,9 +99,12 @@ struct upl {
     uv_timer_t timer;
     struct upl_job *job; /* in the pool, or the batch being sent */
     struct http_req *inflight;
-    unsigned attempt; /* consecutive failures */
-    size_t solo;      /* windows still to send one a request */
-    int notified;     /* windows were stored while a job ran */
+    unsigned attempt;             /* consecutive failures */
+    size_t solo;                  /* windows still to send one a request */
+    int notified;                 /* windows were stored while a job ran */
+    struct upl_job *settle_retry; /* an ack or reject that failed, tried again after a backoff */
+    void (*closed_cb)(void *arg); /* upl_close_then */
+    void *closed_arg;
     uint64_t rng;
     int closing;
     struct upl_stats st;
@@ -611,15 +614,27 @@ static void job_free(struct upl_job *j)
 
 /* --- the loop side --------------------------------------------------- */
 
+/* Free s after overwriting it: it may hold a credential. */
+static void wipe_free(char *s)
+{
+    if (s != NULL) {
+        explicit_bzero(s, strlen(s));
+        isoprof_free(s);
+    }
+}
+
 static void upl_free(struct upl *u)
 {
+    void (*closed)(void *) = u->closed_cb;
+    void *closed_arg = u->closed_arg;
+    job_free(u->settle_retry);
     isoprof_free(u->url);
     isoprof_free(u->push_url);
     isoprof_free(u->host);
     isoprof_free(u->ca_file);
-    isoprof_free(u->userpwd);
+    wipe_free(u->userpwd);
     for (size_t i = 0; i < u->nheaders; i++)
-        isoprof_free(u->headers[i]);
+        wipe_free(u->headers[i]);
     isoprof_free(u->headers);
     for (size_t i = 0; i < u->nlabels; i++) {
         isoprof_free((char *)u->labels[i].name);
@@ -627,6 +642,8 @@ static void upl_free(struct upl *u)
     }
     isoprof_free(u->labels);
     isoprof_free(u);
+    if (closed != NULL)
+        closed(closed_arg);
 }
 
 static void timer_on_close(uv_handle_t *h)
@@ -637,10 +654,23 @@ static void timer_on_close(uv_handle_t *h)
         upl_free(u);
 }
 
+static int start_job(struct upl *u, struct upl_job *j);
+static void upl_wait(struct upl *u, enum upl_state st, uint64_t ms);
+
 static void timer_on_fire(uv_timer_t *t)
 {
     struct upl *u = container_of(t, struct upl, timer);
     u->state = ST_IDLE;
+    struct upl_job *j = u->settle_retry;
+    if (j != NULL) {
+        /* Only the ack (or reject) again: the server has the batch. */
+        u->settle_retry = NULL;
+        if (start_job(u, j) != 0) {
+            u->settle_retry = j;
+            upl_wait(u, ST_BACKOFF, u->bmin);
+        }
+        return;
+    }
     upl_kick(u);
 }
 
@@ -663,6 +693,7 @@ static void retry_later(struct upl *u, int err, long code, long retry_after_s, s
 
 static void job_after(uv_work_t *req, int status);
 
+/* Queue j in the thread pool. On failure j is untouched (the caller's). */
 static int start_job(struct upl *u, struct upl_job *j)
 {
     j->u = u;
@@ -671,45 +702,44 @@ static int start_job(struct upl *u, struct upl_job *j)
     int rc = uv_queue_work(u->loop, &j->req, job_work, job_after);
     if (rc != 0) {
         u->job = NULL;
-        job_free(j);
         u->state = ST_IDLE;
-        return rc;
     }
-    return 0;
+    return rc;
 }
 
-/* Take the sent batch out of the outbox (ack) or mark it rejected. */
-static void settle(struct upl *u, struct upl_job *sent, enum job_kind kind, long code,
+/* Take the sent batch j out of the outbox (ack) or mark it rejected; the
+ * job is reused, its body freed. A settle that cannot run now is retried
+ * alone after a backoff: resending the batch would duplicate it. */
+static void settle(struct upl *u, struct upl_job *j, enum job_kind kind, long code,
                    const char *reason)
 {
-    struct upl_job *j = isoprof_calloc(1, sizeof(*j));
-    if (j == NULL) {
-        job_free(sent);
-        u->job = NULL;
-        u->st.store_errors++;
-        emit(u, UPL_EV_STORE_ERROR, -ENOMEM, 0, 0, 0, 0, 0, "out of memory");
-        upl_wait(u, ST_BACKOFF, u->bmin);
-        return;
-    }
+    isoprof_free(j->body);
+    isoprof_free(j->url);
+    j->body = NULL;
+    j->url = NULL;
+    j->body_len = 0;
     j->kind = kind;
-    j->ids = sent->ids;
-    j->n = sent->n;
     j->code = code;
-    sent->ids = NULL;
+    j->err = 0;
+    j->reason[0] = '\0';
     if (reason)
         snprintf(j->reason, sizeof(j->reason), "%s", reason);
-    job_free(sent);
     u->job = NULL;
-    if (start_job(u, j) != 0)
+    if (start_job(u, j) != 0) {
+        u->settle_retry = j;
         upl_wait(u, ST_BACKOFF, u->bmin);
+    }
 }
 
 static int retryable(long code)
 {
-    /* 401/403/404 say the agent is misconfigured (credentials, URL), not
-     * that the profiles are bad: keep them and keep trying. */
-    return code == 408 || code == 429 || code >= 500 || code == 401 || code == 403 || code == 404 ||
-           code < 200;
+    /* Only a 4xx says something is wrong with the profiles. 401/403/404
+     * say the agent is misconfigured (credentials, URL): keep the profiles
+     * and keep trying. A 3xx is a redirect that is never followed (the URL
+     * wants fixing), 1xx and other oddities too: keep trying. */
+    if (code < 400 || code >= 500)
+        return 1;
+    return code == 401 || code == 403 || code == 404 || code == 408 || code == 429;
 }
 
 static void resp_on_done(const struct http_resp *r, void *arg)
@@ -821,8 +851,16 @@ static void job_after(uv_work_t *req, int status)
         int err = status != 0 ? status : j->err;
         u->st.store_errors++;
         emit(u, UPL_EV_STORE_ERROR, err, 0, j->n, 0, 0, 0, isoprof_strerror(err));
-        job_free(j);
-        upl_wait(u, ST_BACKOFF, upl_backoff_ms(u->bmin, u->bmax, u->attempt++, 0, upl_rand(u)));
+        uint64_t d = upl_backoff_ms(u->bmin, u->bmax, u->attempt, 0, upl_rand(u));
+        if (u->attempt < 64)
+            u->attempt++;
+        if (j->kind == JOB_PREPARE) {
+            job_free(j);
+        } else {
+            j->err = 0;
+            u->settle_retry = j; /* the batch was delivered: settle it, do not resend */
+        }
+        upl_wait(u, ST_BACKOFF, d);
         return;
     }
     if (j->kind != JOB_PREPARE) {
@@ -868,8 +906,10 @@ static void upl_kick(struct upl *u)
     }
     j->kind = JOB_PREPARE;
     j->maxp = u->api == UPL_API_INGEST || u->solo > 0 ? 1 : u->max_profiles;
-    if (start_job(u, j) != 0)
+    if (start_job(u, j) != 0) {
+        job_free(j);
         upl_wait(u, ST_BACKOFF, u->bmin);
+    }
 }
 
 void upl_notify(struct upl *u)
@@ -1000,9 +1040,16 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
 
 void upl_close(struct upl *u)
 {
+    upl_close_then(u, NULL, NULL);
+}
+
+void upl_close_then(struct upl *u, void (*closed)(void *arg), void *arg)
+{
     if (u == NULL || u->closing)
         return;
     u->closing = 1;
+    u->closed_cb = closed;
+    u->closed_arg = arg;
     if (u->inflight != NULL) {
         http_cancel(u->inflight);
         u->inflight = NULL;
@@ -1012,7 +1059,9 @@ void upl_close(struct upl *u)
         u->job = NULL;
         u->state = ST_IDLE;
     }
-    if (u->state == ST_PREPARE || u->state == ST_STORE)
+    /* A prepare not yet running is dropped; an ack or reject is let run,
+     * or the next start would send its batch again. */
+    if (u->state == ST_PREPARE)
         uv_cancel((uv_req_t *)&u->job->req); /* may fail: it runs; job_after then frees */
     uv_close((uv_handle_t *)&u->timer, timer_on_close);
 }

@@ -124,10 +124,16 @@ void upl_stats(const struct upl *u, struct upl_stats *st);
 /*
  * upl_close - cancel the request in flight (its batch stays in the outbox
  * and goes again at the next start), stop the timer; the uploader frees
- * itself once a thread-pool job still running has finished. No event is
- * delivered after this call. u may be NULL.
+ * itself once a thread-pool job still running has finished (an ack or a
+ * reject is always let finish). No event is delivered after this call. u
+ * may be NULL.
  */
 void upl_close(struct upl *u);
+
+/* upl_close, then closed(arg) once the uploader has freed itself (an ack
+ * or reject it had in the thread pool committed first): the moment a new
+ * uploader on the same store can start without sending a batch twice. */
+void upl_close_then(struct upl *u, void (*closed)(void *arg), void *arg);
 
 /*
  * upl_backoff_ms - the delay before retry number attempt (0-based):

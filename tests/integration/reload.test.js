@@ -88,6 +88,33 @@ test('SIGHUP with an invalid file: refused, problems logged, the old config runs
   await L.stop(node);
 });
 
+test('SIGHUP with new upload labels: the uploader restarts, later windows carry them, no ack is lost', { timeout: 60000 }, async () => {
+  const { startIngestServer } = require('./ingest-server');
+  const node = await L.startNode(LIGHT);
+  const dir = L.tmpdir();
+  const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
+  const store = path.join(dir, 'store');
+  const up = (team) => `upload: {url: "${srv.url}", host: h, labels: {team: ${team}}, batch: {max_delay: 200ms}}`;
+  const cfg = (team) => L.yamlConfig({ store, duration: '1s', period: '2s', targets: [{ port: node.port, worker: 'relabel' }], extra: up(team) });
+  const d = await L.startDaemon(cfg('a'), { dir });
+  await L.waitFor(() => srv.profiles.length >= 2, 20000, 'two profiles labelled team=a');
+  fs.writeFileSync(d.config, cfg('b'));
+  process.kill(d.pid, 'SIGHUP');
+  await d.waitLog((l) => l.msg === 'upload settings applied', 10000, 'the uploader restarted');
+  await L.waitFor(() => srv.profiles.some((p) => p.labels.team === 'b'), 20000, 'a profile labelled team=b');
+  await L.stop(node);
+  await L.sleep(1500);
+  await L.waitFor(() => windowsOf(store).every((w) => w.upload === 'uploaded'), 20000, 'every window uploaded');
+  const r = await L.stopDaemon(d);
+  assert.strictEqual(r.code, 0, d.tail());
+  // Only a request in flight at the reload may go twice (it is cancelled
+  // and its batch resent with the new settings).
+  const ids = srv.profiles.map((p) => p.id);
+  assert.ok(ids.length - new Set(ids).size <= 1, `${ids.length - new Set(ids).size} windows sent twice`);
+  assert.strictEqual(new Set(ids).size, windowsOf(store).length);
+  await srv.close();
+});
+
 test('sd_notify: READY=1 after start, RELOADING=1/READY=1 around a reload, STOPPING=1', { timeout: 60000 }, async () => {
   if (!fs.existsSync(NOTIFY)) throw new Error(`${NOTIFY} not found: build the tree (or set ISOPROF_NOTIFY_LISTEN)`);
   const dir = L.tmpdir();

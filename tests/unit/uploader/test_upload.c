@@ -980,14 +980,36 @@ TEST(close_in_flight)
     CHECK(all_pending(&f, big, 4));
     fx_done(&f);
 
-    /* the acknowledging job in the pool: nothing after the close either */
+    /* the acknowledging job in the pool: nothing after the close either,
+     * and the ack still commits (else the next start would resend it) */
     REQUIRE(fx_init(&f, NULL, NULL) == 0);
-    put(&f, 1000, 0);
+    uint64_t acked = put(&f, 1000, 0);
     FX_REQUIRE(&f, fx_start(&f) == 0);
     CHECK(run_until(&f, one_request, 5000));
     while (f.ev[UPL_EV_SENT] == 0 && f.srv.requests < 5)
         uv_run(&f.loop, UV_RUN_ONCE);
     fx_close_upl(&f);
+    run_for(&f, 200);
+    CHECK_EQ_INT(state_of(&f, acked).upload, STORE_UPLOAD_UPLOADED);
+    fx_done(&f);
+}
+
+TEST(redirect_is_retried_not_rejected)
+{
+    /* A 3xx is never followed (the URL wants fixing): the windows wait. */
+    struct script sc = {
+        {"HTTP/1.1 302 Found\r\nLocation: https://elsewhere/\r\nContent-Length: 0\r\n"
+         "Connection: close\r\n\r\n"},
+        1};
+    struct fx f;
+    REQUIRE(fx_init(&f, script_answer, &sc) == 0);
+    uint64_t id = put(&f, 5000, 0);
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    f.want = 1;
+    CHECK(run_until(&f, uploaded, 5000));
+    CHECK_EQ_INT(f.ev[UPL_EV_RETRY], 1);
+    CHECK_EQ_INT(f.ev[UPL_EV_REJECTED], 0);
+    CHECK_EQ_INT(state_of(&f, id).upload, STORE_UPLOAD_UPLOADED);
     fx_done(&f);
 }
 
@@ -1185,6 +1207,7 @@ int main(void)
     RUN(batch_waits_max_delay);
     RUN(anomaly_first);
     RUN(retry_503_then_200);
+    RUN(redirect_is_retried_not_rejected);
     RUN(retry_after_429);
     RUN(reject_one_of_a_batch);
     RUN(over_max_profile_size);
