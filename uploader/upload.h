@@ -11,7 +11,7 @@
  * Push API: one POST <url>/push.v1.PusherService/Push a batch, one
  * RawProfileSeries a window (PROTOCOLS.md §3). Legacy /ingest: one
  * multipart POST a window. Answers: 2xx acknowledges; 408, 429, 5xx,
- * 401, 403, 404 and network errors or time-outs back off (500 ms doubling
+ * 401, 403, 404, 3xx and network errors or time-outs back off (500 ms doubling
  * to 5 min, full jitter, at least Retry-After) and the batch is built
  * again; any other 4xx rejects: a batch of several windows is then sent
  * again one window a request, so that only the window the server refuses
