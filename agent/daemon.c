@@ -64,8 +64,8 @@ static void agent_close_all(struct agent *a)
     control_stop(a);
     report_stop(a);
     if (a->upl != NULL) {
-        agent_upload_stats(a, &a->upl_final);
-        upl_close(a->upl); /* before the HTTP client it sends through */
+        agent_upload_stats(a, &a->upl_base); /* its totals outlive it, as at a reload */
+        upl_close(a->upl);                   /* before the HTTP client it sends through */
         a->upl = NULL;
     }
     if (a->http) {
@@ -251,7 +251,9 @@ static void log_counters(const struct agent *a)
              n->anomalies[STORE_ANOMALY_OOM_SUSPECTED],
              n->anomalies[STORE_ANOMALY_LATENCY_P999_SPIKE], n->anomaly_errors);
     if (a->cfg_boot->upload.url != NULL && a->cfg_boot->upload.url[0] != '\0') {
-        const struct upl_stats *u = &a->upl_final;
+        struct upl_stats ust;
+        const struct upl_stats *u = &ust;
+        agent_upload_stats(a, &ust);
         log_info("upload counters",
                  "requests=%U requests_ok=%U requests_failed=%U profiles_sent=%U "
                  "profiles_rejected=%U profiles_unsendable=%U bytes_sent=%U store_errors=%U",

@@ -170,11 +170,10 @@ struct agent {
     struct store *store;
     struct http_client *http;
     struct writer *writer;
-    struct upl *upl;            /* NULL when upload.url is "" */
-    struct upl_stats upl_final; /* its totals, taken when it closed */
-    struct upl_stats upl_base;  /* totals of uploaders a reload replaced */
-    int upl_failing;            /* uplink.c: the last request failed */
-    int upl_restarting;         /* a reload closes the uploader; the new one starts after */
+    struct upl *upl;           /* NULL when upload.url is "" */
+    struct upl_stats upl_base; /* totals of uploaders closed (reload, shutdown) */
+    int upl_failing;           /* uplink.c: the last request failed */
+    int upl_restarting;        /* a reload closes the uploader; the new one starts after */
     long upl_last_code;
     int upl_last_err;
     struct endpoint *endpoints;         /* polled, in config order */

@@ -492,16 +492,8 @@ static void report_view(struct agent *a, struct report_view *v)
         v->st = &r->st;
         v->st_ns = r->st_ns;
     }
-    /* The totals across reloads; once the uploader closed (shutdown), its
-     * last figures are in upl_final. Both only grow: take the larger. */
+    /* The totals across reloads and after the uploader closed. */
     agent_upload_stats(a, &v->up);
-    if (a->upl == NULL) {
-        uint64_t *o = (uint64_t *)&v->up;
-        const uint64_t *f = (const uint64_t *)&a->upl_final;
-        for (size_t i = 0; i < sizeof(v->up) / sizeof(uint64_t); i++)
-            if (f[i] > o[i])
-                o[i] = f[i];
-    }
     v->upload_on = a->cfg_boot->upload.url != NULL && a->cfg_boot->upload.url[0] != '\0';
     v->running = sched_running(a);
     for (const struct target *t = a->queue_head; t; t = t->queue_next)
