@@ -65,13 +65,14 @@ struct od_waiter {
     struct od_waiter *next; /* a->od_waiters */
 };
 
-static struct od_req *od_ref(struct od_req *r)
+struct od_req *ondemand_ref(struct od_req *r)
 {
-    r->refs++;
+    if (r != NULL)
+        r->refs++;
     return r;
 }
 
-static void od_unref(struct od_req *r)
+void ondemand_unref(struct od_req *r)
 {
     if (r == NULL || --r->refs > 0)
         return;
@@ -102,7 +103,7 @@ static void waiter_free(struct od_waiter *w)
                 break;
             }
         }
-        od_unref(r);
+        ondemand_unref(r);
     }
     isoprof_free(w->reqs);
     pprof_buf_free(&w->merged);
@@ -187,7 +188,7 @@ static void req_finish(struct od_req *r, int err, const char *why)
     r->err = err;
     if (err && why)
         snprintf(r->why, sizeof(r->why), "%s", why);
-    od_ref(r); /* the waiters may drop the last other reference */
+    ondemand_ref(r); /* the waiters may drop the last other reference */
     while (r->nwaiters > 0) {
         /* Off r's list, so it is told once; w keeps its reference (its
          * merge reads r->pprof). */
@@ -199,7 +200,7 @@ static void req_finish(struct od_req *r, int err, const char *why)
         if (--w->left == 0)
             waiter_finish(w);
     }
-    od_unref(r);
+    ondemand_unref(r);
 }
 
 void ondemand_window_done(struct od_req *r, int err, struct pprof_buf *pprof, const char *why)
@@ -214,17 +215,7 @@ void ondemand_window_done(struct od_req *r, int err, struct pprof_buf *pprof, co
         }
         req_finish(r, err == 0 && r->pprof.data == NULL ? -EIO : err, why);
     }
-    od_unref(r); /* the writer's (or the target's) reference */
-}
-
-struct od_req *ondemand_ref(struct od_req *r)
-{
-    return r ? od_ref(r) : NULL;
-}
-
-void ondemand_unref(struct od_req *r)
-{
-    od_unref(r);
+    ondemand_unref(r); /* the writer's (or the target's) reference */
 }
 
 uint64_t ondemand_duration_ns(const struct od_req *r)
@@ -250,7 +241,7 @@ int ondemand_next(struct target *t)
     int started = sched_ondemand_window(t, r);
     if (!started)
         req_finish(r, -EAGAIN, "the window could not be started (see the daemon's log)");
-    od_unref(r);
+    ondemand_unref(r);
     return started;
 }
 
@@ -261,19 +252,19 @@ void ondemand_target_gone(struct target *t)
         t->od_cpu = r->next;
         r->next = NULL;
         req_finish(r, -ECONNRESET, "the target went away");
-        od_unref(r);
+        ondemand_unref(r);
     }
     if (t->win_od) {
         struct od_req *r = t->win_od;
         t->win_od = NULL;
         req_finish(r, -ECONNRESET, "the target went away during the window");
-        od_unref(r);
+        ondemand_unref(r);
     }
     if (t->heap_od) {
         struct od_req *r = t->heap_od;
         t->heap_od = NULL;
         req_finish(r, -ECONNRESET, "the target went away");
-        od_unref(r);
+        ondemand_unref(r);
     }
 }
 
@@ -321,11 +312,11 @@ static struct od_req *req_new(struct agent *a, struct target *t, uint8_t type, u
     r->interval_ns = interval_ns;
     r->state = OD_WAITING;
     if (type == STORE_TYPE_HEAP) {
-        t->heap_od = od_ref(r); /* taken with the next (or the running) heap window */
+        t->heap_od = ondemand_ref(r); /* taken with the next (or the running) heap window */
         if (target_heap_window(t, 0, NULL) != 0 && t->heap_od == r) {
             t->heap_od = NULL;
-            od_unref(r);
-            od_unref(r);
+            ondemand_unref(r);
+            ondemand_unref(r);
             *err = -EAGAIN;
             return NULL;
         }
@@ -335,7 +326,7 @@ static struct od_req *req_new(struct agent *a, struct target *t, uint8_t type, u
     struct od_req **p = &t->od_cpu;
     while (*p)
         p = &(*p)->next;
-    *p = od_ref(r);
+    *p = ondemand_ref(r);
     if (t->win == WINDOW_NONE || t->win == WINDOW_QUEUED)
         ondemand_next(t); /* not recording: start now */
     return r;
@@ -376,13 +367,13 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
     for (size_t i = 0; i < n; i++) {
         struct od_req *r = find_shared(t[i], type, duration_ns, interval_ns);
         if (r != NULL)
-            od_ref(r);
+            ondemand_ref(r);
         else
             r = req_new(a, t[i], type, duration_ns, interval_ns, &err);
         if (r == NULL)
             break;
         if (req_add_waiter(r, w) != 0) {
-            od_unref(r);
+            ondemand_unref(r);
             err = -ENOMEM;
             break;
         }
