@@ -5,10 +5,13 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/isoprof/npm. Idempotent; prints nothing
 # when everything is present.
 #
-#   packaging/setup.sh [--quiet] [--runtimes] [--print-runtimes]
+#   packaging/setup.sh [--quiet] [--runtimes] [--bench] [--print-runtimes]
 #
 #   --quiet           say nothing unless something fails
 #   --runtimes        also install workerd and Deno (pinned versions)
+#   --bench           also what tests/bench/bench.js needs: wrk and valgrind
+#                     (Debian), @pyroscope/nodejs and pprof-format (npm,
+#                     pinned), and the test runtimes
 #   --print-runtimes  print workerd=PATH and deno=PATH; exit 1 if one is
 #                     missing. Alone it checks nothing else; with --runtimes
 #                     it installs first.
@@ -17,6 +20,8 @@ set -euo pipefail
 # Pinned: the versions the integration tests were checked against.
 WORKERD_VERSION=1.20261117.1
 DENO_VERSION=2.9.6
+PYROSCOPE_VERSION=0.6.4
+PPROF_FORMAT_VERSION=2.3.2
 PACKAGES=(cmake gcc make pkg-config libuv1-dev liblmdb-dev libzstd-dev libprotobuf-c-dev
           protobuf-c-compiler libcurl4-openssl-dev libwslay-dev libyajl-dev libyaml-dev
           libhttp-parser-dev libsystemd-dev
@@ -25,14 +30,17 @@ PACKAGES=(cmake gcc make pkg-config libuv1-dev liblmdb-dev libzstd-dev libprotob
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/isoprof/npm"
 WORKERD="$CACHE/node_modules/@cloudflare/workerd-linux-64/bin/workerd"
 DENO="$CACHE/node_modules/@deno/linux-x64-glibc/deno"
+PYROSCOPE="$CACHE/node_modules/@pyroscope/nodejs/package.json"
+PPROF_FORMAT="$CACHE/node_modules/pprof-format/package.json"
 
-quiet=0 runtimes=0 print=0
+quiet=0 runtimes=0 print=0 bench=0
 for a in "$@"; do
   case "$a" in
     --quiet) quiet=1 ;;
     --runtimes) runtimes=1 ;;
+    --bench) bench=1 runtimes=1 ;;
     --print-runtimes) print=1 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,6 +71,7 @@ if [ "$print" = 1 ] && [ "$runtimes" = 0 ]; then
   exit $?
 fi
 
+[ "$bench" = 1 ] && PACKAGES+=(wrk valgrind)
 missing=()
 if command -v dpkg-query >/dev/null; then
   for p in "${PACKAGES[@]}"; do
@@ -88,6 +97,10 @@ if [ "$runtimes" = 1 ]; then
   want=()
   [ -x "$WORKERD" ] || want+=("@cloudflare/workerd-linux-64@$WORKERD_VERSION")
   [ -x "$DENO" ] || want+=("@deno/linux-x64-glibc@$DENO_VERSION")
+  if [ "$bench" = 1 ]; then
+    [ -f "$PYROSCOPE" ] || want+=("@pyroscope/nodejs@$PYROSCOPE_VERSION")
+    [ -f "$PPROF_FORMAT" ] || want+=("pprof-format@$PPROF_FORMAT_VERSION")
+  fi
   if [ "${#want[@]}" -gt 0 ]; then
     command -v npm >/dev/null || die "npm is needed to install the test runtimes (apt-get install npm)"
     say "installing ${want[*]} into $CACHE"
@@ -97,6 +110,10 @@ if [ "$runtimes" = 1 ]; then
       --save-exact --loglevel=error "${want[@]}"
     [ -x "$WORKERD" ] || die "npm installed workerd but $WORKERD is missing"
     [ -x "$DENO" ] || die "npm installed deno but $DENO is missing"
+    if [ "$bench" = 1 ]; then
+      [ -f "$PYROSCOPE" ] || die "npm installed @pyroscope/nodejs but $PYROSCOPE is missing"
+      [ -f "$PPROF_FORMAT" ] || die "npm installed pprof-format but $PPROF_FORMAT is missing"
+    fi
   fi
   # A binary that cannot run here (wrong libc, truncated download) fails now,
   # not in the middle of a test.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (the README's second quick-start command; .ci/run calls
-# it): installs what is missing (Debian packages and the test runtimes),
+# it): installs what is missing (Debian packages, the test runtimes and the
+# benchmark harness's tools, so its smoke test runs),
 # then builds and runs the whole CTest suite twice, a RelWithDebInfo build
 # in build/ and an ASan+UBSan build in build-asan/.
 #
@@ -22,7 +23,7 @@ suite() {
   run ctest --test-dir "$dir" --output-on-failure -j"$jobs"
 }
 
-run packaging/setup.sh --quiet --runtimes
+run packaging/setup.sh --quiet --bench
 echo "== RelWithDebInfo build (build/)" >&2
 suite build
 if [ "${ISOPROF_SKIP_SANITIZE:-0}" != 1 ]; then
