@@ -1,0 +1,148 @@
+// The target of the pauses section: an app with FUNCS distinct compiled
+// functions and an event-loop stall detector.
+//
+//   FUNCS=20000 node --inspect=127.0.0.1:0 pauses-app.js
+//
+// FUNCS functions are generated as one source file (so they have script
+// positions like real code), each is called at least once (lazy
+// compilation gives each one bytecode) and WARM of them are called often
+// enough to be optimized. While running, every tick calls a rotating
+// slice of them, so a CPU profile taken here has many distinct nodes.
+//
+// The detector is a 1 ms interval timer. Each tick records the gap between
+// the end of the previous tick and the start of this one (its own work is
+// excluded), in a ring of the last RING ticks, on CLOCK_MONOTONIC
+// (process.hrtime), which is the same clock in every process of the
+// machine, so the bench can line gaps up with the CDP calls it sent.
+//
+// stdin commands (one a line), answers one JSON line on stdout each:
+//   q <id> <from_ms> <to_ms>  the longest gap overlapping [from, to] and the
+//                             gaps over 2 ms in it ({id, max, at, n, big})
+//   clock                     {mono, wall}: the monotonic and wall clocks now
+//   mem                       process.memoryUsage()
+// PEER=<dir of node_modules> and PEER_URL start @pyroscope/nodejs in this
+// process (flush every PEER_FLUSH_MS); each flush is reported as a line
+// {peer_flush: [t0, t1]} (the synchronous profile() calls at the flush).
+'use strict';
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const FUNCS = parseInt(process.env.FUNCS || '200', 10);
+const WARM = Math.min(FUNCS, parseInt(process.env.WARM || String(Math.ceil(FUNCS / 10)), 10));
+const SLICE = parseInt(process.env.SLICE || '40', 10);
+
+const mono = () => { const [s, ns] = process.hrtime(); return s * 1e3 + ns / 1e6; };
+
+// --- the generated functions --------------------------------------------
+
+function generate(n) {
+  const ops = ['+', '^', '|', '-'];
+  const lines = ['\'use strict\';', 'const fns = new Array(' + n + ');'];
+  for (let i = 0; i < n; i++) {
+    // Distinct bodies (constants and shapes differ) so nothing is shared.
+    const a = (i * 2654435761) % 1000 + 1, b = i % 31 + 1, op = ops[i % ops.length];
+    const body = i % 3 === 0
+      ? `let s = x ${op} ${a}; for (let k = 0; k < ${b % 4 + 1}; k++) s = (s * ${b} + k) | 0; return s;`
+      : i % 3 === 1
+        ? `const o = { v: x, w: ${a} }; return (o.v ${op} o.w) + ${b};`
+        : `return ((x << ${b % 5}) ${op} ${a}) >>> 0;`;
+    lines.push(`fns[${i}] = function fn_${i}_${a}(x) { ${body} };`);
+  }
+  lines.push('module.exports = fns;');
+  return lines.join('\n') + '\n';
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isoprof-pauses-app-'));
+const file = path.join(dir, `generated_${FUNCS}.js`);
+fs.writeFileSync(file, generate(FUNCS));
+const fns = require(file);
+fs.rmSync(dir, { recursive: true, force: true });
+process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+
+let sink = 0;
+for (let i = 0; i < FUNCS; i++) sink = (sink + fns[i](i)) | 0;        // compile each
+for (let r = 0; r < 2000; r++) for (let i = 0; i < WARM; i++) sink = (sink + fns[i](r)) | 0; // warm some
+
+// --- the stall detector -------------------------------------------------
+
+const RING = 1 << 17; // ~130 s of 1 ms ticks
+const ringEnd = new Float64Array(RING);   // when the previous tick ended
+const ringStart = new Float64Array(RING); // when this tick started
+let ticks = 0;
+let lastEnd = mono();
+let cursor = 0;
+
+setInterval(() => {
+  const t = mono();
+  const k = ticks++ & (RING - 1);
+  ringEnd[k] = lastEnd;
+  ringStart[k] = t;
+  for (let j = 0; j < SLICE; j++) { sink = (sink + fns[cursor](j)) | 0; cursor = (cursor + 1) % FUNCS; }
+  lastEnd = mono();
+}, 1);
+
+function query(from, to) {
+  let max = 0, at = 0, n = 0;
+  const big = [];
+  const lo = Math.max(0, ticks - RING);
+  for (let i = ticks - 1; i >= lo; i--) {
+    const k = i & (RING - 1);
+    if (ringStart[k] < from) break;           // ticks are in order: all earlier ones end before from
+    if (ringEnd[k] > to) continue;
+    n++;
+    const g = ringStart[k] - ringEnd[k];
+    if (g > max) { max = g; at = ringEnd[k]; }
+    if (g > 2) big.push([+ringEnd[k].toFixed(3), +g.toFixed(3)]);
+  }
+  // A gap still open (no tick since it began) counts up to now.
+  const now = mono();
+  if (lastEnd < to && now - lastEnd > max) { max = now - lastEnd; at = lastEnd; }
+  return { max, at, n, big: big.reverse(), oldest: ringStart[lo & (RING - 1)] };
+}
+
+let buf = '';
+process.stdin.on('data', (d) => {
+  buf += d;
+  let i;
+  while ((i = buf.indexOf('\n')) >= 0) {
+    const w = buf.slice(0, i).trim().split(/\s+/);
+    buf = buf.slice(i + 1);
+    let out;
+    if (w[0] === 'q') out = { id: w[1], ...query(Number(w[2]), Number(w[3])) };
+    else if (w[0] === 'clock') out = { mono: mono(), wall: Date.now() };
+    else if (w[0] === 'mem') out = process.memoryUsage();
+    else out = { error: 'unknown command ' + w[0] };
+    process.stdout.write(JSON.stringify(out) + '\n');
+  }
+});
+
+// --- the in-process peer, for comparison -------------------------------
+
+if (process.env.PEER) {
+  const base = path.join(process.env.PEER, '@pyroscope', 'nodejs', 'dist', 'cjs');
+  const Pyroscope = require(path.join(base, 'index.js')).default;
+  const holder = require(path.join(base, 'utils', 'pyroscope-profiler.js'));
+  Pyroscope.init({
+    serverAddress: process.env.PEER_URL,
+    appName: 'pauses-app',
+    flushIntervalMs: parseInt(process.env.PEER_FLUSH_MS || '10000', 10),
+  });
+  Pyroscope.start();
+  // A flush calls profile() on the wall and the heap profiler (the wall
+  // profiler stops and restarts V8's CPU profiler there), then exports.
+  const p = holder.getProfiler();
+  for (const cp of [p.wallProfiler, p.heapProfiler]) {
+    const inner = cp.profiler;
+    const orig = inner.profile.bind(inner);
+    const kind = cp === p.wallProfiler ? 'wall' : 'heap';
+    inner.profile = () => {
+      const t0 = mono();
+      const r = orig();
+      process.stdout.write(JSON.stringify({ peer_flush: kind, t0, t1: mono() }) + '\n');
+      return r;
+    };
+  }
+}
+
+process.stdout.write(JSON.stringify({ ready: true, funcs: FUNCS, warm: WARM, sink: sink & 1 }) + '\n');
