@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 // The daemon's peak RSS while it receives, converts and stores big CPU
 // profiles: a fake inspector (tests/integration/fake-inspector.js) answers
-// every Profiler.stop with a synthetic profile of the given size, and the
-// daemon takes a few windows of it. Prints one row per size: profile MB,
-// windows stored, seconds from Profiler.stop reply to "window stored"
-// (receive + convert + store), MB/s, and the daemon's VmHWM.
+// every Profiler.stop with the same synthetic profile, bench_convert's
+// (bench_convert --write, so the bytes are those the conversion benchmark
+// measures), and the daemon takes a few windows of it. Prints one row per
+// size: profile MB, windows stored, stored bytes per window, the daemon's
+// VmHWM once attached (before any window) and after the windows, and
+// `isoprof store check`. tests/bench/convert.js runs the same measurement
+// through daemonPeak().
 //
 //   node tests/bench/bench_bigprofile.js [--build build] [--sizes 1,20] [--windows 3]
 //
@@ -16,93 +19,100 @@ const os = require('node:os');
 const path = require('node:path');
 const { startFakeInspector } = require('../integration/fake-inspector');
 
-function arg(name, def) {
-  const i = process.argv.indexOf('--' + name);
-  return i > 0 ? process.argv[i + 1] : def;
-}
-const root = path.resolve(__dirname, '..', '..');
-const build = path.resolve(arg('build', path.join(root, 'build')));
-const sizes = arg('sizes', '1,20').split(',').map(Number);
-const nwin = parseInt(arg('windows', '3'), 10);
-
-// A profile of about `mb` MB: a wide tree of distinct functions in many
-// scripts, and samples spread over its leaves.
-function syntheticProfile(mb) {
-  const target = mb * 1e6;
-  const nodes = [{ id: 1, callFrame: { functionName: '(root)', scriptId: '0', url: '', lineNumber: -1, columnNumber: -1 }, hitCount: 0, children: [] }];
-  const samples = [];
-  const deltas = [];
-  let size = 200;
-  let id = 2;
-  while (size < target * 0.7) {
-    const parent = nodes[Math.floor(Math.random() * nodes.length)];
-    const n = {
-      id, callFrame: { functionName: `handler_${id}_${'x'.repeat(id % 17)}`, scriptId: String(id % 300),
-        url: `file:///srv/app/lib/module_${id % 300}.js`, lineNumber: id % 5000, columnNumber: id % 80 },
-      hitCount: 0, children: [],
-    };
-    parent.children.push(id);
-    nodes.push(n);
-    size += JSON.stringify(n).length + 8;
-    id++;
-  }
-  while (size < target) {
-    const n = nodes[1 + Math.floor(Math.random() * (nodes.length - 1))];
-    n.hitCount++;
-    samples.push(n.id);
-    deltas.push(1000 + Math.floor(Math.random() * 50));
-    size += 12;
-  }
-  return { nodes, startTime: 1, endTime: 1 + deltas.reduce((a, b) => a + b, 0), samples, timeDeltas: deltas };
-}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function hwmKiB(pid) {
   const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   return parseInt(/VmHWM:\s+(\d+)/.exec(s)[1], 10);
 }
 
-async function one(mb) {
-  const profile = syntheticProfile(mb);
-  const bytes = JSON.stringify({ id: 1, result: { profile } }).length;
+// Runs isoprofd against a fake inspector that answers Profiler.stop with
+// `profile` (the object) until `windows` windows are stored or timeoutMs
+// passes. Returns {stored, stored_bytes (per window, from the log),
+// hwm_attached_kib, hwm_kib, store_check}. The daemon and the fake are
+// stopped and the temp dir removed before it returns or throws.
+async function daemonPeak({ isoprofd, isoprof, profile, windows = 3, timeoutMs = 120000 }) {
   const fake = await startFakeInspector({ mode: 'normal', profile });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isoprof-bigprof-'));
-  fs.writeFileSync(path.join(dir, 'cfg.yaml'), [
-    `store: {path: "${dir}/store"}`,
-    `targets: [{inspector: "127.0.0.1:${fake.port}", worker: big}]`,
-    'discovery: {interval: 1s}',
-    'sampling: {cpu: {duration: 1s, period: 4s, interval: 1ms, jitter: 0}}',
-  ].join('\n'));
-  const d = spawn(path.join(build, 'agent', 'isoprofd'), ['--config', path.join(dir, 'cfg.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  d.stderr.on('data', (c) => { log += c; });
-  const t0 = Date.now();
-  while ((log.match(/msg="window stored"/g) || []).length < nwin && Date.now() - t0 < 120000) {
-    await new Promise((r) => setTimeout(r, 200));
+  let d = null;
+  try {
+    fs.writeFileSync(path.join(dir, 'cfg.yaml'), [
+      `store: {path: "${dir}/store"}`,
+      `targets: [{inspector: "127.0.0.1:${fake.port}", worker: big}]`,
+      'discovery: {interval: 1s}',
+      'sampling: {cpu: {duration: 1s, period: 2s, interval: 1ms, jitter: 0}}',
+    ].join('\n'));
+    d = spawn(isoprofd, ['--config', path.join(dir, 'cfg.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const exited = new Promise((r) => d.on('exit', r));
+    let log = '';
+    d.stderr.on('data', (c) => { log += c; if (log.length > 4 << 20) log = log.slice(-(1 << 20)); });
+    const count = (re) => (log.match(re) || []).length;
+    const t0 = Date.now();
+    let hwmAttached = 0;
+    while (count(/msg="window stored"/g) < windows && Date.now() - t0 < timeoutMs && d.exitCode === null) {
+      // Attached but no window stored yet: the level the windows start from.
+      if (!hwmAttached && /msg="target attached"/.test(log) && count(/msg="window stored"/g) === 0) hwmAttached = hwmKiB(d.pid);
+      await sleep(50);
+    }
+    if (d.exitCode !== null) throw new Error(`isoprofd exited: ${log.slice(-2000)}`);
+    const hwm = hwmKiB(d.pid);
+    d.kill('SIGINT');
+    await exited;
+    d = null;
+    const bytes = [...log.matchAll(/msg="window stored".* bytes=(\d+)/g)].map((m) => parseInt(m[1], 10));
+    const r = spawnSync(isoprof, ['store', 'check', '--store', `${dir}/store`], { encoding: 'utf8' });
+    return {
+      stored: bytes.length, stored_bytes: bytes.length ? bytes[bytes.length - 1] : 0,
+      hwm_attached_kib: hwmAttached, hwm_kib: hwm, store_check: r.status === 0 ? 'ok' : (r.stderr || '').trim(),
+    };
+  } finally {
+    if (d) d.kill('SIGKILL');
+    await fake.close();
+    fs.rmSync(dir, { recursive: true, force: true });
   }
-  const hwm = hwmKiB(d.pid);
-  d.kill('SIGINT');
-  await new Promise((r) => d.on('exit', r));
-  await fake.close();
-  const stored = (log.match(/msg="window stored"/g) || []).length;
-  // Seconds from the Profiler.stop request to the stored line, per window.
-  const lines = log.split('\n');
-  const starts = [];
-  const spans = [];
-  for (const l of lines) {
-    const ts = Date.parse((/ts=(\S+)/.exec(l) || [])[1]);
-    if (/msg="window started"/.test(l) || /msg="target attached"/.test(l)) starts.push(ts);
-    if (/msg="window stored"/.test(l) && starts.length) spans.push(ts);
-  }
-  const r = spawnSync(path.join(build, 'agent', 'isoprof'), ['store', 'check', '--store', `${dir}/store`], { encoding: 'utf8' });
-  fs.rmSync(dir, { recursive: true, force: true });
-  return { mb: +(bytes / 1e6).toFixed(1), stored, vmhwm_mib: +(hwm / 1024).toFixed(1), store_check: r.status === 0 ? 'ok' : r.stderr.trim() };
 }
 
-(async () => {
-  console.log('profile_MB  windows_stored  daemon_VmHWM_MiB  store_check');
-  for (const mb of sizes) {
-    const r = await one(mb);
-    console.log(`${String(r.mb).padEnd(11)} ${String(r.stored).padEnd(15)} ${String(r.vmhwm_mib).padEnd(17)} ${r.store_check}`);
+// bench_convert's profiles of the given sizes, parsed: [{mb, bytes, profile}].
+function convertProfiles(build, sizes) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isoprof-bigprof-in-'));
+  try {
+    const exe = [path.join(build, 'tests', 'bench', 'bench_convert'), path.join(build, 'tests', 'bench_convert')].find((p) => fs.existsSync(p));
+    if (!exe) throw new Error(`bench_convert not found under ${build}/tests: build first`);
+    const w = spawnSync(exe, ['--write', dir, ...sizes.map(String)], { encoding: 'utf8' });
+    if (w.status !== 0) throw new Error(`bench_convert --write: ${w.stderr}`);
+    return w.stdout.trim().split('\n').map((l, i) => {
+      const [file, bytes] = l.split(' ');
+      const reply = JSON.parse(fs.readFileSync(file, 'utf8'));
+      return { mb: sizes[i], bytes: +bytes, profile: reply.result.profile };
+    });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
-  process.exit(0);
-})().catch((e) => { console.error(e); process.exit(1); });
+}
+
+module.exports = { daemonPeak };
+
+if (require.main === module) {
+  const arg = (name, def) => {
+    const i = process.argv.indexOf('--' + name);
+    return i > 0 ? process.argv[i + 1] : def;
+  };
+  const root = path.resolve(__dirname, '..', '..');
+  const build = path.resolve(arg('build', path.join(root, 'build')));
+  const sizes = arg('sizes', '1,20').split(',').map(Number);
+  const nwin = parseInt(arg('windows', '3'), 10);
+  (async () => {
+    const rows = [['profile_MB', 'windows_stored', 'stored_KB', 'VmHWM_attached_MiB', 'VmHWM_MiB', 'store_check']];
+    for (const inp of convertProfiles(build, sizes)) {
+      const r = await daemonPeak({
+        isoprofd: path.join(build, 'agent', 'isoprofd'), isoprof: path.join(build, 'agent', 'isoprof'),
+        profile: inp.profile, windows: nwin,
+      });
+      rows.push([(inp.bytes / 1e6).toFixed(1), r.stored, (r.stored_bytes / 1e3).toFixed(0),
+        (r.hwm_attached_kib / 1024).toFixed(1), (r.hwm_kib / 1024).toFixed(1), r.store_check]);
+    }
+    const w = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
+    for (const r of rows) console.log(r.map((c, i) => String(c).padEnd(w[i])).join('  ').trimEnd());
+    process.exit(0);
+  })().catch((e) => { console.error(e); process.exit(1); });
+}
