@@ -884,6 +884,8 @@ static int cmd_store(int argc, char **argv)
     printf("pprof bytes     %" PRIu64 "\n", st.raw_bytes);
     printf("stored bytes    %" PRIu64 " (%.1f%% of pprof)\n", st.stored_bytes,
            st.raw_bytes ? 100.0 * (double)st.stored_bytes / (double)st.raw_bytes : 0.0);
+    printf("dictionaries    %" PRIu64 " (%" PRIu64 " bytes, in stored bytes)\n", st.dicts,
+           st.dict_bytes);
     printf("budget          %" PRIu64 "\n", st.budget);
     printf("map size        %" PRIu64 "\n", st.map_size);
     printf("file size       %" PRIu64 "\n", st.file_size);

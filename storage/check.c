@@ -1,11 +1,12 @@
 /*
  * check.c - store_check: verify every record and index.
  *
- * One read transaction, five passes:
+ * One read transaction, six passes:
  *   1. windows: each key and header decodes, each zstd frame inflates to
- *      its raw size with a good checksum, the time index has the window's
- *      entry, and ids[seq] names this key; sums the stored bytes and finds
- *      the highest seq.
+ *      its raw size with a good checksum (with the dictionary its header
+ *      names, which must exist), the time index has the window's entry,
+ *      and ids[seq] names this key; sums the stored bytes, finds the
+ *      highest seq and counts the records naming each dictionary.
  *   2. by_time: each entry is start + a window key that exists with that
  *      start.
  *   3. ids: each entry names a window whose header carries that seq.
@@ -15,6 +16,9 @@
  *   5. outbox and rejected: each entry is well formed and names a window
  *      flagged as queued; a window waits at one prio only and is not both
  *      pending and rejected.
+ *   6. dicts and dict_by_series (dict.c): each dictionary decodes, its
+ *      hash holds, its series names it back and its refcount equals the
+ *      records counted in pass 1; each series entry names a dictionary.
  * Then the entry counts of the three DBs must agree and the meta counters
  * must match what was summed. Problems are collected one per line into a
  * capped text; the check goes on after a problem so that one run lists
@@ -94,7 +98,7 @@ static void key_text(const void *key, size_t len, char *out, size_t cap)
 }
 
 static int pass_windows(struct store *s, MDB_txn *txn, struct report *r, uint64_t *stored,
-                        uint64_t *max_seq)
+                        uint64_t *max_seq, struct store_dict_tally *tally)
 {
     MDB_cursor *c;
     int rc = mdb_cursor_open(txn, s->windows, &c);
@@ -141,14 +145,28 @@ static int pass_windows(struct store *s, MDB_txn *txn, struct report *r, uint64_
             break;
         } else if (iv.mv_size != k.mv_size || memcmp(iv.mv_data, k.mv_data, k.mv_size) != 0)
             report(r, "windows: %s: ids[%" PRIu64 "] names another window", kt, h.seq);
+        if (h.dict != 0 && store_dict_tally_add(tally, h.dict) != 0) {
+            report(r, "windows: %s (id %" PRIu64 "): dictionary %" PRIu32 " is missing", kt, h.seq,
+                   h.dict);
+            continue;
+        }
         void *raw = NULL;
-        int zrc = store_record_inflate(&h, &raw);
+        int zrc = store_record_load_txn(s, txn, &h, &raw);
         isoprof_free(raw);
         if (zrc == -ENOMEM) {
             rc = ENOMEM;
             break;
         }
-        if (zrc != 0)
+        if (zrc != 0 && zrc != ISOPROF_ECORRUPT) {
+            rc = zrc;
+            break;
+        }
+        if (zrc != 0 && h.dict != 0)
+            report(r,
+                   "windows: %s (id %" PRIu64 "): zstd frame does not inflate to raw size %" PRIu64
+                   " with dictionary %" PRIu32,
+                   kt, h.seq, h.raw_size, h.dict);
+        else if (zrc != 0)
             report(r,
                    "windows: %s (id %" PRIu64 "): zstd frame does not inflate to raw size %" PRIu64,
                    kt, h.seq, h.raw_size);
@@ -328,12 +346,16 @@ int store_check(struct store *s, char **why)
     if (rc != 0)
         return rc;
     uint64_t stored = 0, max_seq = 0, next_seq = 0, meta_stored = 0, evicted = 0, instance = 0;
-    uint64_t uploaded = 0, outbox_evicted = 0;
-    if ((rc = pass_windows(s, txn, &r, &stored, &max_seq)) != 0 ||
+    uint64_t uploaded = 0, outbox_evicted = 0, dict_stored = 0;
+    struct store_dict_tally *tally = NULL;
+    if ((rc = store_dict_tally_new(s, txn, &tally)) != 0 ||
+        (rc = pass_windows(s, txn, &r, &stored, &max_seq, tally)) != 0 ||
         (rc = pass_by_time(s, txn, &r)) != 0 || (rc = pass_ids(s, txn, &r)) != 0 ||
         (rc = store_check_anomalies(s, txn, report_anomaly, &r)) != 0 ||
-        (rc = pass_outbox(s, txn, &r)) != 0)
+        (rc = pass_outbox(s, txn, &r)) != 0 ||
+        (rc = store_check_dicts(s, txn, tally, report_anomaly, &r, &dict_stored)) != 0)
         goto out;
+    stored += dict_stored;
     MDB_stat sw, st, si;
     if ((rc = mdb_stat(txn, s->windows, &sw)) != 0 || (rc = mdb_stat(txn, s->by_time, &st)) != 0 ||
         (rc = mdb_stat(txn, s->ids, &si)) != 0)
@@ -362,6 +384,7 @@ int store_check(struct store *s, char **why)
     if (instance != s->instance)
         report(&r, "meta: instance id changed while open");
 out:
+    store_dict_tally_free(tally);
     mdb_txn_abort(txn);
     if (rc == 0 && r.oom)
         rc = -ENOMEM;

@@ -2,7 +2,7 @@
  * internal.h - what the files of storage/ share: the handle, the on-disk
  * encodings (window key, record header) and the LMDB helpers.
  *
- * On-disk layout, schema version 3 (all integers big-endian):
+ * On-disk layout, schema version 4 (all integers big-endian):
  *
  *   windows  key   worker \0 version \0 start_ns:u64 isolate:u32 type:u8
  *            value record header (below) + one zstd frame of the pprof
@@ -17,17 +17,27 @@
  *            "instance"     u64  random id of this store (in window UUIDs)
  *            "next_seq"     u64  the id store_put gives next
  *            "evicted"      u64  windows evicted since creation
- *            "stored_bytes" u64  sum of stored_size of all windows
+ *            "stored_bytes" u64  sum of stored_size of all windows, plus
+ *                                the dictionaries' charge
  *            "budget"       u64  max_size of the last writable open
  *            "uploaded"     u64  outbox entries acknowledged since creation
  *            "outbox_evicted" u64  windows evicted or replaced while pending
+ *            "next_dict"    u64  the dictionary id store_put gives next
+ *   dicts    key   dict_id:u32 (>= 1)                   value dictionary:
+ *            0 magic:u8 = 0xD1   1 version:u8 = 1   2 series_len:u16
+ *            4 size:u32   8 created_ns:u64   16 hash:u64 (FNV-1a of the bytes)
+ *            24 series (worker \0 version \0)   then size bytes of raw content
+ *   dict_by_series key  worker \0 version \0          value dict_id:u32 +
+ *            refs:u64 (records naming the dictionary; never 0: at 0 both
+ *            entries go)
  *
  *   record header, version 2 (88 bytes + runtime):
  *     0 magic:u8 = 0xA5   1 version:u8 = 2   2 codec:u8 = 1 (zstd)
  *     3 runtime_len:u8 (<= 31)   4 flags:u32   8 end_ns:u64   16 samples:u64
  *     24 interval:u64   32 raw_size:u64   40 seq:u64   48 anomaly:u8
- *     49 reserved (7 zero bytes)   56 mem_min:u64   64 mem_max:u64
- *     72 mem_last:u64   80 mem_p999:u64   88 runtime bytes
+ *     49 reserved (3 zero bytes)   52 dict_id:u32 (0: none; was reserved
+ *     before schema 4, so older records read as 0)   56 mem_min:u64
+ *     64 mem_max:u64   72 mem_last:u64   80 mem_p999:u64   88 runtime bytes
  *   Version 1 records (schema 1 stores) are the first 48 bytes of this,
  *   the runtime at offset 48; they read as anomaly 0 and no memory figures.
  *   flags bit STORE_FLAG_QUEUED: the window went into the outbox when it
@@ -38,8 +48,14 @@
  * (STORE_OUTBOX_CHARGE, kept after the ack so that the size depends on the
  * record alone; see store_stored_size()). Rejected entries are not charged.
  *
- * Schemas 1 and 2 lack the outbox DBs and counters (and 1 the anomaly DBs);
- * a writable open adds them and sets the version, nothing else changes.
+ * A window's dictionary is charged once, not per window: its dicts entry
+ * (key + value) and its dict_by_series entry (key + value), see
+ * store_dict_charge(); stored_bytes is the windows' stored_size plus that.
+ *
+ * Schemas 1 and 2 lack the outbox DBs and counters (and 1 the anomaly DBs),
+ * 3 the dictionary DBs; a writable open adds them and sets the version,
+ * nothing else changes (old records name dictionary 0). A read-only handle
+ * reads schema 3 as it is (no dictionaries).
  *
  *   anomalies, anomaly_ids, pins: see anomaly.c.
  *   meta     "next_anomaly" u64  the id store_anomaly_put gives next (absent:
@@ -73,6 +89,7 @@
 #define STORE_REC_FIXED_V1 48u
 #define STORE_REC_FIXED 88u
 #define STORE_REC_SEQ_OFF 40u
+#define STORE_REC_DICT_OFF 52u
 #define STORE_REC_MAX (STORE_REC_FIXED + STORE_RUNTIME_MAX)
 
 #define STORE_OUTBOX_KEY_LEN 9u /* prio + seq */
@@ -82,15 +99,41 @@
 #define STORE_OUTBOX_PRIO_OTHER 1u
 #define STORE_REJECT_FIXED 2u /* status */
 
+/* Dictionaries (dict.c): built for a (worker, version) once it has
+ * STORE_DICT_AFTER windows without one, from the raw pprof of its newest
+ * windows, at most STORE_DICT_MAX bytes; none if that is below
+ * STORE_DICT_MIN. STORE_DICT_SCAN bounds the windows read to build one. */
+#define STORE_DICT_AFTER 8u
+#define STORE_DICT_MAX (32u * 1024)
+#define STORE_DICT_MIN 256u
+#define STORE_DICT_SCAN 64u
+#define STORE_DICT_MAGIC 0xD1u
+#define STORE_DICT_VERSION 1u
+#define STORE_DICT_HDR 24u
+#define STORE_DICT_SERIES_VAL 12u /* dict_id + refs */
+#define STORE_CDICT_CACHE 16u     /* compression dictionaries kept by a writer */
+
 #define STORE_KEY_TAIL 13u /* start_ns + isolate + type */
 #define STORE_TIME_KEY_MAX 511u
 #define STORE_KEY_MAX (STORE_TIME_KEY_MAX - 8u)
+
+/* A writer's prepared compression dictionary. pending: built by the write
+ * transaction in progress (dropped if it aborts, the id may come again). */
+struct store_cdict {
+    uint32_t id;
+    int pending;
+    uint64_t used; /* LRU tick */
+    void *mem;     /* the memory cd lives in */
+    const ZSTD_CDict *cd;
+};
 
 struct store {
     MDB_env *env;
     MDB_dbi windows, by_time, ids, meta;
     MDB_dbi anomalies, anomaly_ids, pins;
     MDB_dbi outbox, rejected;
+    MDB_dbi dicts, dict_by_series;
+    int dicts_on; /* the dictionary DBs exist (not so in a schema 3 store read as it is) */
     int readonly;
     int outbox_on; /* writer opened with store_options.outbox: store_put queues */
     uint32_t schema;
@@ -99,6 +142,10 @@ struct store {
     uint32_t pin_factor; /* pinned windows outlive unpinned ones this many times */
     char *path;
     ZSTD_CCtx *cctx; /* writer only; used by store_put, which is not reentrant */
+    /* Writer only, store_put's like cctx: no lock. Readers never use it. */
+    struct store_cdict cdicts[STORE_CDICT_CACHE];
+    uint64_t cdict_tick;
+    uint32_t dict_built_min; /* lowest id the write txn in progress built; 0: none */
 };
 
 #define STORE_ANOMALY_WINDOWS_MAX 1024u /* windows one anomaly keeps pinned */
@@ -130,6 +177,7 @@ struct store_rec_hdr {
     uint32_t flags;
     uint64_t end_ns, samples, interval, raw_size, seq;
     uint8_t anomaly;
+    uint32_t dict; /* dictionary id, 0 = none */
     struct store_mem mem;
     char runtime[STORE_RUNTIME_MAX + 1];
     const uint8_t *payload;
@@ -204,14 +252,24 @@ int store_key_decode(const void *key, size_t len, struct store_key *k);
 int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h);
 /* Inflate and verify a decoded record's payload: the frame's content size
  * and the result must equal raw_size, nothing may follow the frame, the
- * checksum must hold. *out (allocated, caller frees) on success.
+ * checksum must hold. A record naming a dictionary needs dict (dlen bytes
+ * of raw content, borrowed); store_record_inflate passes none, so such a
+ * record fails. *out (allocated, caller frees) on success.
  * 0, ISOPROF_ECORRUPT, -ENOMEM. */
 int store_record_inflate(const struct store_rec_hdr *h, void **out);
+int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, size_t dlen,
+                              void **out);
 /* Compress r into a new value (header with seq 0 + frame); the header's
- * flags are r's with STORE_FLAG_QUEUED set if queued, cleared if not. *val
- * is allocated (caller frees). 0, -ENOMEM, ISOPROF_EZSTD. */
+ * flags are r's with STORE_FLAG_QUEUED set if queued, cleared if not.
+ * With cd (borrowed), the frame is compressed with that dictionary and the
+ * header names dict_id. *val is allocated (caller frees).
+ * 0, -ENOMEM, ISOPROF_EZSTD. */
 int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, int queued, uint8_t **val,
                        size_t *vlen);
+int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict_id,
+                            const struct store_record *r, int queued, uint8_t **val, size_t *vlen);
+/* zstd's allocator hooks into base.h (record.c). */
+extern const ZSTD_customMem store_zstd_mem;
 /* A compression context whose memory comes from base.h; NULL on ENOMEM. */
 ZSTD_CCtx *store_zstd_cctx_new(void);
 /* Fill w from a decoded key and header (strings borrowed from them). */
@@ -243,6 +301,59 @@ int store_window_by_seq(struct store *s, MDB_txn *txn, uint64_t seq, MDB_val *kv
  * else 0 or a raw LMDB code. */
 int store_window_read(struct store *s, struct store_view *v, const struct store_key *k, size_t klen,
                       const MDB_val *d, struct store_window *w);
+
+/* dict.c: dictionaries. Inside the caller's transaction; raw LMDB codes
+ * (MDB_NOTFOUND when absent) or project codes. */
+
+/* The series key of a window key wk (worker \0 version \0): its length. */
+size_t store_dict_series_len(const struct store_key *k);
+/* Bytes a dictionary of dlen bytes for a series key of slen takes. */
+uint64_t store_dict_charge(size_t slen, size_t dlen);
+/* The dictionary of series (slen bytes): id and refs. MDB_NOTFOUND if none. */
+int store_dict_find(struct store *s, MDB_txn *txn, const void *series, size_t slen, uint32_t *id,
+                    uint64_t *refs);
+/* Dictionary id's content (borrowed from the txn) and its series key.
+ * MDB_NOTFOUND if there is no such dictionary (or no dicts DB),
+ * ISOPROF_ECORRUPT if its entry does not decode. */
+int store_dict_get(struct store *s, MDB_txn *txn, uint32_t id, const void **bytes, size_t *len,
+                   const void **series, size_t *slen);
+/* Inflate record h (read in txn) with whatever dictionary it names.
+ * 0, ISOPROF_ECORRUPT (also: its dictionary is missing), -ENOMEM, or a
+ * raw LMDB code. */
+int store_record_load_txn(struct store *s, MDB_txn *txn, const struct store_rec_hdr *h, void **out);
+/* The writer's compression dictionary for id (borrowed until the next
+ * store_dict_* call), prepared from its bytes in txn on a cache miss.
+ * 0, MDB_NOTFOUND, ISOPROF_ECORRUPT, -ENOMEM, ISOPROF_EZSTD. */
+int store_dict_cdict(struct store *s, MDB_txn *txn, uint32_t id, const ZSTD_CDict **cd);
+/* Was dictionary id built by the write transaction in progress? */
+int store_dict_is_new(const struct store *s, uint32_t id);
+/* Write txn: if series (of window key k) has no dictionary and at least
+ * STORE_DICT_AFTER windows without one, build it from their newest raw
+ * content. *id receives it (refs 0: the caller adds its record at once)
+ * or 0 when none was built; *charge the bytes it takes. */
+int store_dict_build_txn(struct store *s, MDB_txn *txn, const struct store_key *k, uint32_t *id,
+                         uint64_t *charge);
+/* Write txn: add delta (+1 or -1) to the refs of dict id of series; at 0
+ * both entries go and *freed receives their charge (else 0). */
+int store_dict_ref_txn(struct store *s, MDB_txn *txn, uint32_t id, const void *series, size_t slen,
+                       int delta, uint64_t *freed);
+/* After the write txn: commit keeps the dictionaries it built in the cache,
+ * abort drops them. */
+void store_dict_txn_done(struct store *s, int committed);
+/* Free the whole cache (store_close). */
+void store_dict_cache_free(struct store *s);
+/* store_stat's dictionary figures. Raw LMDB code. */
+int store_dict_stat_txn(struct store *s, MDB_txn *txn, uint64_t *n, uint64_t *bytes);
+/* store_check's pass over dicts and dict_by_series: refs against the
+ * records (counted into a tally while the windows are checked), hashes,
+ * both directions; *stored receives the dictionaries' charge. */
+struct store_dict_tally;
+int store_dict_tally_new(struct store *s, MDB_txn *txn, struct store_dict_tally **t);
+/* Count one record naming id; 0 if the dictionary exists, MDB_NOTFOUND if not. */
+int store_dict_tally_add(struct store_dict_tally *t, uint32_t id);
+int store_check_dicts(struct store *s, MDB_txn *txn, struct store_dict_tally *t,
+                      void (*report)(void *r, const char *line), void *r, uint64_t *stored);
+void store_dict_tally_free(struct store_dict_tally *t);
 
 /* outbox.c: inside the caller's transaction, raw LMDB codes. */
 

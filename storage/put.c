@@ -16,6 +16,14 @@
  * them. So on MDB_MAP_FULL the insert is aborted, a separate transaction
  * evicts further and commits, and the insert is tried once more.
  *
+ * Dictionaries (dict.c): before the transaction, each record is compressed
+ * with the dictionary its (worker, version) has in the last committed
+ * state. In the transaction the dictionary is looked up again (and built
+ * when the series has earned one); a record whose dictionary differs, or
+ * was built by an attempt that aborted, is compressed again there. The
+ * record's reference is counted before the window it replaces goes, so
+ * that replacing the last window of a dictionary does not drop it.
+ *
  * DESIGN: store_put is not reentrant (the compression context and the
  * write transaction are per handle); readers never block it (MVCC).
  */
@@ -31,6 +39,8 @@ struct put_item {
     size_t klen;
     uint8_t *val;
     size_t vlen;
+    uint32_t dict; /* the dictionary val was compressed with; 0: none */
+    int fresh;     /* ... built by the transaction that compressed it */
 };
 
 struct put_counters {
@@ -106,16 +116,25 @@ static int window_delete(struct store *s, MDB_txn *txn, struct put_counters *c, 
         return rc;
     struct store_rec_hdr h;
     uint64_t seq = 0;
-    uint32_t flags = 0;
+    uint32_t flags = 0, dict = 0;
     if (store_record_decode(d.mv_data, d.mv_size, &h) == 0) {
         seq = h.seq; /* else the ids entry cannot be found; store_check reports it */
         flags = h.flags;
+        dict = h.dict;
     }
     *bytes = store_stored_size(klen, d.mv_size, flags);
     if ((rc = mdb_del(txn, s->windows, &k, NULL)) != 0)
         return rc;
     struct store_key key;
     if (store_key_decode(wk, klen, &key) == 0) {
+        if (dict != 0) {
+            /* The last window of a dictionary takes it along. */
+            uint64_t freed = 0;
+            rc = store_dict_ref_txn(s, txn, dict, wk, store_dict_series_len(&key), -1, &freed);
+            if (rc != 0)
+                return rc;
+            c->stored = c->stored > freed ? c->stored - freed : 0;
+        }
         uint8_t tk[STORE_TIME_KEY_MAX];
         store_be64_put(tk, key.start_ns);
         memcpy(tk + 8, wk, klen);
@@ -240,6 +259,78 @@ static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint6
     return rc;
 }
 
+/* Item it (record r) in the write txn: find (or build) its series'
+ * dictionary, compress it again if that is not the one it was compressed
+ * with, and count its reference. A damaged dictionary entry means no
+ * dictionary (store_check reports it), not a failed put. Raw LMDB code or
+ * a project code. */
+static int item_dict_txn(struct store *s, MDB_txn *txn, struct put_counters *c,
+                         const struct store_record *r, struct put_item *it)
+{
+    struct store_key key;
+    uint32_t id = 0;
+    uint64_t refs = 0, charge = 0;
+    const ZSTD_CDict *cd = NULL;
+    int rc = 0;
+    if (s->dicts_on && store_key_decode(it->key, it->klen, &key) == 0) {
+        size_t slen = store_dict_series_len(&key);
+        rc = store_dict_find(s, txn, it->key, slen, &id, &refs);
+        if (rc == MDB_NOTFOUND) {
+            if ((rc = store_dict_build_txn(s, txn, &key, &id, &charge)) != 0)
+                return rc;
+            c->stored += charge;
+        } else if (rc == ISOPROF_ECORRUPT) {
+            id = 0;
+        } else if (rc != 0) {
+            return rc;
+        }
+        if (id != 0) {
+            rc = store_dict_cdict(s, txn, id, &cd);
+            if (rc == MDB_NOTFOUND || rc == ISOPROF_ECORRUPT || rc == ISOPROF_EZSTD)
+                id = 0, cd = NULL;
+            else if (rc != 0)
+                return rc;
+        }
+        if (id != 0 && (rc = store_dict_ref_txn(s, txn, id, it->key, slen, 1, &charge)) != 0)
+            return rc;
+    }
+    if (id != it->dict || it->fresh) {
+        uint8_t *val;
+        size_t vlen;
+        if ((rc = store_record_build_dict(s->cctx, cd, id, r, s->outbox_on, &val, &vlen)) != 0)
+            return rc;
+        isoprof_free(it->val);
+        it->val = val;
+        it->vlen = vlen;
+        it->dict = id;
+    }
+    it->fresh = id != 0 && store_dict_is_new(s, id);
+    return 0;
+}
+
+/* Before the write txn: compress item it (record r) with the dictionary
+ * its series has in the committed state of rtxn (NULL: none). 0, -ENOMEM
+ * or ISOPROF_EZSTD; the write txn settles everything else. */
+static int item_build(struct store *s, MDB_txn *rtxn, const struct store_record *r,
+                      struct put_item *it)
+{
+    struct store_key key;
+    uint32_t id = 0;
+    uint64_t refs;
+    const ZSTD_CDict *cd = NULL;
+    if (rtxn != NULL && store_key_decode(it->key, it->klen, &key) == 0 &&
+        store_dict_find(s, rtxn, it->key, store_dict_series_len(&key), &id, &refs) == 0) {
+        int rc = store_dict_cdict(s, rtxn, id, &cd);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc != 0)
+            id = 0, cd = NULL;
+    }
+    it->dict = id;
+    it->fresh = 0;
+    return store_record_build_dict(s->cctx, cd, id, r, s->outbox_on, &it->val, &it->vlen);
+}
+
 /* One attempt at the whole batch. Returns 0, a raw LMDB code or a project
  * code; store_err maps the first and passes the second through. */
 static int put_txn(struct store *s, struct store_record *recs, struct put_item *it, size_t n,
@@ -254,6 +345,8 @@ static int put_txn(struct store *s, struct store_record *recs, struct put_item *
         goto abort;
     for (size_t i = 0; i < n; i++) {
         uint64_t old = 0;
+        if ((rc = item_dict_txn(s, txn, &c, &recs[i], &it[i])) != 0)
+            goto abort;
         if ((rc = window_delete(s, txn, &c, it[i].key, it[i].klen, &old)) != 0)
             goto abort;
         c.stored = c.stored > old ? c.stored - old : 0;
@@ -285,13 +378,15 @@ static int put_txn(struct store *s, struct store_record *recs, struct put_item *
         goto abort;
     if ((rc = counters_write(s, txn, &c)) != 0)
         goto abort;
-    if ((rc = mdb_txn_commit(txn)) != 0)
-        return rc; /* the commit failed: LMDB has freed the txn, nothing is stored
-                    */
+    rc = mdb_txn_commit(txn); /* on failure LMDB has freed the txn, nothing is stored */
+    store_dict_txn_done(s, rc == 0);
+    if (rc != 0)
+        return rc;
     *out = c;
     return 0;
 abort:
     mdb_txn_abort(txn);
+    store_dict_txn_done(s, 0);
     return rc;
 }
 
@@ -306,9 +401,12 @@ static int evict_txn(struct store *s, uint64_t target, struct put_counters *out)
     if ((rc = counters_read(s, txn, &c)) != 0 || (rc = evict_to(s, txn, &c, target)) != 0 ||
         (rc = counters_write(s, txn, &c)) != 0) {
         mdb_txn_abort(txn);
+        store_dict_txn_done(s, 0);
         return rc;
     }
-    if ((rc = mdb_txn_commit(txn)) != 0)
+    rc = mdb_txn_commit(txn);
+    store_dict_txn_done(s, rc == 0);
+    if (rc != 0)
         return rc;
     *out = c;
     return 0;
@@ -336,6 +434,9 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
     if (it == NULL)
         return -ENOMEM;
     uint64_t batch = 0;
+    MDB_txn *rtxn = NULL;
+    if (s->dicts_on && (rc = store_txn_read(s, &rtxn)) != 0)
+        goto out;
     for (size_t i = 0; i < n; i++) {
         const struct store_window *w = &recs[i].w;
         it[i].klen = store_key_encode(it[i].key, sizeof(it[i].key), w->worker, w->version,
@@ -344,8 +445,7 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
             rc = -EINVAL; /* unreachable after check_record; kept as a guard */
             goto out;
         }
-        if ((rc = store_record_build(s->cctx, &recs[i], s->outbox_on, &it[i].val, &it[i].vlen)) !=
-            0)
+        if ((rc = item_build(s, rtxn, &recs[i], &it[i])) != 0)
             goto out;
         uint64_t sz = stored_size(s, &it[i]);
         if (sz > s->budget) {
@@ -353,6 +453,10 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
             goto out;
         }
         batch += sz;
+    }
+    if (rtxn != NULL) {
+        mdb_txn_abort(rtxn);
+        rtxn = NULL;
     }
 
     rc = put_txn(s, recs, it, n, &c);
@@ -379,6 +483,8 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
         recs[i].w.stored_size = stored_size(s, &it[i]);
     }
 out:
+    if (rtxn != NULL)
+        mdb_txn_abort(rtxn);
     if (st) {
         st->evicted = evicted;
         st->evicted_bytes = evicted_bytes;

@@ -328,8 +328,12 @@ int store_load(struct store *s, uint64_t id, void **pprof, size_t *len)
         goto out;
     }
     void *out;
-    if ((rc = store_record_inflate(&h, &out)) != 0)
+    /* The dictionary is read in this txn: the snapshot that holds the
+     * record holds its dictionary (it goes only with its last record). */
+    if ((rc = store_record_load_txn(s, txn, &h, &out)) != 0) {
+        rc = store_err(rc);
         goto out;
+    }
     *pprof = out;
     *len = (size_t)h.raw_size;
 out:

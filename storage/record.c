@@ -29,7 +29,7 @@ static void zstd_on_free(void *opaque, void *p)
     isoprof_free(p);
 }
 
-static const ZSTD_customMem store_zstd_mem = {zstd_on_alloc, zstd_on_free, NULL};
+const ZSTD_customMem store_zstd_mem = {zstd_on_alloc, zstd_on_free, NULL};
 
 size_t store_key_encode(uint8_t *out, size_t cap, const char *worker, const char *version,
                         uint64_t start_ns, uint32_t isolate, uint8_t type)
@@ -100,9 +100,11 @@ int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
     h->raw_size = store_be64_get(p + 32);
     h->seq = store_be64_get(p + STORE_REC_SEQ_OFF);
     h->anomaly = 0;
+    h->dict = 0;
     memset(&h->mem, 0, sizeof(h->mem));
     if (fixed == STORE_REC_FIXED) {
         h->anomaly = p[48];
+        h->dict = store_be32_get(p + STORE_REC_DICT_OFF);
         if (h->anomaly > STORE_ANOMALY_MAX)
             return ISOPROF_ECORRUPT;
         h->mem.min = store_be64_get(p + 56);
@@ -121,6 +123,17 @@ int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
 
 int store_record_inflate(const struct store_rec_hdr *h, void **out)
 {
+    return store_record_inflate_dict(h, NULL, 0, out);
+}
+
+int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, size_t dlen,
+                              void **out)
+{
+    /* A frame made with a dictionary cannot be read without it, nor one
+     * made without with it (zstd would not notice: raw content carries no
+     * id), so the header's word decides. */
+    if ((h->dict != 0) != (dict != NULL))
+        return ISOPROF_ECORRUPT;
     unsigned long long csize = ZSTD_getFrameContentSize(h->payload, h->payload_len);
     if (csize == ZSTD_CONTENTSIZE_ERROR || csize == ZSTD_CONTENTSIZE_UNKNOWN ||
         csize != h->raw_size)
@@ -136,7 +149,12 @@ int store_record_inflate(const struct store_rec_hdr *h, void **out)
         isoprof_free(buf);
         return -ENOMEM;
     }
-    size_t got = ZSTD_decompressDCtx(d, buf, (size_t)h->raw_size, h->payload, h->payload_len);
+    size_t got = 0;
+    if (dict != NULL)
+        /* By reference: the bytes stay mapped for the caller's read txn. */
+        got = ZSTD_DCtx_loadDictionary_advanced(d, dict, dlen, ZSTD_dlm_byRef, ZSTD_dct_rawContent);
+    if (!ZSTD_isError(got))
+        got = ZSTD_decompressDCtx(d, buf, (size_t)h->raw_size, h->payload, h->payload_len);
     ZSTD_freeDCtx(d);
     if (ZSTD_isError(got) || got != h->raw_size) {
         isoprof_free(buf);
@@ -165,6 +183,12 @@ ZSTD_CCtx *store_zstd_cctx_new(void)
 int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, int queued, uint8_t **val,
                        size_t *vlen)
 {
+    return store_record_build_dict(cctx, NULL, 0, r, queued, val, vlen);
+}
+
+int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict_id,
+                            const struct store_record *r, int queued, uint8_t **val, size_t *vlen)
+{
     size_t rl = strlen(r->w.runtime);
     size_t hl = STORE_REC_FIXED + rl;
     size_t bound = ZSTD_compressBound(r->len);
@@ -185,6 +209,7 @@ int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, int queued
     store_be64_put(buf + STORE_REC_SEQ_OFF, 0); /* set in the write txn */
     memset(buf + 48, 0, 8);
     buf[48] = r->w.anomaly;
+    store_be32_put(buf + STORE_REC_DICT_OFF, cd ? dict_id : 0);
     store_be64_put(buf + 56, r->w.mem.min);
     store_be64_put(buf + 64, r->w.mem.max);
     store_be64_put(buf + 72, r->w.mem.last);
@@ -192,7 +217,19 @@ int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, int queued
     memcpy(buf + STORE_REC_FIXED, r->w.runtime, rl);
     /* An empty pprof is still one (empty) frame, so every record has one. */
     static const uint8_t none[1];
-    size_t got = ZSTD_compress2(cctx, buf + hl, bound, r->len ? r->pprof : none, r->len);
+    /* The dictionary is referenced for this frame only; the parameters set
+     * on cctx (level, checksum, content size) apply either way. */
+    size_t got = ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+    if (!ZSTD_isError(got))
+        got = ZSTD_CCtx_refCDict(cctx, cd);
+    if (!ZSTD_isError(got))
+        got = ZSTD_compress2(cctx, buf + hl, bound, r->len ? r->pprof : none, r->len);
+    if (cd != NULL) {
+        /* A failed frame can leave the session open, where the reference
+         * cannot be dropped: close it first. */
+        ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+        ZSTD_CCtx_refCDict(cctx, NULL);
+    }
     if (ZSTD_isError(got)) {
         isoprof_free(buf);
         return ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation ? -ENOMEM : ISOPROF_EZSTD;

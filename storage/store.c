@@ -174,6 +174,15 @@ static int dbs_open(struct store *s, MDB_txn *txn, unsigned flags)
         (rc = mdb_dbi_open(txn, "outbox", flags, &s->outbox)) != 0 ||
         (rc = mdb_dbi_open(txn, "rejected", flags, &s->rejected)) != 0)
         return rc;
+    /* A schema 3 store read as it is has no dictionaries yet. */
+    if (s->schema == 3 && s->readonly) {
+        s->dicts_on = 0;
+        return 0;
+    }
+    if ((rc = mdb_dbi_open(txn, "dicts", flags, &s->dicts)) != 0 ||
+        (rc = mdb_dbi_open(txn, "dict_by_series", flags, &s->dict_by_series)) != 0)
+        return rc;
+    s->dicts_on = 1;
     return 0;
 }
 
@@ -181,10 +190,14 @@ static int dbs_open(struct store *s, MDB_txn *txn, unsigned flags)
  * and upgrade). Raw LMDB code. */
 static int counters_init(struct store *s, MDB_txn *txn)
 {
-    static const char *const names[] = {"uploaded", "outbox_evicted"};
-    uint8_t zero[8] = {0};
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(names); i++) {
-        MDB_val k = {strlen(names[i]), (void *)names[i]}, d = {sizeof(zero), zero};
+    static const struct {
+        const char *name;
+        uint64_t initial;
+    } counters[] = {{"uploaded", 0}, {"outbox_evicted", 0}, {"next_dict", 1}};
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(counters); i++) {
+        uint8_t v[8];
+        store_be64_put(v, counters[i].initial);
+        MDB_val k = {strlen(counters[i].name), (void *)counters[i].name}, d = {sizeof(v), v};
         int rc = mdb_put(txn, s->meta, &k, &d, MDB_NOOVERWRITE);
         if (rc != 0 && rc != MDB_KEYEXIST)
             return rc;
@@ -237,16 +250,19 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
     int older = s->schema >= 1 && s->schema < STORE_SCHEMA_VERSION;
     if (older && !s->readonly) {
         /* Schema 2 added the anomaly DBs and a longer record header,
-         * schema 3 the outbox DBs and counters. Older records stay readable
-         * as they are (they read as never queued), so the upgrade is the
-         * new (empty) DBs, the counters and the version number, in this
-         * transaction. */
+         * schema 3 the outbox DBs and counters, schema 4 the dictionary
+         * DBs and their id counter. Older records stay readable as they
+         * are (they read as never queued, without a dictionary), so the
+         * upgrade is the new (empty) DBs, the counters and the version
+         * number, in this transaction. dbs_open reads the new version. */
+        s->schema = STORE_SCHEMA_VERSION;
         if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
             (rc = format_put(s, txn)) != 0)
             return store_err(rc);
-        s->schema = STORE_SCHEMA_VERSION;
     }
-    if (s->schema != STORE_SCHEMA_VERSION) {
+    /* Schema 3 differs from 4 only by what it lacks (no dictionaries), so a
+     * reader takes it as it is. */
+    if (s->schema != STORE_SCHEMA_VERSION && !(s->schema == 3 && s->readonly)) {
         if (why) {
             isoprof_free(*why);
             if (older)
@@ -392,6 +408,7 @@ void store_close(struct store *s)
     if (s == NULL)
         return;
     mdb_env_close(s->env);
+    store_dict_cache_free(s);
     ZSTD_freeCCtx(s->cctx);
     isoprof_free(s->path);
     isoprof_free(s);
@@ -456,6 +473,8 @@ int store_stat(struct store *s, struct store_stat *st)
         goto out_err;
     st->anomalies = as.ms_entries;
     st->windows_pinned = ps.ms_entries;
+    if ((rc = store_dict_stat_txn(s, txn, &st->dicts, &st->dict_bytes)) != 0)
+        goto out_err;
     if ((rc = store_outbox_stat_txn(s, txn, st)) != 0)
         goto out;
     {

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 3u
+#define STORE_SCHEMA_VERSION 4u
 
 enum store_type { STORE_TYPE_CPU = 1, STORE_TYPE_HEAP = 2 };
 
@@ -204,6 +204,14 @@ void store_close(struct store *s);
  * exists replaces the old window (the old id becomes invalid); this is not
  * counted as an eviction (but as evicted before upload in store_stat's
  * outbox_evicted when the old window was still pending).
+ *
+ * Dictionaries: once a (worker, version) has 8 windows stored without a
+ * compression dictionary, the put that stores its next window builds one
+ * from the raw pprof of its newest windows (at most 32 KiB) in the same
+ * transaction; that window and the later ones of the pair are compressed
+ * with it (windows stored before are left as they are). A dictionary lasts
+ * as long as a window uses it and counts against the budget once, not in
+ * any window's stored_size.
  *
  * With store_options.outbox, each window is also queued for upload in the
  * same transaction (STORE_FLAG_QUEUED in its flags; its stored_size
@@ -414,7 +422,8 @@ struct store_stat {
     uint32_t schema_version;
     uint64_t windows, windows_cpu, windows_heap;
     uint64_t raw_bytes;            /* sum of uncompressed pprof sizes */
-    uint64_t stored_bytes;         /* the budget counter: sum of stored_size */
+    uint64_t stored_bytes;         /* the budget counter: sum of stored_size, plus
+                                      the dictionaries (dict_bytes) */
     uint64_t budget;               /* as recorded by the last writable open */
     uint64_t map_size;             /* LMDB map size */
     uint64_t file_size;            /* data.mdb on disk */
@@ -427,6 +436,8 @@ struct store_stat {
     uint64_t outbox_rejected;      /* windows refused for good (still stored) */
     uint64_t outbox_uploaded;      /* acknowledged since the store was created */
     uint64_t outbox_evicted;       /* evicted (or replaced) while still pending */
+    uint64_t dicts;                /* compression dictionaries (one per worker/version) */
+    uint64_t dict_bytes;           /* what they take (keys and values; in stored_bytes) */
 };
 
 /*
@@ -439,7 +450,9 @@ int store_stat(struct store *s, struct store_stat *st);
 /*
  * store_check - verify every record and index in one read transaction:
  * keys and headers decode, each zstd frame inflates to exactly its raw
- * size (and its checksum holds), windows <-> by_time <-> ids agree, the
+ * size (and its checksum holds) with the dictionary its header names,
+ * every dictionary is intact, named by its (worker, version) and counted
+ * exactly by the records naming it, windows <-> by_time <-> ids agree, the
  * anomalies and their pins agree, every outbox and rejected entry names a
  * queued window (once), and the meta counters (next seq, stored bytes)
  * match the data.

@@ -55,7 +55,9 @@ TEST(budget_oldest_first)
         REQUIRE(store_stat(s, &st) == 0);
         CHECK(st.stored_bytes <= budget);
         CHECK(st.evicted_total == evicted);
-        CHECK(st.stored_bytes + evicted_bytes == stored_sum);
+        /* The windows' share of the counter; their dictionary (this
+         * series earns one after 8 windows) is charged apart. */
+        CHECK(st.stored_bytes - st.dict_bytes + evicted_bytes == stored_sum);
     }
     CHECK(evicted > 100);
     int rc;
