@@ -117,7 +117,7 @@ test('every stored window arrives with its labels and reads in go tool pprof', {
   await srv.close();
 });
 
-test('outage: refused, 503s, 429 with Retry-After, then healthy: every window delivered, no storm', { timeout: 120000 }, async () => {
+test('outage: refused, 503s, 429 with Retry-After, then healthy: every window delivered, no storm', { timeout: 240000 }, async () => {
   const dir = L.tmpdir();
   const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
   srv.pause();
@@ -140,7 +140,17 @@ test('outage: refused, 503s, 429 with Retry-After, then healthy: every window de
   assert.ok(n503 <= 4 + span, `${n503} requests in ${span.toFixed(1)} s of 503s`);
   let t429 = 0;
   srv.script(() => { if (!t429) { t429 = Date.now(); return { status: 429, retryAfter: 3 }; } return { status: 200 }; });
-  await L.waitFor(() => srv.profiles.length > 0, 60000, 'the first profile after the outage');
+  // The uploader backs off with full jitter (up to 500 ms x 2^attempt), so
+  // after the failures above its next try may be a minute or more away:
+  // wait for the try it announced (retry_ms of its last "will retry" line),
+  // plus a margin, instead of a fixed time.
+  await L.waitFor(() => {
+    if (srv.profiles.length > 0) return true;
+    const last = [...d.lines].reverse().find((l) => l.msg === 'upload failed, will retry');
+    const due = last ? Date.parse(last.ts) + Number(last.retry_ms) : Date.now();
+    if (Date.now() > due + 20000) throw new Error(`no profile 20 s after the retry announced for ${new Date(due).toISOString()}`);
+    return false;
+  }, 200000, 'the first profile after the outage');
   const after429 = srv.requests.find((q) => q.time > t429);
   assert.ok(after429.time - t429 >= 2900, `Retry-After honoured: next request ${after429.time - t429} ms after the 429`);
   await finish(store, d, [node], 30000);
