@@ -64,6 +64,11 @@
 //   --overhead-rate-fraction F  the fixed rate as a share of no-profiler throughput (default 0.5)
 //   --overhead-schedules LIST    extra isoprofd variants, "duration/period/interval[/jitter]"
 //                       comma-separated, e.g. "5s/60s/10ms,10s/60s/20ms"
+//   --overhead-heap LIST  extra isoprofd variants at the default CPU schedule
+//                       with another sampling.heap.interval, e.g. "4MiB,64MiB"
+//   --overhead-variants LIST  run only these of the standard variants
+//                       (isoprofd-default, isoprofd-always-on, pyroscope); the
+//                       baseline and the extra variants always run
 // Full mode with the defaults takes about 16 minutes.
 'use strict';
 const fs = require('node:fs');
@@ -190,11 +195,27 @@ function variantList(ctx) {
     if (jitter) sampling.jitter = jitter;
     v.push({ name: `isoprofd-${s}`, kind: 'isoprofd', sampling });
   }
-  return v;
+  // The default CPU schedule with another heap sampling interval: the heap
+  // sampler runs from attach, so its cost is paid all the time.
+  for (const h of String(ctx.opt('overhead-heap', '')).split(',').map((x) => x.trim()).filter(Boolean)) {
+    if (!/^\d+(KiB|MiB)$/.test(h)) throw new Error(`--overhead-heap: '${h}' is not a size like 512KiB or 4MiB`);
+    v.push({ name: `isoprofd-heap-${h}`, kind: 'isoprofd', sampling: null, heapInterval: h });
+  }
+  const keep = ctx.opt('overhead-variants', '');
+  if (!keep) return v;
+  const names = keep.split(',').map((x) => x.trim());
+  for (const n of names) {
+    if (!v.some((x) => x.name === n)) throw new Error(`--overhead-variants: no variant '${n}' (${v.map((x) => x.name).join(', ')})`);
+  }
+  // The standard variants named, the baseline, and every extra one.
+  return v.filter((x) => x.name === BASE || names.includes(x.name) || !['isoprofd-default', 'isoprofd-always-on', 'pyroscope'].includes(x.name));
 }
 
-function daemonConfig(dir, inspectorPort, sampling, ingestUrl) {
-  const cpu = sampling ? `sampling: {cpu: {${Object.entries(sampling).map(([k, x]) => `${k}: ${x}`).join(', ')}}}` : '# sampling: the embedded defaults';
+function daemonConfig(dir, inspectorPort, sampling, ingestUrl, heapInterval) {
+  const parts = [];
+  if (sampling) parts.push(`cpu: {${Object.entries(sampling).map(([k, x]) => `${k}: ${x}`).join(', ')}}`);
+  if (heapInterval) parts.push(`heap: {interval: ${heapInterval}}`);
+  const cpu = parts.length ? `sampling: {${parts.join(', ')}}` : '# sampling: the embedded defaults';
   return [
     `store: {path: "${dir}/store"}`,
     'targets:',
@@ -317,7 +338,7 @@ async function run(ctx) {
       procs.push(v.svc);
       v.cfg = { kind: v.kind, inspect: v.kind === 'isoprofd' };
       if (v.kind === 'isoprofd') {
-        const yaml = daemonConfig(vdir, v.svc.port, v.sampling, ingestUrl);
+        const yaml = daemonConfig(vdir, v.svc.port, v.sampling, ingestUrl, v.heapInterval);
         fs.writeFileSync(path.join(vdir, 'isoprofd.yaml'), yaml);
         v.daemon = common.start(ctx.bin.isoprofd, ['--config', path.join(vdir, 'isoprofd.yaml')], { cpu: OTHER_CPU });
         procs.push(v.daemon);

@@ -1,5 +1,5 @@
 // Section "pauses": how long the target's event loop stalls when the agent
-// calls into it. Issue 5, part 2.
+// calls into it.
 //
 // The target is workloads/pauses-app.js, twice: a small app (200 functions)
 // and one with ~20k distinct compiled functions (each called once, a tenth
