@@ -1,10 +1,10 @@
 /*
  * bench_convert - measures the path of a V8 CPU profile from CDP JSON to a
  * stored window: pprof_from_cpu_json (JSON -> serialized pprof), then the
- * zstd frame the store writes (level 3, content size and checksum, one
- * reused context, as storage/record.c does; the 88-byte record header is not
- * counted). libzstd is called directly with those parameters rather than
- * through the store, so LMDB's writes stay out of the figure. The gzip a
+ * zstd frame the store writes (its own compression context,
+ * store_zstd_cctx_new, reused as storage/record.c does; the 88-byte record
+ * header is not counted). The frame is made without store_put, so LMDB's
+ * writes stay out of the figure. The gzip a
  * report upload would send (pprof_gzip) is timed separately, as a stage of
  * its own. It measures and asserts nothing about time.
  *
@@ -44,6 +44,7 @@
 
 #include <zstd.h>
 
+#include "../../storage/internal.h" /* store_zstd_cctx_new: the frame the store writes */
 #include "base.h"
 #include "pprof.h"
 
@@ -184,24 +185,6 @@ static long maxrss_kib(void)
     return ru.ru_maxrss;
 }
 
-/* The store's compression parameters (storage/internal.h STORE_ZSTD_LEVEL,
- * storage/record.c store_zstd_cctx_new). */
-#define STORED_ZSTD_LEVEL 3
-
-static ZSTD_CCtx *stored_cctx_new(void)
-{
-    ZSTD_CCtx *c = ZSTD_createCCtx();
-    if (c == NULL)
-        return NULL;
-    if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, STORED_ZSTD_LEVEL)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1))) {
-        ZSTD_freeCCtx(c);
-        return NULL;
-    }
-    return c;
-}
-
 /* Compresses in into a fresh buffer of compressBound bytes, as
  * store_record_build does. Returns 0 or -ENOMEM / -EIO. */
 static int stored_frame(ZSTD_CCtx *c, const struct pprof_buf *in, struct pprof_buf *out)
@@ -236,7 +219,7 @@ static int convert(const char *json, size_t len, int iters, struct conv *c, stru
 {
     struct pprof_result r = {{0}, 0, 0, 0};
     struct pprof_buf z = {0}, g = {0};
-    ZSTD_CCtx *cctx = stored_cctx_new();
+    ZSTD_CCtx *cctx = store_zstd_cctx_new(); /* the store's level and flags */
     c->iters = iters;
     c->t_pprof = isoprof_calloc((size_t)iters, sizeof(double));
     c->t_zstd = isoprof_calloc((size_t)iters, sizeof(double));
