@@ -18,7 +18,11 @@
  * Latency: DogStatsD timings on the UDP listener (statsd.c) feed the P999
  * detector (latency.c) per worker/version; a spike episode triggers a
  * pinned CPU window at the fine interval on each attached isolate of that
- * worker/version.
+ * worker/version. The detector's table of series is bounded; the workers
+ * the agent watches (a configured target's worker label, or a target's
+ * label once it is listed) are known to it and keep their place there
+ * against any number of other tags. Lines it has no room for are counted
+ * (latency_refused) and said in a warning at most once a minute.
  *
  * Episodes are recorded through the writer (writer_episode), so the store
  * sees them in order with the windows.
@@ -246,6 +250,7 @@ struct lat_open {
 
 #define LATENCY_TICK_MAX_MS 250
 #define STATSD_GARBAGE_LOG_NS (60ull * 1000000000ull)
+#define LATENCY_REFUSED_LOG_NS (60ull * 1000000000ull)
 
 static int label_eq(const char *s, const char *p, size_t n)
 {
@@ -255,8 +260,47 @@ static int label_eq(const char *s, const char *p, size_t n)
 static void latency_on_obs(const struct statsd_obs *o, void *arg)
 {
     struct agent *a = arg;
-    latency_observe(a->latency, o->worker, o->worker_len, o->version, o->version_len, o->value_ns,
-                    o->count, isoprof_now_mono_ns());
+    int rc = latency_observe(a->latency, o->worker, o->worker_len, o->version, o->version_len,
+                             o->value_ns, o->count, isoprof_now_mono_ns());
+    if (rc == -ENOSPC || rc == -ENOMEM)
+        a->n.latency_refused++;
+}
+
+/* A worker the agent watches: a configured target's worker label, or the
+ * label of a target listed now (attached or on its way). The detector asks
+ * for each new series and for every series at each window close. */
+static int latency_worker_known(const char *worker, size_t wlen, void *arg)
+{
+    const struct agent *a = arg;
+    for (size_t i = 0; i < a->cfg->ntargets; i++) {
+        const char *w = a->cfg->targets[i].worker;
+        if (w != NULL && label_eq(w, worker, wlen))
+            return 1;
+    }
+    for (const struct target *t = a->targets; t; t = t->next)
+        if (!t->removing && t->worker != NULL && label_eq(t->worker, worker, wlen))
+            return 1;
+    return 0;
+}
+
+/* Lines refused for want of room are counted per line; say so at most once
+ * a minute, with how many since the last warning. */
+static void latency_refused_log(struct agent *a, uint64_t now)
+{
+    struct latency_stats ls = latency_stats(a->latency);
+    if (ls.refused_series <= a->latency_refused_logged ||
+        (a->latency_refused_log_mono_ns != 0 &&
+         now - a->latency_refused_log_mono_ns < LATENCY_REFUSED_LOG_NS))
+        return;
+    log_warn("latency detection refused new series: table full",
+             "refused_lines=%U refused_total=%U series=%U known_series=%U displaced=%U "
+             "hint=%s",
+             ls.refused_series - a->latency_refused_logged, ls.refused_series, ls.series, ls.known,
+             ls.displaced,
+             "too many distinct worker/version tags; other workers get in again as idle "
+             "series expire");
+    a->latency_refused_logged = ls.refused_series;
+    a->latency_refused_log_mono_ns = now;
 }
 
 /* An attached isolate of worker/version. */
@@ -336,6 +380,7 @@ static void latency_on_timer(uv_timer_t *timer)
     struct statsd_counts c = statsd_counts(a->statsd);
     uint64_t bad = c.garbage + c.unattributed + c.truncated;
     uint64_t now = isoprof_now_mono_ns();
+    latency_refused_log(a, now);
     if (bad > a->statsd_garbage_logged &&
         (a->statsd_garbage_log_mono_ns == 0 ||
          now - a->statsd_garbage_log_mono_ns >= STATSD_GARBAGE_LOG_NS)) {
@@ -366,6 +411,7 @@ int anomaly_start(struct agent *a)
         log_error("latency detection off", "err=%e why=%s", rc, "bad detector parameters");
         return 0;
     }
+    latency_set_known(a->latency, latency_worker_known, a);
     struct statsd_tags tags = {c->anomaly.latency.worker_tag, c->anomaly.latency.version_tag};
     char *why = NULL;
     rc = statsd_listen(a->loop, c->anomaly.latency.listen, &tags, latency_on_obs, a, &a->statsd,

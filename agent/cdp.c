@@ -8,11 +8,15 @@
  * callback therefore always runs from a libuv callback (a message, the
  * timer, the socket's close), never from cdp_call.
  *
- * Routing: a message up to CDP_PARSE_MAX is parsed with yajl_tree_parse
- * and is a reply (it has an "id") or an event. A larger one is never
- * parsed here: cdp_peek_id reads the id from its first bytes and the
- * message goes, unparsed and uncopied, to the pending CDP_RAW call with
- * that id.
+ * Routing: a message up to CDP_PARSE_MAX bytes and CDP_PARSE_MAX_DEPTH
+ * levels of nesting is parsed with yajl_tree_parse and is a reply (it has
+ * an "id") or an event. A larger or deeper one is never parsed here:
+ * cdp_peek_id reads the id from its first bytes and the message goes,
+ * unparsed and uncopied, to the pending CDP_RAW call with that id (the
+ * writer's streaming parser takes it, with its own depth cap); anything
+ * else of that kind is counted and dropped. The depth is checked first
+ * because yajl frees its tree recursively: 256 KiB of "[[[[" would be
+ * 131,072 nested frames.
  *
  * Teardown: the ws client reports its end once (on_ws_close); the session
  * then fails what is pending, closes its timer, and in the timer's close
@@ -241,8 +245,8 @@ static void cdp_on_big(struct cdp_session *s, char *data, size_t len)
     int64_t id = cdp_peek_id(data, len);
     struct cdp_pending *p = id >= 0 ? take_pending(s, (uint64_t)id) : NULL;
     if (p == NULL) {
-        s->st.dropped_big++; /* a big event, or an id we are not waiting for */
-        isoprof_free(data);
+        s->st.dropped_big++; /* a big or deep event, or an id we are not waiting for */
+        ws_msg_free(data);
         return;
     }
     s->st.replies++;
@@ -252,12 +256,13 @@ static void cdp_on_big(struct cdp_session *s, char *data, size_t len)
         r.raw_len = len;
     } else {
         s->st.dropped_big++;
-        isoprof_free(data);
+        ws_msg_free(data);
         r.status = ISOPROF_ETOOBIG;
-        r.error_message = "reply too big to parse on the loop thread (call without CDP_RAW)";
+        r.error_message = "reply too big or too deeply nested to parse on the loop thread (a call "
+                          "without CDP_RAW)";
     }
     complete(s, p, &r);
-    isoprof_free(r.raw); /* NULL if the callback took it */
+    ws_msg_free(r.raw); /* NULL if the callback took it */
 }
 
 /* A parsed reply v for p; data may be handed over (then *data = NULL). */
@@ -284,7 +289,7 @@ static void cdp_on_reply(struct cdp_session *s, struct cdp_pending *p, yajl_val 
          * with {"id":N,"method":...} and nothing else. */
     }
     complete(s, p, &r);
-    isoprof_free(r.raw);
+    ws_msg_free(r.raw);
 }
 
 static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void *arg)
@@ -294,10 +299,13 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
     (void)ws;
     struct cdp_session *s = arg;
     if (s->closing) {
-        isoprof_free(data);
+        ws_msg_free(data);
         return;
     }
-    if (len > CDP_PARSE_MAX) {
+    /* Too big, or too deeply nested, to build a tree of on the loop (a
+     * heap profile's nested head is both, and goes to its CDP_RAW call). */
+    if (len > CDP_PARSE_MAX ||
+        isoprof_json_depth(data, len, CDP_PARSE_MAX_DEPTH) > CDP_PARSE_MAX_DEPTH) {
         cdp_on_big(s, data, len);
         return;
     }
@@ -305,7 +313,7 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
     err[0] = '\0';
     yajl_val v = yajl_tree_parse(data, err, sizeof(err));
     if (v == NULL) {
-        isoprof_free(data);
+        ws_msg_free(data);
         char *nl = strchr(err, '\n');
         if (nl != NULL)
             *nl = '\0';
@@ -340,14 +348,14 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
         }
     }
     yajl_tree_free(v);
-    isoprof_free(data);
+    ws_msg_free(data);
 }
 
 /* --- the API --- */
 
 int cdp_open(uv_loop_t *loop, const char *host, uint16_t port, const char *path, size_t max_message,
-             cdp_open_cb on_open, cdp_event_cb on_event, cdp_close_cb on_close, void *arg,
-             struct cdp_session **out)
+             struct ws_budget *budget, cdp_open_cb on_open, cdp_event_cb on_event,
+             cdp_close_cb on_close, void *arg, struct cdp_session **out)
 {
     if (loop == NULL || on_close == NULL || out == NULL)
         return -EINVAL;
@@ -360,7 +368,7 @@ int cdp_open(uv_loop_t *loop, const char *host, uint16_t port, const char *path,
     s->on_close = on_close;
     s->arg = arg;
     s->next_id = 1;
-    struct ws_opts o = {.max_message = max_message};
+    struct ws_opts o = {.max_message = max_message, .budget = budget};
     int rc = ws_connect(loop, host, port, path, &o, cdp_on_ws_open, cdp_on_ws_message,
                         cdp_on_ws_close, s, &s->ws);
     if (rc != 0) {
@@ -458,4 +466,44 @@ void cdp_close(struct cdp_session *s)
     s->closing = 1;
     if (s->ws != NULL)
         ws_close(s->ws);
+}
+
+/* --- test hooks --- */
+
+struct cdp_session *cdp_test_new(cdp_event_cb on_event, void *arg)
+{
+    struct cdp_session *s = isoprof_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->open = 1;
+    s->next_id = 1;
+    s->on_event = on_event;
+    s->arg = arg;
+    return s;
+}
+
+int cdp_test_expect(struct cdp_session *s, uint64_t id, unsigned flags, cdp_reply_cb cb, void *arg)
+{
+    struct cdp_pending *p = isoprof_calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    *p = (struct cdp_pending){
+        .next = s->pending, .id = id, .flags = flags, .deadline = UINT64_MAX, .cb = cb, .arg = arg};
+    s->pending = p;
+    return 0;
+}
+
+int cdp_test_feed(struct cdp_session *s, const char *data, size_t len)
+{
+    char *m = ws_msg_dup(data, len);
+    if (m == NULL)
+        return -ENOMEM;
+    cdp_on_ws_message(NULL, m, len, s);
+    return 0;
+}
+
+void cdp_test_free(struct cdp_session *s)
+{
+    fail_all(s, ISOPROF_ECLOSED);
+    isoprof_free(s);
 }

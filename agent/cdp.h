@@ -33,9 +33,13 @@
 #include <uv.h>
 #include <yajl/yajl_tree.h>
 
+struct ws_budget;
+
 /* Messages up to this size are parsed on the loop thread; larger ones are
  * only ever handed on raw. */
 #define CDP_PARSE_MAX ((size_t)256 << 10)
+/* ... and nested at most this deep (deeper ones are routed the same way). */
+#define CDP_PARSE_MAX_DEPTH 64
 /* cdp_call flag: hand the reply over unparsed (r->raw), whatever its size. */
 #define CDP_RAW 0x1u
 /* Used when cdp_call is given a timeout of 0. */
@@ -59,7 +63,8 @@ struct cdp_reply {
     /* CDP_RAW and status 0: the whole reply message, unparsed,
      * NUL-terminated (raw[raw_len] == 0). Owned by the session; the
      * callback may take it by copying the pointer and setting raw = NULL,
-     * and then frees it with isoprof_free. NULL otherwise. */
+     * and then frees it with ws_msg_free (it carries its charge to the
+     * session's budget). NULL otherwise. */
     char *raw;
     size_t raw_len;
 };
@@ -83,14 +88,17 @@ typedef void (*cdp_close_cb)(struct cdp_session *s, int status, void *arg);
  * cdp_open - open a session to ws://host:port/path (see ws_connect for
  * host and path, both borrowed for the call). max_message caps one message
  * (0 = the ws default, 512 MiB); past it the session is dropped with
- * ISOPROF_ETOOBIG. on_open and on_event may be NULL; on_close is required.
+ * ISOPROF_ETOOBIG. budget (NULL: none; borrowed, must outlive the session
+ * and its messages) is the byte budget its message buffers draw from
+ * (struct ws_budget); a message it cannot hold drops the session the same
+ * way. on_open and on_event may be NULL; on_close is required.
  * arg goes to every session callback. *out is valid until on_close has
  * returned. Errors (no callback is then called): -EINVAL, -ENOMEM, a libuv
  * error (see ws_connect).
  */
 int cdp_open(uv_loop_t *loop, const char *host, uint16_t port, const char *path, size_t max_message,
-             cdp_open_cb on_open, cdp_event_cb on_event, cdp_close_cb on_close, void *arg,
-             struct cdp_session **out);
+             struct ws_budget *budget, cdp_open_cb on_open, cdp_event_cb on_event,
+             cdp_close_cb on_close, void *arg, struct cdp_session **out);
 
 /*
  * cdp_call - send method (a plain name: [A-Za-z0-9._], 1..128 chars) with
@@ -128,5 +136,19 @@ const char *cdp_last_error(const struct cdp_session *s);
 /* Exposed for tests: the id of a message that starts {"id":N (whitespace
  * allowed, within its first 64 bytes), or -1. */
 int64_t cdp_peek_id(const char *msg, size_t len);
+
+/*
+ * Test hooks (the unit tests and the fuzz target): a session with no
+ * socket, open, whose messages come from cdp_test_feed (data copied; the
+ * same dispatch as a message from the target). cdp_test_expect registers
+ * a pending call with the given id and flags, as cdp_call would after
+ * sending it. After a protocol error the session is closing and ignores
+ * what follows. cdp_test_free fails what is pending (ISOPROF_ECLOSED) and
+ * frees the session. NULL / -ENOMEM on allocation failure.
+ */
+struct cdp_session *cdp_test_new(cdp_event_cb on_event, void *arg);
+int cdp_test_expect(struct cdp_session *s, uint64_t id, unsigned flags, cdp_reply_cb cb, void *arg);
+int cdp_test_feed(struct cdp_session *s, const char *data, size_t len);
+void cdp_test_free(struct cdp_session *s);
 
 #endif

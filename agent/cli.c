@@ -28,9 +28,14 @@
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
 
+/* The agent's JSON answers nest a few levels; deeper is not the agent. */
+#define CLI_JSON_MAX_DEPTH 32
 #define EXIT_NOMATCH 1
 #define EXIT_USAGE 2
 #define CLI_MAX_MERGE 100000
+/* store check: the longest its child may take (reading every page and
+ * inflating every window). */
+#define CLI_CHECK_TIMEOUT_MS (30ull * 60 * 1000)
 
 struct cli {
     const char *store_path;
@@ -850,21 +855,25 @@ static int cmd_store(int argc, char **argv)
     if (rc)
         return rc;
     struct store *s;
-    if ((rc = open_store(&c, &s)) != 0)
-        return rc;
     if (check) {
+        /* The whole check runs in a child process (store_verify): a damaged
+         * file that faults it is a finding to report, not a crash. */
         char *why = NULL;
-        rc = store_check(s, &why);
-        store_close(s);
-        if (rc != 0) {
+        rc = store_verify(c.store_path, STORE_VERIFY_RECORDS, CLI_CHECK_TIMEOUT_MS, &why);
+        if (rc == ISOPROF_ECORRUPT || rc == ISOPROF_EDAMAGED || rc == -ETIMEDOUT) {
             fprintf(stderr, "isoprof: store check failed: %s\n%s", isoprof_strerror(rc),
                     why ? why : "");
-            isoprof_free(why);
-            return EXIT_USAGE;
+        } else if (rc != 0) {
+            fprintf(stderr, "isoprof: %s\n", why ? why : isoprof_strerror(rc));
         }
+        isoprof_free(why);
+        if (rc != 0)
+            return EXIT_USAGE;
         printf("%s: ok\n", c.store_path);
         return 0;
     }
+    if ((rc = open_store(&c, &s)) != 0)
+        return rc;
     struct store_stat st;
     rc = store_stat(s, &st);
     store_close(s);
@@ -1207,7 +1216,7 @@ static int ctl_fail(const struct ctl_resp *r)
     const char *msg = NULL;
     yajl_val root = NULL;
     char err[128];
-    if (r->body != NULL)
+    if (r->body != NULL && isoprof_json_depth(r->body, r->len, CLI_JSON_MAX_DEPTH) <= CLI_JSON_MAX_DEPTH)
         root = yajl_tree_parse(r->body, err, sizeof(err));
     if (root != NULL)
         msg = jstr(root, "error");
@@ -1404,7 +1413,12 @@ static int cmd_status(int argc, char **argv)
         return fflush(stdout) == 0 ? 0 : die("writing stdout: %s", strerror(errno));
     }
     char err[256];
-    yajl_val root = r.body ? yajl_tree_parse(r.body, err, sizeof(err)) : NULL;
+    /* Whatever answers on the socket, a deep body is refused before yajl
+     * builds (and recursively frees) a tree of it. */
+    yajl_val root = r.body && isoprof_json_depth(r.body, r.len, CLI_JSON_MAX_DEPTH) <=
+                                  CLI_JSON_MAX_DEPTH
+                        ? yajl_tree_parse(r.body, err, sizeof(err))
+                        : NULL;
     ctl_resp_free(&r);
     if (root == NULL || !YAJL_IS_OBJECT(root)) {
         if (root)

@@ -13,23 +13,40 @@
  *
  * and, when metrics.listen is set, GET /metrics alone on a loopback TCP
  * address for Prometheus. Requests are parsed with http-parser (nodejs's,
- * Debian's libhttp-parser); nothing here reads HTTP by hand.
+ * Debian's libhttp-parser); nothing here reads HTTP by hand. The parsing
+ * itself (control.h: the request, its target, the /profile query) works
+ * on bytes and structs only, so the fuzz target drives it without a
+ * socket.
  *
- * The socket file is created with umask 0177, so it is never accessible
- * to anyone but the agent's user, then widened to 0660 for control.group.
- * A file already at the path is replaced only if it is a socket nobody
- * listens on (a crashed agent's); another agent listening there stops this
- * one from starting.
+ * The socket file is made so that no call ever follows a path an attacker
+ * could have changed (sock_create): it is bound inside a fresh private
+ * directory beside the final path (mkdtemp, 0700), with its final mode
+ * from the umask (0600, or 0660 with control.group), its group set through
+ * the private directory's descriptor with AT_SYMLINK_NOFOLLOW, and then
+ * renamed into place; rename() replaces a symlink at the final path
+ * instead of following it. The file a symlink there names is never
+ * chmod'ed or chown'ed. What the path may hold before: nothing, a socket
+ * nobody listens on (a crashed agent's) or a symlink, all replaced; a
+ * socket an agent listens on stops this one from starting, anything else
+ * (a file, a directory) too.
  *
- * Bounds, per listener: at most CTL_MAX_CONNS connections (more are
- * accepted and closed at once, and counted); request line and headers at
- * most CTL_HEAD_MAX bytes (431), a body at most CTL_BODY_MAX (413), a
- * request complete within CTL_REQUEST_MS of its first byte (408) and a
- * connection idle for CTL_IDLE_MS closed. One request at a time per
- * connection: bytes that arrive while one is answered (pipelining) wait in
- * a capped buffer and are parsed after the answer is written. Reads go
- * through one shared buffer, so a connection costs its struct and nothing
- * grows with what a client sends.
+ * Bounds, per listener: at most CTL_MAX_CONNS connections; request line
+ * and headers at most CTL_HEAD_MAX bytes (431), a body at most
+ * CTL_BODY_MAX (413). A connection has CTL_REQUEST_MS from when it starts
+ * waiting for a request (accepted, or its last answer written) to deliver
+ * the whole request: one that sent nothing is closed, one still sending
+ * gets a 408. So neither an idle keep-alive connection nor a slowloris
+ * holds a slot for more than a few seconds. At the connection limit a new
+ * connection evicts the oldest that has no request in progress (idle, else
+ * lingering after its answer, else one still sending its request), so a
+ * scraper always gets in however many idle connections a local user
+ * opens; only when every slot holds a request being answered is the new
+ * one closed. Evicted and refused connections are both counted in
+ * control_rejected_connections. One request at a time per connection:
+ * bytes that arrive while one is answered (pipelining) wait in a capped
+ * buffer and are parsed after the answer is written. Reads go through one
+ * shared buffer, so a connection costs its struct and nothing grows with
+ * what a client sends.
  *
  * After an answer that ends the connection (an error, Connection: close),
  * the write side is shut down and the rest of what the client sends is
@@ -43,6 +60,7 @@
  * control is freed in the last close callback of its handles, the
  * connections' included.
  */
+#include "control.h"
 #include "internal.h"
 #include "log.h"
 
@@ -55,6 +73,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,21 +83,15 @@
 #include <unistd.h>
 
 #define CTL_MAX_CONNS 64
-#define CTL_HEAD_MAX 16384 /* request line + headers */
-#define CTL_BODY_MAX 4096
-#define CTL_URL_MAX 4096
 #define CTL_PENDING_MAX (CTL_HEAD_MAX + CTL_BODY_MAX) /* pipelined bytes kept */
-#define CTL_REQUEST_MS 10000                          /* first byte to complete request */
-#define CTL_IDLE_MS 30000                             /* no request under way */
-#define CTL_WRITE_MS 30000                            /* an answer the client does not read */
+/* From waiting for a request (accepted, last answer written) to the whole
+ * request read. Local clients send theirs at once; 5 s leaves a loaded
+ * host room and frees a slowloris's or an idle client's slot quickly. */
+#define CTL_REQUEST_MS 5000
+#define CTL_WRITE_MS 10000 /* an answer the client does not read */
 #define CTL_LINGER_MS 2000
 #define CTL_READ_BUF 65536
 #define CTL_BACKLOG 128
-#define CTL_SECONDS_DEFAULT 10
-#define CTL_SECONDS_MAX 3600
-#define CTL_INTERVAL_MIN_NS 100000ull
-#define CTL_INTERVAL_MAX_NS 1000000000ull
-#define CTL_LABEL_MAX 1024
 
 #define CT_JSON "application/json"
 #define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
@@ -121,16 +134,9 @@ struct ctl_conn {
     int closes;  /* handle closes still to come */
     int counted; /* in l->nconns */
     enum conn_state st;
-    int eof;          /* the client shut its write side */
-    int read_stopped; /* reading paused: pending is full */
-    /* the request being parsed */
-    http_parser p;
-    size_t head_bytes, body_bytes;
-    int headers_done, msg_done;
-    int err_status; /* set by a parser callback that refused: 413, 414 */
-    int keep_alive;
-    char url[CTL_URL_MAX];
-    size_t url_len;
+    int eof;            /* the client shut its write side */
+    int read_stopped;   /* reading paused: pending is full */
+    struct ctl_req req; /* the request being parsed, or answered */
     /* bytes after the request (pipelined), parsed once it is answered */
     char *pending;
     size_t pending_len;
@@ -343,7 +349,7 @@ static void conn_on_timer(uv_timer_t *t)
     struct ctl_conn *c = t->data;
     switch (c->st) {
     case C_READING:
-        /* Slow or stalled: a request gets CTL_REQUEST_MS from its first byte. */
+        /* Slow or stalled: the request was not whole by its deadline. */
         conn_error(c, 408, 1, "the request was not complete within %d s", CTL_REQUEST_MS / 1000);
         break;
     case C_IDLE:
@@ -423,119 +429,174 @@ static void conn_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
 }
 
-/* --- http-parser callbacks --- */
+/* --- the request: http-parser callbacks (control.h) --- */
 
-static int on_url(http_parser *p, const char *at, size_t len)
+static int req_on_url(http_parser *p, const char *at, size_t len)
 {
-    struct ctl_conn *c = p->data;
-    if (len >= sizeof(c->url) - c->url_len) {
-        c->err_status = 414;
+    struct ctl_req *r = p->data;
+    if (len >= sizeof(r->url) - r->url_len) {
+        r->status = 414;
         return -1;
     }
-    memcpy(c->url + c->url_len, at, len);
-    c->url_len += len;
-    c->url[c->url_len] = '\0';
+    memcpy(r->url + r->url_len, at, len);
+    r->url_len += len;
+    r->url[r->url_len] = '\0';
     return 0;
 }
 
-static int on_headers_complete(http_parser *p)
+static int req_on_headers_complete(http_parser *p)
 {
-    struct ctl_conn *c = p->data;
-    c->headers_done = 1;
-    c->keep_alive = http_should_keep_alive(p);
+    struct ctl_req *r = p->data;
+    r->headers_done = 1;
+    r->keep_alive = http_should_keep_alive(p);
     if ((p->flags & F_CONTENTLENGTH) && p->content_length > CTL_BODY_MAX) {
-        c->err_status = 413;
+        r->status = 413;
         return -1;
     }
     return 0;
 }
 
-static int on_body(http_parser *p, const char *at, size_t len)
+static int req_on_body(http_parser *p, const char *at, size_t len)
 {
     (void)at;
-    struct ctl_conn *c = p->data;
-    c->body_bytes += len;
-    if (c->body_bytes > CTL_BODY_MAX) {
-        c->err_status = 413;
+    struct ctl_req *r = p->data;
+    r->body_bytes += len;
+    if (r->body_bytes > CTL_BODY_MAX) {
+        r->status = 413;
         return -1;
     }
     return 0;
 }
 
-static int on_message_complete(http_parser *p)
+static int req_on_message_complete(http_parser *p)
 {
-    struct ctl_conn *c = p->data;
-    c->msg_done = 1;
-    c->keep_alive = http_should_keep_alive(p);
+    struct ctl_req *r = p->data;
+    r->msg_done = 1;
+    r->keep_alive = http_should_keep_alive(p);
     http_parser_pause(p, 1); /* one request at a time: the rest waits */
     return 0;
 }
 
 static const http_parser_settings ctl_settings = {
-    .on_url = on_url,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
+    .on_url = req_on_url,
+    .on_headers_complete = req_on_headers_complete,
+    .on_body = req_on_body,
+    .on_message_complete = req_on_message_complete,
 };
 
-static void conn_dispatch(struct ctl_conn *c);
+void ctl_req_init(struct ctl_req *r)
+{
+    memset(r, 0, offsetof(struct ctl_req, url));
+    r->url[0] = '\0';
+    http_parser_init(&r->p, HTTP_REQUEST);
+    r->p.data = r;
+}
+
+static int req_refuse(struct ctl_req *r, int status, const char *why)
+{
+    r->status = status;
+    snprintf(r->why, sizeof(r->why), "%s", why);
+    return -EBADMSG;
+}
 
 /*
- * Parse n bytes of c's input. Before the headers end, the parser is fed at
- * most what is left of CTL_HEAD_MAX, so the limit is exact whatever the
- * client sends. A complete request pauses the parser (on_message_complete)
- * and is dispatched; the bytes after it are kept for later.
+ * Before the headers end, the parser is fed at most what is left of
+ * CTL_HEAD_MAX, so the limit is exact whatever the client sends. A
+ * complete request pauses the parser (req_on_message_complete); what
+ * follows it is the caller's to keep.
  */
-static void conn_feed(struct ctl_conn *c, const char *data, size_t n)
+int ctl_req_feed(struct ctl_req *r, const char *data, size_t n, size_t *used)
 {
-    while (n > 0 && (c->st == C_IDLE || c->st == C_READING)) {
-        if (c->st == C_IDLE) {
-            c->st = C_READING;
-            conn_timer(c, CTL_REQUEST_MS);
-            http_parser_init(&c->p, HTTP_REQUEST);
-            c->p.data = c;
-            c->head_bytes = c->body_bytes = 0;
-            c->headers_done = c->msg_done = 0;
-            c->err_status = 0;
-            c->url_len = 0;
-            c->url[0] = '\0';
-            c->keep_alive = 0;
-        }
-        size_t slice = n;
-        if (!c->headers_done) {
-            size_t room = CTL_HEAD_MAX - c->head_bytes;
+    size_t off = 0;
+    *used = 0;
+    if (r->status != 0)
+        return -EBADMSG;
+    if (r->msg_done)
+        return 1;
+    while (off < n) {
+        size_t slice = n - off;
+        if (!r->headers_done) {
+            size_t room = CTL_HEAD_MAX - r->head_bytes;
             if (room == 0) {
-                conn_error(c, 431, 1, "the request line and headers exceed %d bytes", CTL_HEAD_MAX);
-                return;
+                char why[80];
+                snprintf(why, sizeof(why), "the request line and headers exceed %d bytes",
+                         CTL_HEAD_MAX);
+                return req_refuse(r, 431, why);
             }
             if (slice > room)
                 slice = room;
         }
-        size_t used = http_parser_execute(&c->p, &ctl_settings, data, slice);
-        if (!c->headers_done)
-            c->head_bytes += used;
-        enum http_errno e = HTTP_PARSER_ERRNO(&c->p);
-        if (e == HPE_PAUSED && c->msg_done) {
-            http_parser_pause(&c->p, 0);
-            conn_stash(c, data + used, n - used);
-            conn_dispatch(c);
-            return;
+        size_t took = http_parser_execute(&r->p, &ctl_settings, data + off, slice);
+        if (!r->headers_done)
+            r->head_bytes += took;
+        off += took;
+        enum http_errno e = HTTP_PARSER_ERRNO(&r->p);
+        if (e == HPE_PAUSED && r->msg_done) {
+            http_parser_pause(&r->p, 0);
+            *used = off;
+            return 1;
         }
         if (e != HPE_OK) {
-            if (c->err_status == 413)
-                conn_error(c, 413, 1, "the request body exceeds %d bytes", CTL_BODY_MAX);
-            else if (c->err_status == 414)
-                conn_error(c, 414, 1, "the request target exceeds %d bytes", CTL_URL_MAX - 1);
+            char why[120];
+            int status = r->status;
+            if (status == 413)
+                snprintf(why, sizeof(why), "the request body exceeds %d bytes", CTL_BODY_MAX);
+            else if (status == 414)
+                snprintf(why, sizeof(why), "the request target exceeds %d bytes", CTL_URL_MAX - 1);
             else
-                conn_error(c, 400, 1, "bad request: %s", http_errno_description(e));
-            return;
+                snprintf(why, sizeof(why), "bad request: %s", http_errno_description(e));
+            r->status = 0;
+            return req_refuse(r, status ? status : 400, why);
         }
-        if (c->p.upgrade || used != slice) {
-            conn_error(c, 400, 1, "bad request: protocol upgrades are not supported");
+        if (r->p.upgrade || took != slice)
+            return req_refuse(r, 400, "bad request: protocol upgrades are not supported");
+    }
+    *used = n;
+    return 0;
+}
+
+int ctl_req_target(const struct ctl_req *r, struct ctl_target *t)
+{
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    if (r->url_len == 0 ||
+        http_parser_parse_url(r->url, r->url_len, r->p.method == HTTP_CONNECT, &u) != 0 ||
+        !(u.field_set & (1u << UF_PATH)))
+        return -EINVAL;
+    t->path = r->url + u.field_data[UF_PATH].off;
+    t->path_len = u.field_data[UF_PATH].len;
+    t->query = "";
+    t->query_len = 0;
+    if (u.field_set & (1u << UF_QUERY)) {
+        t->query = r->url + u.field_data[UF_QUERY].off;
+        t->query_len = u.field_data[UF_QUERY].len;
+    }
+    return 0;
+}
+
+static void conn_dispatch(struct ctl_conn *c);
+
+/* Parse n bytes of c's input: at most one request is read; it is
+ * dispatched and the bytes after it kept for later. */
+static void conn_feed(struct ctl_conn *c, const char *data, size_t n)
+{
+    if (n == 0 || (c->st != C_IDLE && c->st != C_READING))
+        return;
+    if (c->st == C_IDLE) {
+        /* The deadline set when the connection started waiting stands:
+         * a first byte buys no more time. */
+        c->st = C_READING;
+        ctl_req_init(&c->req);
+    }
+    size_t used = 0;
+    int rc = ctl_req_feed(&c->req, data, n, &used);
+    if (rc == 1) {
+        conn_stash(c, data + used, n - used);
+        if (c->st == C_CLOSING)
             return;
-        }
-        data += used;
-        n -= used;
+        conn_dispatch(c);
+    } else if (rc < 0) {
+        conn_error(c, c->req.status, 1, "%s", c->req.why);
     }
 }
 
@@ -588,7 +649,7 @@ static void conn_on_write(uv_write_t *req, int status)
     }
     /* Keep-alive: the next request, maybe already here. */
     c->st = C_IDLE;
-    conn_timer(c, CTL_IDLE_MS);
+    conn_timer(c, CTL_REQUEST_MS);
     char *buf = c->pending;
     size_t len = c->pending_len;
     c->pending = NULL;
@@ -625,10 +686,10 @@ static void conn_respond(struct ctl_conn *c, int status, const char *ctype, char
     a->n.control_requests++;
     if (status >= 400)
         a->n.control_errors++;
-    if (!c->keep_alive || c->ctl->stopping)
+    if (!c->req.keep_alive || c->ctl->stopping)
         close = 1;
     c->close_after = c->close_after || close;
-    int head_only = c->msg_done && c->p.method == HTTP_HEAD;
+    int head_only = c->req.msg_done && c->req.p.method == HTTP_HEAD;
     int hl = snprintf(c->head, sizeof(c->head),
                       "HTTP/1.1 %d %s\r\n"
                       "Content-Type: %s\r\n"
@@ -658,15 +719,7 @@ static void conn_respond(struct ctl_conn *c, int status, const char *ctype, char
     }
 }
 
-/* --- POST /profile --- */
-
-struct profile_req {
-    char worker[CTL_LABEL_MAX], version[CTL_LABEL_MAX];
-    int has_worker, has_version, has_isolate, all;
-    uint32_t isolate;
-    uint8_t type;
-    uint64_t seconds, interval_ns;
-};
+/* --- POST /profile: the query (control.h) --- */
 
 /* Percent-decode s[0..n) into out (cap bytes, NUL-terminated); '+' is a
  * space. -EINVAL on a bad escape or a NUL byte, -E2BIG if it does not fit. */
@@ -713,9 +766,19 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* Parse and check the query of POST /profile. 0, or 400 already answered
- * (returns -EINVAL). */
-static int profile_parse(struct ctl_conn *c, const char *q, size_t qlen, struct profile_req *r)
+__attribute__((format(printf, 3, 4))) static int query_refuse(char *why, size_t cap,
+                                                              const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (cap > 0)
+        vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct ctl_profile_req *r,
+                      char *why, size_t cap)
 {
     enum { P_WORKER, P_VERSION, P_ISOLATE, P_TYPE, P_SECONDS, P_INTERVAL, P_ALL, P_N };
     static const char *const names[P_N] = {"worker",  "version",  "isolate", "type",
@@ -724,7 +787,9 @@ static int profile_parse(struct ctl_conn *c, const char *q, size_t qlen, struct 
     char key[64], val[CTL_LABEL_MAX];
     memset(r, 0, sizeof(*r));
     r->seconds = CTL_SECONDS_DEFAULT;
-    r->interval_ns = c->ctl->a->cfg->sampling.cpu.interval_ns;
+    r->interval_ns = interval_ns;
+    if (cap > 0)
+        why[0] = '\0';
     const char *p = q, *end = q + qlen;
     while (p < end) {
         const char *amp = memchr(p, '&', (size_t)(end - p));
@@ -736,45 +801,34 @@ static int profile_parse(struct ctl_conn *c, const char *q, size_t qlen, struct 
         const char *eq = memchr(p, '=', (size_t)(pe - p));
         const char *ke = eq ? eq : pe;
         int rc = pct_decode(p, (size_t)(ke - p), key, sizeof(key));
-        if (rc != 0) {
-            conn_error(c, 400, 0, "bad query: a parameter name is not valid percent-encoding");
-            return -EINVAL;
-        }
+        if (rc != 0)
+            return query_refuse(why, cap,
+                                "bad query: a parameter name is not valid percent-encoding");
         int k;
         for (k = 0; k < P_N; k++)
             if (strcmp(key, names[k]) == 0)
                 break;
-        if (k == P_N) {
-            conn_error(c, 400, 0,
-                       "unknown parameter '%s' (worker, version, isolate, type, seconds, "
-                       "interval, all)",
-                       key);
-            return -EINVAL;
-        }
-        if (seen & (1u << k)) {
-            conn_error(c, 400, 0, "parameter '%s' given twice", key);
-            return -EINVAL;
-        }
+        if (k == P_N)
+            return query_refuse(why, cap,
+                                "unknown parameter '%s' (worker, version, isolate, type, seconds, "
+                                "interval, all)",
+                                key);
+        if (seen & (1u << k))
+            return query_refuse(why, cap, "parameter '%s' given twice", key);
         seen |= 1u << k;
         rc = eq ? pct_decode(eq + 1, (size_t)(pe - eq - 1), val, sizeof(val)) : 0;
         if (!eq)
             val[0] = '\0';
-        if (rc == -E2BIG) {
-            conn_error(c, 400, 0, "%s is longer than %d bytes", key, CTL_LABEL_MAX - 1);
-            return -EINVAL;
-        }
-        if (rc != 0) {
-            conn_error(c, 400, 0, "%s is not valid percent-encoding", key);
-            return -EINVAL;
-        }
+        if (rc == -E2BIG)
+            return query_refuse(why, cap, "%s is longer than %d bytes", key, CTL_LABEL_MAX - 1);
+        if (rc != 0)
+            return query_refuse(why, cap, "%s is not valid percent-encoding", key);
         uint64_t v = 0;
         switch (k) {
         case P_WORKER:
         case P_VERSION:
-            if (val[0] == '\0') {
-                conn_error(c, 400, 0, "%s must not be empty", key);
-                return -EINVAL;
-            }
+            if (val[0] == '\0')
+                return query_refuse(why, cap, "%s must not be empty", key);
             memcpy(k == P_WORKER ? r->worker : r->version, val, strlen(val) + 1);
             if (k == P_WORKER)
                 r->has_worker = 1;
@@ -782,11 +836,9 @@ static int profile_parse(struct ctl_conn *c, const char *q, size_t qlen, struct 
                 r->has_version = 1;
             break;
         case P_ISOLATE:
-            if (parse_uint(val, UINT32_MAX, &v) != 0) {
-                conn_error(c, 400, 0, "isolate must be an isolate id (a decimal number), not '%s'",
-                           val);
-                return -EINVAL;
-            }
+            if (parse_uint(val, UINT32_MAX, &v) != 0)
+                return query_refuse(
+                    why, cap, "isolate must be an isolate id (a decimal number), not '%s'", val);
             r->isolate = (uint32_t)v;
             r->has_isolate = 1;
             break;
@@ -795,27 +847,22 @@ static int profile_parse(struct ctl_conn *c, const char *q, size_t qlen, struct 
                 r->type = STORE_TYPE_CPU;
             else if (strcmp(val, "heap") == 0)
                 r->type = STORE_TYPE_HEAP;
-            else {
-                conn_error(c, 400, 0, "type must be cpu or heap, not '%s'", val);
-                return -EINVAL;
-            }
+            else
+                return query_refuse(why, cap, "type must be cpu or heap, not '%s'", val);
             break;
         case P_SECONDS:
-            if (parse_uint(val, CTL_SECONDS_MAX, &v) != 0 || v < 1) {
-                conn_error(c, 400, 0, "seconds must be a whole number from 1 to %d, not '%s'",
-                           CTL_SECONDS_MAX, val);
-                return -EINVAL;
-            }
+            if (parse_uint(val, CTL_SECONDS_MAX, &v) != 0 || v < 1)
+                return query_refuse(why, cap,
+                                    "seconds must be a whole number from 1 to %d, not '%s'",
+                                    CTL_SECONDS_MAX, val);
             r->seconds = v;
             break;
         case P_INTERVAL:
             if (cfg_parse_duration(val, &v) != 0 || v < CTL_INTERVAL_MIN_NS ||
-                v > CTL_INTERVAL_MAX_NS) {
-                conn_error(c, 400, 0,
-                           "interval must be a duration from 100us to 1s (like 1ms), not '%s'",
-                           val);
-                return -EINVAL;
-            }
+                v > CTL_INTERVAL_MAX_NS)
+                return query_refuse(
+                    why, cap, "interval must be a duration from 100us to 1s (like 1ms), not '%s'",
+                    val);
             r->interval_ns = v;
             break;
         case P_ALL:
@@ -823,22 +870,16 @@ static int profile_parse(struct ctl_conn *c, const char *q, size_t qlen, struct 
                 r->all = 1;
             else if (strcmp(val, "0") == 0 || strcmp(val, "false") == 0)
                 r->all = 0;
-            else {
-                conn_error(c, 400, 0, "all must be 1 or 0, not '%s'", val);
-                return -EINVAL;
-            }
+            else
+                return query_refuse(why, cap, "all must be 1 or 0, not '%s'", val);
             break;
         }
         p = amp ? amp + 1 : end;
     }
-    if (!r->has_worker) {
-        conn_error(c, 400, 0, "worker is required (POST /profile?worker=W&type=cpu)");
-        return -EINVAL;
-    }
-    if (r->type == 0) {
-        conn_error(c, 400, 0, "type is required: cpu or heap");
-        return -EINVAL;
-    }
+    if (!r->has_worker)
+        return query_refuse(why, cap, "worker is required (POST /profile?worker=W&type=cpu)");
+    if (r->type == 0)
+        return query_refuse(why, cap, "type is required: cpu or heap");
     return 0;
 }
 
@@ -867,9 +908,12 @@ static void conn_on_profile(int err, const char *why, uint8_t *gz, size_t len, v
 static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
 {
     struct agent *a = c->ctl->a;
-    struct profile_req r;
-    if (profile_parse(c, q, qlen, &r) != 0)
+    struct ctl_profile_req r;
+    char why[CTL_LABEL_MAX + 100];
+    if (ctl_profile_parse(q, qlen, a->cfg->sampling.cpu.interval_ns, &r, why, sizeof(why)) != 0) {
+        conn_error(c, 400, 0, "%s", why);
         return;
+    }
     size_t nworker = 0, nmatch = 0, nready = 0;
     for (struct target *t = a->targets; t; t = t->next) {
         if (t->removing || t->worker == NULL || strcmp(t->worker, r.worker) != 0)
@@ -986,25 +1030,17 @@ static void conn_dispatch(struct ctl_conn *c)
 {
     c->st = C_BUSY;
     uv_timer_stop(&c->timer);
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    int method = c->p.method;
-    if (c->url_len == 0 || http_parser_parse_url(c->url, c->url_len, method == HTTP_CONNECT, &u) ||
-        !(u.field_set & (1u << UF_PATH))) {
+    int method = c->req.p.method;
+    struct ctl_target t;
+    if (ctl_req_target(&c->req, &t) != 0) {
         conn_error(c, 400, 1, "bad request target");
         return;
     }
-    const char *path = c->url + u.field_data[UF_PATH].off;
-    size_t plen = u.field_data[UF_PATH].len;
-    const char *q = "";
-    size_t qlen = 0;
-    if (u.field_set & (1u << UF_QUERY)) {
-        q = c->url + u.field_data[UF_QUERY].off;
-        qlen = u.field_data[UF_QUERY].len;
-    }
+    const char *path = t.path, *q = t.query;
+    size_t plen = t.path_len, qlen = t.query_len;
     int get = method == HTTP_GET || method == HTTP_HEAD;
-    log_debug("control request", "method=%s path=%s listener=%s", http_method_str(method), c->url,
-              c->l->metrics_only ? "metrics" : "control");
+    log_debug("control request", "method=%s path=%s listener=%s", http_method_str(method),
+              c->req.url, c->l->metrics_only ? "metrics" : "control");
     if (path_is(path, plen, "/metrics")) {
         if (get)
             route_page(c, 0);
@@ -1037,6 +1073,27 @@ static void conn_dispatch(struct ctl_conn *c)
 }
 
 /* --- accepting --- */
+
+/*
+ * The connection of l to close for a new one at the limit: the oldest
+ * idle one (no request since it was accepted or answered), else the oldest
+ * lingering after its answer, else the oldest still sending its request
+ * (a slowloris); NULL if every one holds a request being answered. The
+ * list is newest first, so the last match is the oldest.
+ */
+static struct ctl_conn *conn_victim(struct ctl_listener *l)
+{
+    static const enum conn_state order[] = {C_IDLE, C_LINGER, C_READING};
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+        struct ctl_conn *victim = NULL;
+        for (struct ctl_conn *c = l->ctl->conns; c; c = c->next)
+            if (c->l == l && c->counted && c->st == order[i])
+                victim = c;
+        if (victim != NULL)
+            return victim;
+    }
+    return NULL;
+}
 
 static void listener_on_connection(uv_stream_t *server, int status)
 {
@@ -1073,14 +1130,26 @@ static void listener_on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    if (l->nconns >= CTL_MAX_CONNS || ctl->stopping) {
+    if (ctl->stopping) {
         ctl->a->n.control_rejected_connections++;
         conn_close(c);
         return;
     }
+    if (l->nconns >= CTL_MAX_CONNS) {
+        /* Make room: the newcomer is about to send its request. */
+        struct ctl_conn *victim = conn_victim(l);
+        ctl->a->n.control_rejected_connections++;
+        if (victim == NULL) {
+            conn_close(c);
+            return;
+        }
+        log_debug("control: at the connection limit, the oldest idle one closed", "listener=%s",
+                  l->metrics_only ? "metrics" : "control");
+        conn_close(victim);
+    }
     l->nconns++;
     c->counted = 1;
-    conn_timer(c, CTL_IDLE_MS);
+    conn_timer(c, CTL_REQUEST_MS);
     if (uv_read_start(&c->h.stream, conn_on_alloc, conn_on_read) != 0)
         conn_close(c);
 }
@@ -1103,15 +1172,19 @@ static char *socket_path(const struct cfg *cfg)
 }
 
 /*
- * What is at path? 0: nothing (or a stale socket, removed); -EADDRINUSE:
- * an agent listens there; -EEXIST: something that is not a socket;
- * another negative errno if it cannot be told.
+ * What is at path? 0: nothing, a socket nobody listens on (a crashed
+ * agent's) or a symlink, which sock_create's rename replaces (a symlink is
+ * never followed, whatever it names); -EADDRINUSE: an agent listens there;
+ * -EEXIST: something else (a file, a directory); another negative errno
+ * if it cannot be told.
  */
 static int clear_stale(const char *path)
 {
     struct stat st;
     if (lstat(path, &st) != 0)
         return errno == ENOENT ? 0 : -errno;
+    if (S_ISLNK(st.st_mode))
+        return 0;
     if (!S_ISSOCK(st.st_mode))
         return -EEXIST;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -1126,9 +1199,139 @@ static int clear_stale(const char *path)
         return -EADDRINUSE; /* listening (EAGAIN: its backlog is full) */
     if (e != ECONNREFUSED)
         return -e;
-    if (unlink(path) != 0 && errno != ENOENT)
-        return -errno;
     return 0;
+}
+
+/*
+ * Create path as a listening Unix socket, mode 0600 (0660 and group gid
+ * when gid is not -1), so that no step follows a name another user could
+ * change (chmod and chown on the path would follow a symlink swapped in
+ * after bind, and change the mode and group of whatever it names):
+ *
+ *   1. mkdtemp "<dir>/.isoprof-ctl.XXXXXX" beside the final path: a 0700
+ *      directory of ours, opened with O_NOFOLLOW and checked to be ours
+ *      and private. Nobody else can create, swap or reach what is in it,
+ *      and each later step names its entry through that descriptor.
+ *   2. bind "<private>/s" under the umask that gives the final mode (the
+ *      mode of a socket file comes from the umask; fchmod on a socket does
+ *      not reach the file). If the private directory's name was swapped
+ *      meanwhile, the socket lands elsewhere and step 3 fails: nothing is
+ *      changed.
+ *   3. fstatat (no follow): a socket is there; fchownat(AT_SYMLINK_NOFOLLOW)
+ *      for control.group.
+ *   4. listen, then renameat into place. rename() replaces what is at the
+ *      final path, a symlink included, without following it, and in one
+ *      step: a client finds the old entry or the new socket.
+ *   5. remove the private directory (rmdir removes only an empty one).
+ *
+ * *fd_out: the listening socket; *st_out: the socket file (its inode is the
+ * same at the final path). 0, or a negative errno with *step naming what
+ * failed; on failure nothing is left behind.
+ */
+static int sock_create(const char *path, gid_t gid, int *fd_out, struct stat *st_out,
+                       const char **step)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int dlen = slash == NULL ? 1 : slash == path ? 1 : (int)(slash - path);
+    const char *dir = slash == NULL ? "." : path;
+    int rc = 0, pfd = -1, tfd = -1, fd = -1, bound = 0;
+    char *tmpl = NULL, *tname;
+    *step = "path";
+    if (*base == '\0')
+        return -EINVAL;
+    tmpl = isoprof_asprintf("%.*s/.isoprof-ctl.XXXXXX", dlen, dir);
+    if (tmpl == NULL)
+        return -ENOMEM;
+    tname = tmpl + dlen + 1;
+    *step = "open the directory";
+    tname[-1] = '\0';
+    pfd = open(tmpl, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    tname[-1] = '/';
+    if (pfd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    *step = "make a private directory";
+    if (mkdtemp(tmpl) == NULL) {
+        rc = -errno;
+        goto out;
+    }
+    tfd = openat(pfd, tname, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (tfd < 0 || fstat(tfd, &st) != 0) {
+        rc = -errno;
+        goto fail_dir;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        rc = -EPERM; /* not the directory mkdtemp made */
+        goto fail_dir;
+    }
+    *step = "bind";
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s", tmpl);
+    if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) /* long: the same entry, through tfd */
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/s", tfd);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rc = -errno;
+        goto fail_dir;
+    }
+    mode_t old = umask(gid != (gid_t)-1 ? 0117 : 0177);
+    int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int e = errno;
+    umask(old);
+    if (b != 0) {
+        rc = -e;
+        goto fail_sock;
+    }
+    bound = 1;
+    *step = "check the socket file";
+    if (fstatat(tfd, "s", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        rc = -errno;
+        goto fail_sock;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        rc = -EPERM;
+        goto fail_sock;
+    }
+    if (gid != (gid_t)-1) {
+        *step = "give it to control.group";
+        if (fchownat(tfd, "s", (uid_t)-1, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+            rc = -errno;
+            goto fail_sock;
+        }
+    }
+    /* Listening before it is in place, so another agent starting now does
+     * not take it for a crashed one's. */
+    *step = "listen";
+    if (listen(fd, CTL_BACKLOG) != 0) {
+        rc = -errno;
+        goto fail_sock;
+    }
+    *step = "move it into place";
+    if (renameat(tfd, "s", pfd, base) != 0) {
+        rc = -errno;
+        goto fail_sock;
+    }
+    unlinkat(pfd, tname, AT_REMOVEDIR);
+    *fd_out = fd;
+    *st_out = st;
+    goto out;
+
+fail_sock:
+    close(fd);
+    if (bound)
+        unlinkat(tfd, "s", 0);
+fail_dir:
+    unlinkat(pfd, tname, AT_REMOVEDIR);
+out:
+    if (tfd >= 0)
+        close(tfd);
+    if (pfd >= 0)
+        close(pfd);
+    isoprof_free(tmpl);
+    return rc;
 }
 
 /* "127.0.0.1:9464", "[::1]:9464", "localhost:9464" -> addr (the config
@@ -1276,36 +1479,33 @@ int control_start(struct agent *a)
         goto fail;
     }
 
+    int fd = -1;
+    struct stat st = {0};
+    const char *step = "";
+    rc = sock_create(ctl->path, gid, &fd, &st, &step);
+    if (rc != 0) {
+        log_error("cannot create the control socket", "path=%s step=%s err=%e", ctl->path, step,
+                  rc);
+        goto fail;
+    }
+    ctl->made = 1;
+    ctl->dev = st.st_dev;
+    ctl->ino = st.st_ino;
     struct ctl_listener *l = &ctl->sock;
     rc = uv_pipe_init(a->loop, &l->h.pipe, 0);
-    if (rc != 0)
+    if (rc != 0) {
+        close(fd);
         goto fail;
+    }
     l->open = 1;
     l->h.handle.data = l;
-    /* Bound with only the owner's bits, so it is never wider than 0600. */
-    mode_t old = umask(0177);
-    rc = uv_pipe_bind(&l->h.pipe, ctl->path);
-    umask(old);
+    /* Opened, not bound by libuv: libuv would unlink the name it bound at
+     * close, whoever's file is there by then. */
+    rc = uv_pipe_open(&l->h.pipe, fd);
     if (rc != 0) {
-        log_error("cannot create the control socket", "path=%s err=%s", ctl->path, uv_strerror(rc));
-        goto fail;
-    }
-    struct stat st;
-    if (lstat(ctl->path, &st) == 0) {
-        ctl->made = 1;
-        ctl->dev = st.st_dev;
-        ctl->ino = st.st_ino;
-    }
-    if (gid != (gid_t)-1) {
-        if (chown(ctl->path, (uid_t)-1, gid) != 0 || chmod(ctl->path, 0660) != 0) {
-            rc = -errno;
-            log_error("cannot give the control socket to control.group", "path=%s group=%s err=%e",
-                      ctl->path, group, rc);
-            goto fail;
-        }
-    } else if (chmod(ctl->path, 0600) != 0) {
-        rc = -errno;
-        log_error("cannot set the control socket's mode", "path=%s err=%e", ctl->path, rc);
+        close(fd);
+        log_error("cannot listen on the control socket", "path=%s err=%s", ctl->path,
+                  uv_strerror(rc));
         goto fail;
     }
     rc = uv_listen(&l->h.stream, CTL_BACKLOG, listener_on_connection);

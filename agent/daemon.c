@@ -20,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SHUTDOWN_DEADLINE_MS 800
@@ -262,6 +265,144 @@ static void log_counters(const struct agent *a)
     }
 }
 
+/* One descriptor per session: take the hard limit on open files as the
+ * soft one (the unit sets both, so under systemd this changes nothing, and
+ * its system call filter may refuse it: best effort). */
+static void agent_raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+/* The walk of the store at start (store_verify) may take this long; then it
+ * is given up and the daemon starts without it (systemd waits 90 s for
+ * READY=1 by default). */
+#define STORE_VERIFY_START_MS 30000
+
+/*
+ * Move data.mdb and lock.mdb of the store at path into a new directory
+ * path/damaged-<UTC time>/ (dest receives its name). The store directory
+ * itself stays where it is: under systemd it is the StateDirectory
+ * (/var/lib/isoprof, a link to /var/lib/private/isoprof), which the
+ * service cannot rename but may write in.
+ */
+static int store_move_aside(const char *path, char *dest, size_t cap)
+{
+    char ts[32], from[4200], to[4300];
+    struct tm tm;
+    time_t now = time(NULL);
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm);
+    int made = 0;
+    for (int i = 0; i < 100 && !made; i++) {
+        int n = i ? snprintf(dest, cap, "%s/damaged-%s-%d", path, ts, i)
+                  : snprintf(dest, cap, "%s/damaged-%s", path, ts);
+        if (n < 0 || (size_t)n >= cap)
+            return -ENAMETOOLONG;
+        if (mkdir(dest, 0700) == 0)
+            made = 1;
+        else if (errno != EEXIST)
+            return -errno;
+    }
+    if (!made)
+        return -EEXIST;
+    static const char *const files[] = {"data.mdb", "lock.mdb"};
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(files); i++) {
+        snprintf(from, sizeof(from), "%s/%s", path, files[i]);
+        snprintf(to, sizeof(to), "%s/%s", dest, files[i]);
+        if (rename(from, to) != 0 && (i == 0 || errno != ENOENT)) {
+            int rc = -errno;
+            if (i == 0)
+                rmdir(dest);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/*
+ * A damaged store (why: the report, one problem a line): refused
+ * (ISOPROF_EDAMAGED: isoprofd exits 3, and the unit does not restart it),
+ * or with store.on_damage: move_aside, moved aside so that a new store can
+ * start (0).
+ */
+static int agent_store_damaged(const struct cfg *cfg, const char *why)
+{
+    const char *path = cfg->store.path;
+    char first[512], dest[4200];
+    unsigned problems = 0;
+    size_t n = why ? strcspn(why, "\n") : 0;
+    snprintf(first, sizeof(first), "%.*s", (int)(n < sizeof(first) ? n : sizeof(first) - 1),
+             why ? why : "");
+    for (const char *p = why; p && *p; p++)
+        problems += *p == '\n';
+    if (cfg->store.on_damage != CFG_STORE_MOVE_ASIDE) {
+        log_error("store is damaged; refusing to start", "path=%s problem=%s problems=%u hint=%s",
+                  path, first, problems > 0 ? problems : 1,
+                  "'isoprof store check --store <path>' reports it; store.on_damage: move_aside "
+                  "keeps the damaged files and starts a new store");
+        return ISOPROF_EDAMAGED;
+    }
+    int rc = store_move_aside(path, dest, sizeof(dest));
+    if (rc != 0) {
+        log_error("store is damaged and could not be moved aside; refusing to start",
+                  "path=%s err=%e problem=%s", path, rc, first);
+        return ISOPROF_EDAMAGED;
+    }
+    log_warn("store was damaged; moved it aside and starting a new store",
+             "path=%s moved_to=%s problem=%s problems=%u", path, dest, first,
+             problems > 0 ? problems : 1);
+    return 0;
+}
+
+/*
+ * Open the store, after a walk of it in a child process (store_verify): a
+ * damaged store is a finding to act on at start (agent_store_damaged), not
+ * a fault in the daemon later. Logs why it fails.
+ */
+static int agent_store_open(struct agent *a, const struct cfg *cfg)
+{
+    const char *path = cfg->store.path;
+    struct store_options so = {.max_size = cfg->store.max_size,
+                               .pin_factor = cfg->anomaly.retention,
+                               .outbox = cfg->upload.url != NULL && cfg->upload.url[0] != '\0'};
+    char *why = NULL;
+    uint64_t t0 = isoprof_now_mono_ns();
+    int rc = store_verify(path, 0, STORE_VERIFY_START_MS, &why);
+    uint64_t ms = (isoprof_now_mono_ns() - t0) / 1000000;
+    if (rc == 0)
+        log_info("store verified", "path=%s ms=%U", path, ms);
+    else if (rc == -ETIMEDOUT)
+        log_warn("store check at start did not finish in time; starting without it",
+                 "path=%s ms=%U where=%s", path, ms, why ? why : "");
+    else if (rc == ISOPROF_EDAMAGED && (rc = agent_store_damaged(cfg, why)) != 0) {
+        isoprof_free(why);
+        return rc;
+    }
+    /* Anything else (no store yet, not a store, another schema, no access)
+     * is store_open's to say. */
+    isoprof_free(why);
+    why = NULL;
+    rc = store_open(path, &so, &a->store, &why);
+    if (rc == ISOPROF_EDAMAGED) {
+        /* Damaged since the walk (the walk timed out, or another process
+         * wrote): the same decision, once. */
+        int drc = agent_store_damaged(cfg, why);
+        isoprof_free(why);
+        why = NULL;
+        if (drc != 0)
+            return drc;
+        rc = store_open(path, &so, &a->store, &why);
+    }
+    if (rc != 0)
+        log_error("cannot open store", "path=%s err=%e why=%s", path, rc, why ? why : "");
+    isoprof_free(why);
+    return rc;
+}
+
 int agent_run(struct cfg *cfg)
 {
     struct agent *a = isoprof_calloc(1, sizeof(*a));
@@ -270,6 +411,7 @@ int agent_run(struct cfg *cfg)
     int rc;
     uv_loop_t loop;
     a->cfg = a->cfg_boot = cfg;
+    a->msg_budget.limit = AGENT_MSG_BUDGET;
     a->start_mono_ns = isoprof_now_mono_ns();
     a->loop = &loop;
     if (getrandom(&a->rng, sizeof(a->rng), 0) != sizeof(a->rng) || a->rng == 0)
@@ -277,22 +419,15 @@ int agent_run(struct cfg *cfg)
     a->isolate_base = (uint32_t)(agent_rand(a) & 0xfff00000u);
     agent_log_set_level(cfg->log.level);
     signal(SIGPIPE, SIG_IGN);
+    agent_raise_nofile();
 
     rc = uv_loop_init(&loop);
     if (rc != 0)
         goto fail_loop;
 
-    struct store_options so = {.max_size = cfg->store.max_size,
-                               .pin_factor = cfg->anomaly.retention,
-                               .outbox = cfg->upload.url != NULL && cfg->upload.url[0] != '\0'};
-    char *why = NULL;
-    rc = store_open(cfg->store.path, &so, &a->store, &why);
-    if (rc != 0) {
-        log_error("cannot open store", "path=%s err=%e why=%s", cfg->store.path, rc,
-                  why ? why : "");
-        isoprof_free(why);
+    rc = agent_store_open(a, cfg);
+    if (rc != 0)
         goto fail_store;
-    }
     rc = http_client_init(&loop, &a->http);
     if (rc != 0)
         goto fail_http;

@@ -16,11 +16,13 @@
 #include "base.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <yajl/yajl_tree.h>
 
 #define DISCOVER_MAX_BODY (4u << 20)
-#define DISCOVER_MAX_TARGETS 4096
+/* /json/list is an array of flat objects, /json/version one object. */
+#define DISCOVER_MAX_NESTING 8
 #define DISCOVER_TIMEOUT_MS 3000
 #define DISCOVER_BACKOFF_MIN_MS 500
 #define DISCOVER_BACKOFF_MAX_MS 30000
@@ -79,32 +81,60 @@ static const char *runtime_from_browser(const char *b)
     return "v8";
 }
 
+/* The poll's answer came: 1 if it is a 200 to parse, else 0 (the failure
+ * is handled). */
+static int ep_answered(struct endpoint *ep, const char *step, int status, long code,
+                       const char *why)
+{
+    ep->inflight = NULL;
+    if (status != 0) {
+        ep_failed(ep, step, status, why);
+        return 0;
+    }
+    if (code != 200) {
+        ep_failed(ep, step, ISOPROF_EHTTP, "status is not 200");
+        return 0;
+    }
+    return 1;
+}
+
+const char *discover_parse_version(const char *body, size_t len, char *why, size_t cap)
+{
+    char err[128];
+    if (isoprof_json_depth(body, len, DISCOVER_MAX_NESTING) > DISCOVER_MAX_NESTING) {
+        snprintf(why, cap, "nested deeper than %d levels", DISCOVER_MAX_NESTING);
+        return NULL;
+    }
+    yajl_val v = yajl_tree_parse(body, err, sizeof(err));
+    if (v == NULL) {
+        char *nl = strchr(err, '\n');
+        if (nl != NULL)
+            *nl = '\0';
+        snprintf(why, cap, "%s", err[0] ? err : "malformed JSON");
+        return NULL;
+    }
+    const char *path[] = {"Browser", NULL};
+    yajl_val b = yajl_tree_get(v, path, yajl_t_string);
+    const char *rt = b ? runtime_from_browser(YAJL_GET_STRING(b)) : NULL;
+    yajl_tree_free(v);
+    if (rt == NULL)
+        snprintf(why, cap, "no Browser field");
+    return rt;
+}
+
 static void ep_on_version(int status, long code, const char *body, size_t len, const char *why,
                           void *arg)
 {
-    (void)len;
     struct endpoint *ep = arg;
-    ep->inflight = NULL;
-    if (status != 0) {
-        ep_failed(ep, "json/version", status, why);
+    if (!ep_answered(ep, "json/version", status, code, why))
         return;
-    }
-    if (code != 200) {
-        ep_failed(ep, "json/version", ISOPROF_EHTTP, "status is not 200");
-        return;
-    }
-    char err[128];
-    yajl_val v = yajl_tree_parse(body, err, sizeof(err));
-    const char *path[] = {"Browser", NULL};
-    yajl_val b = v ? yajl_tree_get(v, path, yajl_t_string) : NULL;
-    const char *rt = b ? runtime_from_browser(YAJL_GET_STRING(b)) : NULL;
+    char reason[160];
+    const char *rt = discover_parse_version(body, len, reason, sizeof(reason));
     if (rt == NULL) {
-        yajl_tree_free(v);
-        ep_failed(ep, "json/version", ISOPROF_EJSON, v ? "no Browser field" : err);
+        ep_failed(ep, "json/version", ISOPROF_EJSON, reason);
         return;
     }
     ep->runtime = isoprof_strdup(rt);
-    yajl_tree_free(v);
     if (ep->runtime == NULL) {
         ep_failed(ep, "json/version", -ENOMEM, NULL);
         return;
@@ -137,65 +167,94 @@ static const char *str_field(yajl_val o, const char *name)
     return v ? YAJL_GET_STRING(v) : NULL;
 }
 
-static void ep_on_list(int status, long code, const char *body, size_t len, const char *why,
-                       void *arg)
+void discover_list_free(struct discover_list *l)
 {
-    (void)len;
-    struct endpoint *ep = arg;
-    ep->inflight = NULL;
-    if (status != 0) {
-        ep_failed(ep, "json/list", status, why);
-        return;
-    }
-    if (code != 200) {
-        ep_failed(ep, "json/list", ISOPROF_EHTTP, "status is not 200");
-        return;
-    }
+    isoprof_free(l->d);
+    yajl_tree_free(l->tree);
+    memset(l, 0, sizeof(*l));
+}
+
+int discover_parse_list(const char *body, size_t len, size_t max, struct discover_list *l,
+                        char *why, size_t cap)
+{
     char err[128];
+    memset(l, 0, sizeof(*l));
+    if (isoprof_json_depth(body, len, DISCOVER_MAX_NESTING) > DISCOVER_MAX_NESTING) {
+        snprintf(why, cap, "nested deeper than %d levels", DISCOVER_MAX_NESTING);
+        return ISOPROF_EJSON;
+    }
     yajl_val v = yajl_tree_parse(body, err, sizeof(err));
     if (v == NULL || !YAJL_IS_ARRAY(v)) {
+        char *nl = strchr(err, '\n');
+        if (nl != NULL)
+            *nl = '\0';
+        snprintf(why, cap, "%s", v ? "not an array" : err[0] ? err : "malformed JSON");
         yajl_tree_free(v);
-        ep_failed(ep, "json/list", ISOPROF_EJSON, v ? "not an array" : err);
-        return;
+        return ISOPROF_EJSON;
     }
-    size_t n = YAJL_GET_ARRAY(v)->len;
-    if (n > DISCOVER_MAX_TARGETS)
-        n = DISCOVER_MAX_TARGETS;
-    struct discovered *d = isoprof_calloc(n ? n : 1, sizeof(*d));
-    if (d == NULL) {
-        yajl_tree_free(v);
-        ep_failed(ep, "json/list", -ENOMEM, NULL);
-        return;
+    l->tree = v;
+    l->listed = YAJL_GET_ARRAY(v)->len;
+    l->d = isoprof_calloc(l->listed < max ? (l->listed ? l->listed : 1) : (max ? max : 1),
+                          sizeof(*l->d));
+    if (l->d == NULL) {
+        discover_list_free(l);
+        snprintf(why, cap, "out of memory");
+        return -ENOMEM;
     }
-    size_t k = 0, skipped = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < l->listed; i++) {
         yajl_val o = YAJL_GET_ARRAY(v)->values[i];
         const char *id = YAJL_IS_OBJECT(o) ? str_field(o, "id") : NULL;
         const char *ws = YAJL_IS_OBJECT(o) ? str_field(o, "webSocketDebuggerUrl") : NULL;
         const char *path = ws ? ws_path_of(ws) : NULL;
         if (id == NULL || path == NULL || *id == '\0' || strlen(id) > DISCOVER_MAX_ID) {
-            skipped++;
+            l->skipped++;
             continue;
         }
-        d[k].id = id;
-        d[k].path = path;
-        d[k].title = str_field(o, "title");
-        d[k].url = str_field(o, "url");
-        k++;
+        if (l->n == max) {
+            l->over++; /* usable, but past the cap */
+            continue;
+        }
+        struct discovered *d = &l->d[l->n++];
+        d->id = id;
+        d->path = path;
+        d->title = str_field(o, "title");
+        d->url = str_field(o, "url");
     }
-    if (skipped != ep->last_skipped && skipped)
+    return 0;
+}
+
+static void ep_on_list(int status, long code, const char *body, size_t len, const char *why,
+                       void *arg)
+{
+    struct endpoint *ep = arg;
+    if (!ep_answered(ep, "json/list", status, code, why))
+        return;
+    struct discover_list l;
+    char reason[160];
+    int rc =
+        discover_parse_list(body, len, AGENT_MAX_TARGETS_PER_ENDPOINT, &l, reason, sizeof(reason));
+    if (rc != 0) {
+        ep_failed(ep, "json/list", rc, reason);
+        return;
+    }
+    /* Each said when its figure changes, not at every poll. */
+    if (l.skipped != ep->last_skipped && l.skipped)
         log_warn("unusable targets in json/list", "inspector=%s skipped=%U", ep->cfg->inspector,
-                 (uint64_t)skipped);
-    ep->last_skipped = skipped;
+                 (uint64_t)l.skipped);
+    ep->last_skipped = l.skipped;
+    if (l.over != ep->last_over && l.over)
+        log_warn("targets over the cap ignored", "inspector=%s listed=%U cap=%U ignored=%U",
+                 ep->cfg->inspector, (uint64_t)l.listed, (uint64_t)AGENT_MAX_TARGETS_PER_ENDPOINT,
+                 (uint64_t)l.over);
+    ep->last_over = l.over;
     if (!ep->reachable)
         log_info("endpoint reachable", "inspector=%s runtime=%s targets=%U", ep->cfg->inspector,
-                 ep->runtime, (uint64_t)k);
+                 ep->runtime, (uint64_t)l.n);
     ep->reachable = 1;
     ep->failures = 0;
     ep->backoff_ms = 0;
-    target_sync(ep, d, k);
-    isoprof_free(d);
-    yajl_tree_free(v);
+    target_sync(ep, l.d, l.n);
+    discover_list_free(&l);
     ep_after(ep, ep->a->cfg->discovery.interval_ns / 1000000u);
 }
 

@@ -9,11 +9,13 @@
 #ifndef ISOPROF_AGENT_INTERNAL_H
 #define ISOPROF_AGENT_INTERNAL_H
 
+#include "budget.h"
 #include "cdp.h"
 #include "config.h"
 #include "http.h"
 #include "store.h"
 #include "upload.h"
+#include "ws.h"
 
 #include <stdint.h>
 #include <uv.h>
@@ -52,6 +54,8 @@ struct agent_counters {
     uint64_t sessions_dropped_by[AGENT_DROP_MAX];     /* sessions_dropped by reason */
     /* control.c */
     uint64_t control_requests, control_errors, control_rejected_connections;
+    /* anomaly.c: DogStatsD lines dropped, no room for a new worker/version series */
+    uint64_t latency_refused;
 };
 
 /*
@@ -94,6 +98,7 @@ struct endpoint {
     int reachable;
     int failures;
     size_t last_skipped;   /* unusable /json/list entries at the last poll */
+    size_t last_over;      /* usable entries past AGENT_MAX_TARGETS_PER_ENDPOINT, ditto */
     int kept;              /* discover_reload's mark */
     struct endpoint *next; /* a->endpoints, or a->retired_endpoints */
 };
@@ -132,6 +137,8 @@ struct target {
     int close_reason_was_ours; /* the session that just ended was closed by the agent */
     uint64_t attached_mono_ns;
     enum window_state win;
+    int win_slot;    /* the window holds one of max_concurrent's slots (sched.c) */
+    unsigned stalls; /* windows in a row whose start or stop went unanswered */
     uint64_t win_start_mono_ns;
     uint64_t win_interval_ns;
     uint64_t next_due_mono_ns;
@@ -167,6 +174,7 @@ struct writer;
 struct agent {
     uv_loop_t *loop;
     struct cfg *cfg;
+    struct ws_budget msg_budget; /* every inspector message byte held (budget.h) */
     struct store *store;
     struct http_client *http;
     struct writer *writer;
@@ -198,6 +206,7 @@ struct agent {
     int latency_timer_on;
     struct lat_open *lat_open; /* open latency_p999_spike episodes */
     uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
+    uint64_t latency_refused_logged, latency_refused_log_mono_ns; /* the refusal warning */
     /* control.c, report.c, ondemand.c */
     struct control *control;
     struct report *report;
@@ -250,6 +259,28 @@ int discover_reload(struct agent *a, const struct cfg *next);
 struct discovered {
     const char *id, *path, *title, *url;
 };
+
+/* A parsed /json/list: the usable entries d[0..n) (strings borrowed from
+ * tree), how many entries the list had, were unusable, or were usable but
+ * past the cap. */
+struct discover_list {
+    struct discovered *d;
+    size_t n, listed, skipped, over;
+    yajl_val tree;
+};
+/*
+ * discover_parse_list - parse and validate a /json/list body (len bytes,
+ * NUL-terminated), keeping at most max usable entries. Nesting deeper than
+ * a flat list of objects is refused before any tree is built. 0, or
+ * ISOPROF_EJSON / -ENOMEM with why[0..cap) saying what. On 0 the caller
+ * frees l with discover_list_free. Pure: any thread (the fuzz target).
+ */
+int discover_parse_list(const char *body, size_t len, size_t max, struct discover_list *l,
+                        char *why, size_t cap);
+void discover_list_free(struct discover_list *l);
+/* The runtime a /json/version body names ("node", "deno", "workerd", "v8"),
+ * or NULL with why[0..cap) saying what is wrong. Pure, like the above. */
+const char *discover_parse_version(const char *body, size_t len, char *why, size_t cap);
 /* Attach new targets of ep, detach the ones no longer listed. */
 void target_sync(struct endpoint *ep, const struct discovered *d, size_t n);
 void target_remove(struct target *t);
@@ -278,6 +309,10 @@ void sched_target_gone(struct target *t);
 void sched_window_done(struct target *t);
 /* Shutdown: stop running windows, drop queued ones. */
 void sched_stop_all(struct agent *a);
+/* t's Profiler.stop has been waiting SCHED_STOP_GRACE_MS: its slot goes to
+ * the next window (the reply, if it comes, is still stored). */
+void sched_release_slot(struct target *t);
+#define SCHED_STOP_GRACE_MS 2000
 /* Windows currently in a slot (starting, running or stopping). */
 unsigned sched_running(const struct agent *a);
 /* An anomaly wants a CPU window on t now, at anomaly.cpu_interval, pinned

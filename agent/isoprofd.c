@@ -101,5 +101,7 @@ int main(int argc, char **argv)
     mallopt(M_ARENA_MAX, 2);
     rc = agent_run(cfg);
     cfg_free(cfg);
-    return rc == 0 ? 0 : 1;
+    /* 3: the store is damaged (logged). Its own status, so that a service
+     * manager can stop restarting (RestartPreventExitStatus=3). */
+    return rc == 0 ? 0 : rc == ISOPROF_EDAMAGED ? 3 : 1;
 }

@@ -8,10 +8,17 @@
  * labels arrive from the network, and a fixed hash would let a sender
  * line up all max_series pairs on one chain.
  *
+ * Every series is also on one of two recency lists, unknown workers' and
+ * known workers', least recently seen first: an observation moves its
+ * series to the tail, so the head of the unknown list is the one a known
+ * newcomer displaces, and the idle ones are found from the heads without a
+ * pass over the table.
+ *
  * A tick closes the global window for every series in one pass over the
- * table (judge, maybe emit, reset the histogram), then frees the idle
- * ones in a second. Resetting touches only the buckets between the
- * window's min and max, so a tick over 1024 narrow series is cheap.
+ * table (judge, maybe emit, reset the histogram, rank it known or not),
+ * then frees the idle ones from the heads of the lists. Resetting touches
+ * only the buckets between the window's min and max, so a tick over 1024
+ * narrow series is cheap.
  *
  * DESIGN: the judgement of one window is a pure function of the series'
  * state and the window's histogram (series_judge); all the time
@@ -33,12 +40,14 @@
 #define LATENCY_MAX_SERIES 65536u
 
 struct latency_series {
-    struct latency_series *next;
+    struct latency_series *next;                /* hash chain */
+    struct latency_series *lru_prev, *lru_next; /* recency list, oldest first */
     uint64_t hash;
     double baseline; /* ns; valid once nbase > 0 */
     uint32_t nbase;  /* windows fed into the baseline since it (re)started */
     uint8_t in_episode;
     uint8_t ever_started;
+    uint8_t known; /* on lru[1]: the caller knows its worker */
     uint16_t wlen, vlen;
     uint64_t episode_start; /* start of the window that STARTed the episode */
     uint64_t last_start;    /* end of the window of the last START */
@@ -49,11 +58,18 @@ struct latency_series {
     char key[]; /* worker bytes, then version bytes */
 };
 
+struct latency_lru {
+    struct latency_series *head, *tail; /* least, most recently seen */
+};
+
 struct latency {
     struct latency_params p;
     struct latency_series **table;
     size_t mask;
     uint64_t seed;
+    struct latency_lru lru[2]; /* [0] unknown workers, [1] known workers */
+    latency_known_fn known;
+    void *known_arg;
     int started;
     uint64_t win_start, win_end;
     struct latency_stats st;
@@ -70,7 +86,7 @@ void latency_params_default(struct latency_params *p)
     p->max_series = 1024;
     p->warmup = 3;
     p->min_tail = 5;
-    p->idle_ns = 10 * p->cooldown_ns;
+    p->idle_ns = 600 * NS_PER_S;
     p->relearn_ns = 10 * p->cooldown_ns;
 }
 
@@ -153,6 +169,92 @@ static size_t series_bytes(const struct latency_series *s)
     return sizeof(*s) + s->wlen + s->vlen;
 }
 
+void latency_set_known(struct latency *l, latency_known_fn fn, void *arg)
+{
+    l->known = fn;
+    l->known_arg = arg;
+}
+
+static int latency_is_known(const struct latency *l, const char *worker, size_t wlen)
+{
+    return l->known != NULL && l->known(worker, wlen, l->known_arg) != 0;
+}
+
+static void lru_unlink(struct latency_lru *q, struct latency_series *s)
+{
+    if (s->lru_prev != NULL)
+        s->lru_prev->lru_next = s->lru_next;
+    else
+        q->head = s->lru_next;
+    if (s->lru_next != NULL)
+        s->lru_next->lru_prev = s->lru_prev;
+    else
+        q->tail = s->lru_prev;
+    s->lru_prev = s->lru_next = NULL;
+}
+
+/* Put s on q after `after` (NULL: at the head). */
+static void lru_insert_after(struct latency_lru *q, struct latency_series *after,
+                             struct latency_series *s)
+{
+    s->lru_prev = after;
+    s->lru_next = after != NULL ? after->lru_next : q->head;
+    if (s->lru_next != NULL)
+        s->lru_next->lru_prev = s;
+    else
+        q->tail = s;
+    if (after != NULL)
+        after->lru_next = s;
+    else
+        q->head = s;
+}
+
+/* Move s to the other list, at its place by last_seen (a move happens
+ * when the caller's set of known workers changed: rare). */
+static void series_rank(struct latency *l, struct latency_series *s, int known)
+{
+    lru_unlink(&l->lru[s->known], s);
+    s->known = (uint8_t)(known != 0);
+    struct latency_lru *q = &l->lru[s->known];
+    struct latency_series *after = q->tail;
+    while (after != NULL && after->last_seen > s->last_seen)
+        after = after->lru_prev;
+    lru_insert_after(q, after, s);
+    if (s->known)
+        l->st.known++;
+    else
+        l->st.known--;
+}
+
+/* Unlink s from its chain and its list and free it. */
+static void series_free(struct latency *l, struct latency_series *s)
+{
+    for (struct latency_series **pp = &l->table[s->hash & l->mask]; *pp != NULL;
+         pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    lru_unlink(&l->lru[s->known], s);
+    l->st.series--;
+    if (s->known)
+        l->st.known--;
+    l->st.bytes -= series_bytes(s);
+    isoprof_free(s);
+}
+
+/* The table is full and a new series of a known worker wants in: the
+ * least recently seen unknown series that is not in an episode (its END
+ * could not be delivered from here), or NULL. */
+static struct latency_series *latency_victim(const struct latency *l)
+{
+    struct latency_series *v = l->lru[0].head;
+    while (v != NULL && v->in_episode)
+        v = v->lru_next;
+    return v;
+}
+
 int latency_observe(struct latency *l, const char *worker, size_t wlen, const char *version,
                     size_t vlen, uint64_t value_ns, uint64_t count, uint64_t now_ns)
 {
@@ -172,7 +274,9 @@ int latency_observe(struct latency *l, const char *worker, size_t wlen, const ch
             (vlen == 0 || memcmp(s->key + wlen, version, vlen) == 0))
             break;
     if (s == NULL) {
-        if (l->st.series >= l->p.max_series) {
+        int known = latency_is_known(l, worker, wlen);
+        struct latency_series *victim = NULL;
+        if (l->st.series >= l->p.max_series && (!known || (victim = latency_victim(l)) == NULL)) {
             l->st.refused += count;
             l->st.refused_series++;
             return -ENOSPC;
@@ -183,6 +287,10 @@ int latency_observe(struct latency *l, const char *worker, size_t wlen, const ch
             l->st.refused_series++;
             return -ENOMEM;
         }
+        if (victim != NULL) {
+            series_free(l, victim);
+            l->st.displaced++;
+        }
         memset(s, 0, offsetof(struct latency_series, h));
         hist_init(&s->h);
         s->hash = h;
@@ -191,10 +299,17 @@ int latency_observe(struct latency *l, const char *worker, size_t wlen, const ch
         memcpy(s->key, worker, wlen);
         if (vlen > 0)
             memcpy(s->key + wlen, version, vlen);
+        s->known = (uint8_t)known;
         s->next = *head;
         *head = s;
+        lru_insert_after(&l->lru[s->known], l->lru[s->known].tail, s);
         l->st.series++;
+        l->st.known += s->known;
         l->st.bytes += series_bytes(s);
+    } else if (s != l->lru[s->known].tail) {
+        struct latency_lru *q = &l->lru[s->known];
+        lru_unlink(q, s);
+        lru_insert_after(q, q->tail, s);
     }
     hist_record(&s->h, value_ns, count);
     s->last_seen = now_ns;
@@ -305,20 +420,20 @@ static void latency_close_window(struct latency *l, uint64_t ws, uint64_t we, la
         for (struct latency_series *s = l->table[i]; s != NULL; s = s->next) {
             series_judge(l, s, ws, we, cb, arg);
             hist_reset(&s->h);
+            int known = latency_is_known(l, s->key, s->wlen);
+            if (known != s->known)
+                series_rank(l, s, known);
         }
     }
 }
 
+/* Free the series idle for idle_ns: the heads of both lists. */
 static void latency_evict(struct latency *l, uint64_t now, latency_event_cb cb, void *arg)
 {
-    for (size_t i = 0; i <= l->mask; i++) {
-        struct latency_series **pp = &l->table[i];
-        while (*pp != NULL) {
-            struct latency_series *s = *pp;
-            if (now <= s->last_seen || now - s->last_seen < l->p.idle_ns) {
-                pp = &s->next;
-                continue;
-            }
+    for (int k = 0; k < 2; k++) {
+        struct latency_series *s;
+        while ((s = l->lru[k].head) != NULL && now > s->last_seen &&
+               now - s->last_seen >= l->p.idle_ns) {
             if (s->in_episode) {
                 /* Cannot happen with idle_ns >= cooldown + 2 windows (the
                  * empty windows end the episode first); kept so that an
@@ -329,15 +444,13 @@ static void latency_evict(struct latency *l, uint64_t now, latency_event_cb cb, 
                 ev.window_start_ns = l->win_start;
                 ev.window_end_ns = l->win_start;
                 ev.baseline_ns = (uint64_t)s->baseline;
+                s->in_episode = 0;
                 l->st.in_episode--;
                 if (cb != NULL)
                     cb(&ev, arg);
             }
-            *pp = s->next;
-            l->st.series--;
+            series_free(l, s);
             l->st.evicted++;
-            l->st.bytes -= series_bytes(s);
-            isoprof_free(s);
         }
     }
 }

@@ -35,12 +35,27 @@
  * `relearned` set and the baseline starts over from that window (after
  * `warmup` windows it can flag again).
  *
- * Bounds: at most max_series series; an observation for a new pair past
- * that is counted and dropped. A series without observations for idle_ns
- * is freed at a tick. Memory per series: one allocation of 17016 bytes
- * (the window's struct hist, 16936, and 80 bytes of state) plus the two
- * label strings, about 16.6 KiB; 1024 series take about 16.6 MiB. The
- * table of series heads is one pointer per slot (8 KiB for 1024).
+ * Bounds: at most max_series series; the table never grows. Series of
+ * known workers come first (latency_set_known: the caller says which
+ * workers it watches, e.g. the agent's configured and attached ones). When
+ * the table is full, a new known series takes the place of the least
+ * recently seen unknown series that is not in an episode (counted as
+ * displaced; that series' baseline is lost, and no episode is cut off
+ * without its END). Any other new pair while the table is full is refused:
+ * the observation is counted (refused, refused_series) and dropped. So a
+ * burst of distinct worker tags can keep unknown workers out, but not a
+ * known one (only known series, or unknown ones in episodes, can fill the
+ * table against it). A series without observations for idle_ns is freed at a
+ * tick, which is how such a burst clears by itself. The default, 10
+ * minutes, is 60 default windows: a worker quiet for a minute or a few
+ * keeps its baseline (one older than that says little about the traffic
+ * that comes back), and junk tags are gone 10 minutes after they stop.
+ * idle_ns must cover cooldown + 2 windows, so that an episode ENDs on its
+ * empty windows before its series can go. Memory per series: one
+ * allocation of 17032 bytes (the window's struct hist, 16936, and 96 bytes
+ * of state) plus the two label strings, about 16.7 KiB; 1024 series take
+ * about 16.7 MiB. The table of series heads is one pointer per slot (8 KiB
+ * for 1024).
  *
  * Time is never read here: every call takes now_ns (monotonic, never
  * decreasing across calls), so behaviour is deterministic under test.
@@ -67,7 +82,7 @@ struct latency_params {
     uint32_t max_series;  /* default 1024; 1 .. 65536 */
     uint32_t warmup;      /* default 3 qualifying windows before a baseline exists; >= 1 */
     uint32_t min_tail;    /* default 5 observations above threshold; 0 or 1 = no such rule */
-    uint64_t idle_ns;     /* default 10 * cooldown; >= cooldown + 2 * window */
+    uint64_t idle_ns;     /* default 10 min; >= cooldown + 2 * window */
     uint64_t relearn_ns;  /* default 10 * cooldown; > 0 */
 };
 
@@ -112,12 +127,23 @@ struct latency;
 struct latency_stats {
     uint64_t series;         /* series tracked now */
     uint64_t in_episode;     /* of those, in an episode now */
+    uint64_t known;          /* of those, series of known workers now */
     uint64_t bytes;          /* memory held: table and series */
     uint64_t episodes;       /* STARTs so far */
     uint64_t evicted;        /* idle series freed so far */
+    uint64_t displaced;      /* unknown series freed to make room for a known one */
     uint64_t refused;        /* observations (sum of counts) dropped: no room for a new pair */
     uint64_t refused_series; /* latency_observe calls that found no room for a new pair */
 };
+
+/*
+ * Is worker (wlen bytes, not NUL-terminated, borrowed for the call) one the
+ * caller watches? Nonzero: yes. Called when a series is created and again
+ * for every series at each window close, so a worker that becomes known
+ * (a target attached) or stops being known (it left) is ranked anew. It
+ * must not call into the struct latency that asks.
+ */
+typedef int (*latency_known_fn)(const char *worker, size_t wlen, void *arg);
 
 /*
  * latency_new - a detector with parameters p (copied; NULL for the
@@ -131,6 +157,15 @@ int latency_new(const struct latency_params *p, struct latency **out);
 void latency_free(struct latency *l);
 
 /*
+ * latency_set_known - rank series with fn(worker, wlen, arg) from now on
+ * (see Bounds above); fn NULL, the default, knows no worker, and then every
+ * new pair past max_series is refused. Series already tracked are ranked
+ * anew at the next window close. arg is borrowed until fn is replaced or l
+ * freed.
+ */
+void latency_set_known(struct latency *l, latency_known_fn fn, void *arg);
+
+/*
  * latency_observe - count `count` requests of value_ns for the series
  * (worker, version), created on first use. worker: 1..LATENCY_LABEL_MAX
  * bytes, version: 0..LATENCY_LABEL_MAX bytes; both borrowed for the call
@@ -138,9 +173,12 @@ void latency_free(struct latency *l);
  * is open, i.e. the one the last latency_tick left open; the first call
  * to latency_observe or latency_tick opens the window holding now_ns.
  * count 0 is a no-op.
+ * A new pair while max_series are tracked displaces an unknown series if
+ * its worker is known and one can go (see Bounds above).
  * Errors: -EINVAL (bad lengths or NULL), -ENOSPC (a new pair while
- * max_series are tracked), -ENOMEM (no memory for a new series); the
- * last two count the observation as refused in latency_stats.
+ * max_series are tracked and none may make room for it), -ENOMEM (no
+ * memory for a new series); the last two count the observation as refused
+ * in latency_stats.
  */
 int latency_observe(struct latency *l, const char *worker, size_t wlen, const char *version,
                     size_t vlen, uint64_t value_ns, uint64_t count, uint64_t now_ns);

@@ -20,6 +20,37 @@
 #define LOG_VALUE_MAX 400
 
 static enum cfg_log_level log_level = CFG_LOG_INFO;
+static struct log_limiter log_limit;
+
+int agent_log_admit(struct log_limiter *l, const char *msg, uint64_t now_ms, uint64_t *dropped)
+{
+    struct log_limit_slot *s = NULL, *lru = &l->slot[0];
+    for (size_t i = 0; i < LOG_LIMIT_SLOTS; i++) {
+        if (l->slot[i].msg == msg) {
+            s = &l->slot[i];
+            break;
+        }
+        if (l->slot[i].used_ms < lru->used_ms || l->slot[i].msg == NULL)
+            lru = &l->slot[i];
+    }
+    if (s == NULL) {
+        s = lru;
+        *s = (struct log_limit_slot){.msg = msg, .window_ms = now_ms};
+    }
+    s->used_ms = now_ms;
+    if (now_ms - s->window_ms >= LOG_WINDOW_MS) {
+        s->window_ms = now_ms;
+        s->lines = 0;
+    }
+    if (s->lines >= LOG_BURST) {
+        s->suppressed++;
+        return 0;
+    }
+    s->lines++;
+    *dropped = s->suppressed;
+    s->suppressed = 0;
+    return 1;
+}
 
 void agent_log_set_level(enum cfg_log_level level)
 {
@@ -104,6 +135,10 @@ void agent_log(enum cfg_log_level level, const char *msg, const char *fmt, ...)
 {
     if (level < log_level)
         return;
+    uint64_t dropped = 0;
+    if (level >= CFG_LOG_WARN &&
+        !agent_log_admit(&log_limit, msg, isoprof_now_mono_ns() / 1000000u, &dropped))
+        return;
     char b[LOG_LINE_MAX];
     size_t len = 0;
     char tmp[64];
@@ -162,6 +197,10 @@ void agent_log(enum cfg_log_level level, const char *msg, const char *fmt, ...)
         }
     }
     va_end(ap);
+    if (dropped) {
+        n = snprintf(tmp, sizeof(tmp), " suppressed=%" PRIu64, dropped);
+        put_raw(b, sizeof(b) - 1, &len, tmp, (size_t)n);
+    }
     b[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, b, len);
     (void)w;

@@ -21,6 +21,8 @@
 
 #include "config.h"
 
+#include <stdint.h>
+
 void agent_log_set_level(enum cfg_log_level level);
 enum cfg_log_level agent_log_get_level(void);
 void agent_log(enum cfg_log_level level, const char *msg, const char *fmt, ...);
@@ -29,6 +31,37 @@ void agent_log(enum cfg_log_level level, const char *msg, const char *fmt, ...);
 #define log_info(msg, ...) agent_log(CFG_LOG_INFO, msg, __VA_ARGS__)
 #define log_warn(msg, ...) agent_log(CFG_LOG_WARN, msg, __VA_ARGS__)
 #define log_error(msg, ...) agent_log(CFG_LOG_ERROR, msg, __VA_ARGS__)
+
+/*
+ * Repeated warnings and errors are rate-limited per message: at most
+ * LOG_BURST lines of one msg in LOG_WINDOW_MS; the rest are counted, and the next line of
+ * that msg after the window says how many were dropped
+ * (`suppressed=N` at its end). A hostile peer that makes the agent fail
+ * the same way a thousand times a second costs five lines a second, not a
+ * gigabyte of journal. The table keys msg by its address (the messages are
+ * literals) and holds LOG_LIMIT_SLOTS of them, the least recently used
+ * giving way.
+ */
+#define LOG_BURST 50
+#define LOG_WINDOW_MS 10000
+#define LOG_LIMIT_SLOTS 64
+
+struct log_limit_slot {
+    const char *msg;
+    uint64_t window_ms; /* start of the current window */
+    uint64_t used_ms;   /* last line, for LRU */
+    uint32_t lines;     /* written in the current window */
+    uint64_t suppressed;
+};
+
+struct log_limiter {
+    struct log_limit_slot slot[LOG_LIMIT_SLOTS];
+};
+
+/* The pure decision, exposed for the unit test: 1 if a line of msg at
+ * now_ms is written (then *dropped is how many lines of msg were dropped
+ * since the last one written, to report with it), 0 if it is dropped. */
+int agent_log_admit(struct log_limiter *l, const char *msg, uint64_t now_ms, uint64_t *dropped);
 
 /* Append s to the line buffer b (capacity cap, length *len) as a logfmt
  * value: bare when it is safe, else quoted with \" \\ \n \t and \xNN for

@@ -249,6 +249,7 @@ static size_t utf8_clean(const uint8_t *s, size_t n, char *out, size_t max)
 struct obuf {
     uint8_t *d;
     size_t len, cap;
+    size_t limit; /* 0: PPROF_MAX_OUTPUT */
     int err;
 };
 
@@ -256,7 +257,7 @@ static void ob_put(struct obuf *o, const void *p, size_t n)
 {
     if (o->err)
         return;
-    if (n > PPROF_MAX_OUTPUT - o->len) {
+    if (n > (o->limit ? o->limit : PPROF_MAX_OUTPUT) - o->len) {
         o->err = ISOPROF_ETOOBIG;
         return;
     }
@@ -355,6 +356,13 @@ struct bld {
     int64_t *stv;
     size_t stvcap;
     struct htab sth;
+    uint16_t *std; /* depth of each trie entry, in frames */
+    size_t stdcap;
+    uint64_t trunc_loc; /* the "(truncated)" frame's location, 0 until needed */
+    uint64_t truncated; /* frames past PPROF_MAX_STACK folded into it */
+    size_t limit;       /* output cap for b_finish; 0: PPROF_MAX_OUTPUT */
+    uint32_t comment[PPROF_MAX_COMMENTS];
+    size_t ncomment;
 };
 
 #define BMETA_MAX_TYPES 8
@@ -500,11 +508,43 @@ static bool st_eq(const void *ctx, uint32_t idx, const void *key)
     return b->stp[idx] == k->parent && b->stl[idx] == k->loc;
 }
 
-/* The stack "loc called from the stack parent". Returns its trie index. */
+/* The location of the frame that stands for the frames a stack lost. */
+static uint64_t b_trunc_loc(struct bld *b)
+{
+    if (b->trunc_loc == 0) {
+        struct bline l = {b_func(b, b_cstr(b, PPROF_TRUNCATED_FRAME), 0, 0, 0), 0, 0};
+        b->trunc_loc = b_loc(b, &l, 1);
+    }
+    return b->trunc_loc;
+}
+
+/*
+ * The stack "loc called from the stack parent". Returns its trie index.
+ *
+ * Stacks are cut at PPROF_MAX_STACK frames, keeping the frames nearest the
+ * root: the last frame kept is a "(truncated)" frame, and every deeper
+ * frame folds into it, so its values are those of everything below. This
+ * keeps the trie linear in the input (a deeper frame adds no entry) and
+ * the output's location ids at most PPROF_MAX_STACK per sample, where a
+ * hostile chain of n nodes would otherwise write n * n / 2 of them.
+ */
 static uint32_t b_stack(struct bld *b, uint32_t parent, uint64_t loc)
 {
     if (b->err)
         return 0;
+    unsigned depth = b->std ? b->std[parent] : 0;
+    if (depth >= PPROF_MAX_STACK) {
+        b->truncated++;
+        return parent; /* parent is the (truncated) frame */
+    }
+    if (depth == PPROF_MAX_STACK - 1 && parent != 0) {
+        uint64_t tl = b_trunc_loc(b);
+        if (b->err)
+            return 0;
+        if (loc != tl) /* a merged stack that was cut before is not cut again */
+            b->truncated++;
+        loc = tl;
+    }
     struct stkey k = {parent, (uint32_t)loc};
     uint32_t h = (uint32_t)hmix(b->seed ^ ((uint64_t)parent << 32 | (uint32_t)loc));
     uint32_t i = ht_find(&b->sth, h, st_eq, b, &k);
@@ -512,6 +552,7 @@ static uint32_t b_stack(struct bld *b, uint32_t parent, uint64_t loc)
         return i;
     if (b->nst >= UINT32_MAX - 1 || grow(&b->stp, &b->stcap, b->nst + 1, 4) ||
         grow(&b->stl, &b->stcap2, b->nst + 1, 4) ||
+        grow(&b->std, &b->stdcap, b->nst + 1, sizeof(*b->std)) ||
         grow(&b->stv, &b->stvcap, (b->nst + 1) * b->nv, sizeof(int64_t)) ||
         ht_add(&b->sth, h, (uint32_t)b->nst)) {
         b_fail(b, -ENOMEM);
@@ -519,8 +560,23 @@ static uint32_t b_stack(struct bld *b, uint32_t parent, uint64_t loc)
     }
     b->stp[b->nst] = parent;
     b->stl[b->nst] = (uint32_t)loc;
+    b->std[b->nst] = (uint16_t)(b->nst == 0 ? 0 : depth + 1);
     memset(&b->stv[b->nst * b->nv], 0, b->nv * sizeof(int64_t));
     return (uint32_t)b->nst++;
+}
+
+/* A comment line for the profile (pprof's comment field); duplicates and
+ * lines past PPROF_MAX_COMMENTS are dropped. */
+static void b_comment(struct bld *b, const char *s)
+{
+    uint32_t c = b_cstr(b, s);
+    if (b->err)
+        return;
+    for (size_t i = 0; i < b->ncomment; i++)
+        if (b->comment[i] == c)
+            return;
+    if (b->ncomment < PPROF_MAX_COMMENTS)
+        b->comment[b->ncomment++] = c;
 }
 
 static void b_add(struct bld *b, uint32_t stack, const int64_t *v)
@@ -555,6 +611,7 @@ static void b_free(struct bld *b)
     isoprof_free(b->stp);
     isoprof_free(b->stl);
     isoprof_free(b->stv);
+    isoprof_free(b->std);
     ht_free(&b->sth);
     memset(b, 0, sizeof(*b));
 }
@@ -578,7 +635,15 @@ static bool stack_has_value(const struct bld *b, size_t s)
  * non-zero value, its locations leaf first (walking up the trie). */
 static int b_finish(struct bld *b, const struct bmeta *m, struct pprof_buf *out)
 {
-    struct obuf o = {0};
+    struct obuf o = {.limit = b->limit};
+    if (b->truncated) {
+        char c[160];
+        snprintf(c, sizeof(c),
+                 "isoprof: stacks deeper than %d frames were cut; %" PRIu64
+                 " deeper frames are counted in their " PPROF_TRUNCATED_FRAME " frame",
+                 PPROF_MAX_STACK, b->truncated);
+        b_comment(b, c);
+    }
     if (b->err)
         return b->err;
     for (size_t i = 0; i < b->nv; i++)
@@ -637,6 +702,8 @@ static int b_finish(struct bld *b, const struct bmeta *m, struct pprof_buf *out)
     }
     ob_int(&o, 9, m->time);
     ob_int(&o, 10, m->duration);
+    for (size_t i = 0; i < b->ncomment; i++)
+        ob_int(&o, 13, b->comment[i]);
     ob_valuetype(&o, 11, m->pt_type, m->pt_unit);
     ob_int(&o, 12, m->period);
     if (o.err) {
@@ -646,6 +713,13 @@ static int b_finish(struct bld *b, const struct bmeta *m, struct pprof_buf *out)
     out->data = o.d;
     out->len = o.len;
     return 0;
+}
+
+size_t pprof_output_cap(size_t len)
+{
+    if (len > (PPROF_MAX_CONVERT_OUTPUT - PPROF_OUTPUT_SLACK) / PPROF_OUTPUT_FACTOR)
+        return PPROF_MAX_CONVERT_OUTPUT;
+    return len * PPROF_OUTPUT_FACTOR + PPROF_OUTPUT_SLACK;
 }
 
 /* --- V8 JSON parser --- */
@@ -1145,6 +1219,9 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
                 return jfail(p, ISOPROF_EPROFILE, "samples[%" PRIu64 "]: node %u is unknown",
                              p->nsamples, (uint32_t)v);
         } else {
+            if (p->np >= PPROF_MAX_KEPT_SAMPLES)
+                return jfail(p, ISOPROF_EPROFILE, "more than %zu samples before the nodes",
+                             PPROF_MAX_KEPT_SAMPLES);
             if (grow(&p->pend, &p->pcap, p->np + 1, sizeof(*p->pend)))
                 return jnomem(p);
             p->pend[p->np++] = (uint32_t)v;
@@ -1264,8 +1341,8 @@ static int j_close(struct jp *p)
         if (!((f->seen >> K_NODEID) & 1) || !((f->seen >> K_SIZE) & 1))
             return jfail(p, ISOPROF_EPROFILE, "samples[%" PRIu64 "]: needs \"nodeId\" and \"size\"",
                          p->nsamples);
-        if (p->nsamples >= PPROF_MAX_SAMPLES)
-            return jfail(p, ISOPROF_EPROFILE, "more than %zu samples", PPROF_MAX_SAMPLES);
+        if (p->nsamples >= PPROF_MAX_KEPT_SAMPLES)
+            return jfail(p, ISOPROF_EPROFILE, "more than %zu samples", PPROF_MAX_KEPT_SAMPLES);
         if (grow(&p->pend, &p->pcap, p->np + 3, sizeof(*p->pend)))
             return jnomem(p);
         p->pend[p->np++] = p->hs_node;
@@ -1533,6 +1610,7 @@ int pprof_from_cpu_json(const char *json, size_t len, const struct pprof_cpu_opt
         return -ENOMEM;
     if ((rc = jp_init(p, &b, false, o->max_nodes)) != 0)
         goto done;
+    b.limit = pprof_output_cap(len);
     if ((rc = jp_parse(p, json, len)) != 0)
         goto done;
     uint32_t *order = NULL, root = 0;
@@ -1564,12 +1642,13 @@ int pprof_from_cpu_json(const char *json, size_t len, const struct pprof_cpu_opt
                 hits += (uint64_t)p->nd[i].v0;
             out->pprof = buf;
             out->samples = hits;
+            out->truncated = b.truncated;
             out->start_ns = (uint64_t)wall0;
             out->end_ns = (uint64_t)wall1;
         }
     }
     if (rc == ISOPROF_ETOOBIG)
-        jfail(p, rc, "pprof output past %zu bytes", PPROF_MAX_OUTPUT);
+        jfail(p, rc, "pprof output past %zu bytes (the cap for a %zu-byte reply)", b.limit, len);
 done:
     rc = finish_error(p, rc, why);
     jp_free(p);
@@ -1593,6 +1672,7 @@ int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_o
         return -ENOMEM;
     if ((rc = jp_init(p, &b, true, o->max_nodes)) != 0)
         goto done;
+    b.limit = pprof_output_cap(len);
     if ((rc = jp_parse(p, json, len)) != 0)
         goto done;
     if (!p->have_head || p->nn == 0) {
@@ -1628,11 +1708,12 @@ int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_o
         if ((rc = b_finish(&b, &m, &buf)) == 0) {
             out->pprof = buf;
             out->samples = p->nsamples;
+            out->truncated = b.truncated;
             out->start_ns = out->end_ns = (uint64_t)t;
         }
     }
     if (rc == ISOPROF_ETOOBIG)
-        jfail(p, rc, "pprof output past %zu bytes", PPROF_MAX_OUTPUT);
+        jfail(p, rc, "pprof output past %zu bytes (the cap for a %zu-byte reply)", b.limit, len);
 done:
     rc = finish_error(p, rc, why);
     jp_free(p);
@@ -1836,6 +1917,8 @@ int pprof_merge(const struct pprof_buf *in, size_t n, struct pprof_buf *out, cha
             if (end > t1)
                 t1 = end;
         }
+        for (size_t i = 0; i < p->n_comment; i++)
+            b_comment(&b, dstr(&d, p->comment[i]));
         fmap = isoprof_calloc(p->n_function + 1, sizeof(*fmap));
         lmap = isoprof_calloc(p->n_location + 1, sizeof(*lmap));
         if (fmap == NULL || lmap == NULL) {

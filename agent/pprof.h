@@ -36,12 +36,35 @@ struct pprof_buf {
 /* Frees b->data and sets b to {NULL, 0}. b may be NULL. */
 void pprof_buf_free(struct pprof_buf *b);
 
-/* Caps on what a conversion accepts (bad input hits them, real input does not). */
-#define PPROF_DEFAULT_MAX_NODES ((size_t)4 << 20) /* profile nodes */
-#define PPROF_MAX_SAMPLES ((size_t)64 << 20)      /* entries of samples[] */
-#define PPROF_MAX_DEPTH 16384                     /* heap tree depth, JSON nesting */
-#define PPROF_MAX_STRING 4096                     /* bytes kept of one name or url */
-#define PPROF_MAX_OUTPUT ((size_t)256 << 20)      /* serialized Profile bytes */
+/*
+ * Caps on what a conversion accepts and produces. Real input stays far
+ * below them (a 22 MB profile of an app with 20,000 functions has 28,587
+ * nodes and gives a 1.9 MB pprof); hostile input hits them and costs an
+ * error, at a working set the daemon's memory budget allows for
+ * (agent/budget.h: about 130 bytes per node, 4 or 12 per kept sample, and
+ * the output).
+ */
+#define PPROF_DEFAULT_MAX_NODES ((size_t)256 << 10) /* profile nodes */
+#define PPROF_MAX_SAMPLES ((size_t)16 << 20)        /* entries of samples[] and timeDeltas */
+#define PPROF_MAX_KEPT_SAMPLES ((size_t)1 << 20)    /* CPU samples before the nodes; heap samples */
+#define PPROF_MAX_DEPTH 2048                        /* heap tree depth, JSON nesting */
+#define PPROF_MAX_STRING 4096                       /* bytes kept of one name or url */
+#define PPROF_MAX_STACK 512 /* frames of one sample: deeper stacks are cut (see b_stack) */
+#define PPROF_TRUNCATED_FRAME "(truncated)"         /* the frame that ends a cut stack */
+#define PPROF_MAX_COMMENTS 8                        /* comment lines kept (merge) */
+#define PPROF_MAX_OUTPUT ((size_t)256 << 20)        /* serialized Profile bytes (merge) */
+#define PPROF_MAX_CONVERT_OUTPUT ((size_t)32 << 20) /* ... of one conversion */
+#define PPROF_OUTPUT_FACTOR 4                       /* ... and relative to its input */
+#define PPROF_OUTPUT_SLACK ((size_t)1 << 20)
+
+/*
+ * pprof_output_cap - the most bytes a conversion of a len-byte reply may
+ * produce: PPROF_OUTPUT_FACTOR * len + PPROF_OUTPUT_SLACK, at most
+ * PPROF_MAX_CONVERT_OUTPUT. Real profiles give a pprof of 0.1 to 0.2 times
+ * their JSON; only a hostile shape (a deep chain of nodes, each with hits)
+ * comes near it.
+ */
+size_t pprof_output_cap(size_t len);
 
 struct pprof_cpu_opts {
     /* wall clock minus CLOCK_MONOTONIC, ns, sampled by the caller near the
@@ -65,6 +88,7 @@ struct pprof_result {
     uint64_t samples;       /* CPU: sum of hitCount; heap: number of sampled objects */
     uint64_t start_ns;      /* wall clock */
     uint64_t end_ns;        /* wall clock; heap: == start_ns */
+    uint64_t truncated;     /* frames folded into a (truncated) frame; 0: no stack was cut */
 };
 
 /*
@@ -103,9 +127,15 @@ struct pprof_result {
  * or several, a cycle, a sample naming an unknown node, samples and
  * timeDeltas of different lengths, sum(hitCount) > samples.length, endTime
  * before startTime, times that overflow, more nodes than the cap, more
- * samples than PPROF_MAX_SAMPLES, nesting deeper than PPROF_MAX_DEPTH. A CDP
- * error reply gives ISOPROF_ECDP with its message; broken JSON ISOPROF_EJSON;
- * an output larger than PPROF_MAX_OUTPUT ISOPROF_ETOOBIG.
+ * samples than PPROF_MAX_SAMPLES (or PPROF_MAX_KEPT_SAMPLES of them before
+ * the nodes), nesting deeper than PPROF_MAX_DEPTH. A CDP error reply gives
+ * ISOPROF_ECDP with its message; broken JSON ISOPROF_EJSON; an output larger
+ * than pprof_output_cap(len) ISOPROF_ETOOBIG.
+ *
+ * A stack deeper than PPROF_MAX_STACK frames is cut: it keeps the frames
+ * nearest the root and ends in a PPROF_TRUNCATED_FRAME frame that carries
+ * the values of everything deeper; the profile then has a comment saying
+ * so, and out->truncated counts the frames folded.
  *
  * o: borrowed; NULL means all defaults. out: filled on success only; the
  * caller owns out->pprof. why: see the top of this file. Any thread.
@@ -132,9 +162,9 @@ int pprof_from_cpu_json(const char *json, size_t len, const struct pprof_cpu_opt
  *
  * Rejected (ISOPROF_EPROFILE, *why): no head, wrong types, a node without id
  * or callFrame, a duplicate node id, a sample naming an unknown node, more
- * nodes than the cap, tree depth past PPROF_MAX_DEPTH; other errors as for
- * CPU. out->samples = number of samples[]; start_ns = end_ns = time_ns.
- * Any thread.
+ * nodes than the cap, more than PPROF_MAX_KEPT_SAMPLES samples, tree depth
+ * past PPROF_MAX_DEPTH; other errors, stacks and output cap as for CPU. out->samples = number of
+ * samples[]; start_ns = end_ns = time_ns. Any thread.
  */
 int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_opts *o,
                          struct pprof_result *out, char **why);

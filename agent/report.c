@@ -265,6 +265,7 @@ static const struct {
     {COUNTER(control_requests)},
     {COUNTER(control_errors)},
     {COUNTER(control_rejected_connections)},
+    {COUNTER(latency_refused)},
 };
 #undef COUNTER
 _Static_assert(sizeof(struct agent_counters) ==
@@ -844,6 +845,10 @@ char *report_metrics(struct agent *a, size_t *len)
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "ignored", sc.ignored);
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "unattributed", sc.unattributed);
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "garbage", sc.garbage);
+    prom_counter(&b, "isoprof_latency_refused_total",
+                 "DogStatsD latency lines dropped: no room for a new worker/version series "
+                 "(the detector's table full of series seen recently).",
+                 n->latency_refused);
 
     /* the store (as of the last refresh) */
     const struct store_stat *st = v.st;
@@ -900,7 +905,7 @@ char *report_metrics(struct agent *a, size_t *len)
     prom_counter(&b, "isoprof_control_errors_total", "Control requests answered with an error.",
                  n->control_errors);
     prom_counter(&b, "isoprof_control_rejected_connections_total",
-                 "Control connections refused (over the connection limit).",
+                 "Control connections refused or evicted at the connection limit (an idle or slow one gives way to a new one).",
                  n->control_rejected_connections);
     return rb_finish(&b, len);
 }

@@ -13,6 +13,13 @@
  * as a slot frees; it is counted as delayed, never dropped. Its successor
  * is planned from its actual start.
  *
+ * A target that stalls loses its own turn, not everyone's: a slot is held
+ * from the start until the stop's reply, or SCHED_STOP_GRACE_MS after the
+ * stop was sent, whichever is first (a window whose reply comes later is
+ * still stored). A start or stop that goes unanswered for its whole call
+ * timeout ends the session, and the target comes back after a pause that
+ * doubles with each stall in a row (target.c).
+ *
  * An anomaly's CPU window (sched_anomaly_window) starts at once, at the
  * fine interval, outside the cap; the schedule then carries on from it. So
  * does an on-demand window (sched_ondemand_window, ondemand.c), which waits
@@ -28,6 +35,23 @@
 static unsigned slots_used(const struct agent *a)
 {
     return a->running_windows;
+}
+
+static void slot_take(struct target *t)
+{
+    t->win_slot = 1;
+    t->a->running_windows++;
+}
+
+/* Gives t's slot back, if it holds one; 1 if it did. */
+static int slot_give(struct target *t)
+{
+    if (!t->win_slot)
+        return 0;
+    t->win_slot = 0;
+    if (t->a->running_windows > 0)
+        t->a->running_windows--;
+    return 1;
 }
 
 unsigned sched_running(const struct agent *a)
@@ -82,10 +106,10 @@ static void sched_start(struct target *t, uint64_t interval_ns)
     struct agent *a = t->a;
     t->win_duration_ns =
         t->win_od ? ondemand_duration_ns(t->win_od) : a->cfg->sampling.cpu.duration_ns;
-    a->running_windows++;
+    slot_take(t);
     a->n.windows_started++;
     if (target_start_window(t, interval_ns) != 0) {
-        a->running_windows--;
+        slot_give(t);
         a->n.windows_skipped++;
         t->win = WINDOW_NONE;
         sched_unpin(t);
@@ -137,8 +161,7 @@ static void sched_admit(struct agent *a)
 void sched_window_done(struct target *t)
 {
     struct agent *a = t->a;
-    if (t->win != WINDOW_NONE && t->win != WINDOW_QUEUED && a->running_windows > 0)
-        a->running_windows--;
+    slot_give(t);
     uint64_t started = t->win_start_mono_ns;
     int had_start = t->win == WINDOW_STOPPING || t->win == WINDOW_RUNNING;
     t->win = WINDOW_NONE;
@@ -161,11 +184,9 @@ void sched_window_done(struct target *t)
 void sched_target_gone(struct target *t)
 {
     struct agent *a = t->a;
-    if (t->win == WINDOW_QUEUED) {
+    if (t->win == WINDOW_QUEUED)
         queue_remove(a, t);
-    } else if (t->win != WINDOW_NONE && a->running_windows > 0) {
-        a->running_windows--;
-    }
+    slot_give(t);
     t->win = WINDOW_NONE;
     sched_unpin(t);
     sched_admit(a);
@@ -235,6 +256,15 @@ int sched_ondemand_window(struct target *t, struct od_req *r)
         return 1;
     sched_target_ready(t); /* its due timer was stopped: plan the schedule again */
     return 0;
+}
+
+void sched_release_slot(struct target *t)
+{
+    if (t->win != WINDOW_STOPPING || !slot_give(t))
+        return;
+    log_warn("slow Profiler.stop, slot released", "worker=%s isolate=%u waited_ms=%U", t->worker,
+             t->isolate, (uint64_t)SCHED_STOP_GRACE_MS);
+    sched_admit(t->a);
 }
 
 void sched_stop_all(struct agent *a)

@@ -33,9 +33,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TARGET_MAX_MESSAGE (256u << 20)
 #define TARGET_CALL_TIMEOUT_MS 5000
-#define TARGET_STOP_TIMEOUT_MS 30000
+#define TARGET_STOP_TIMEOUT_MS 10000
+#define TARGET_HEAP_TIMEOUT_MS 30000
+/* A target whose start or stop went unanswered reattaches after this,
+ * doubled for each stall in a row. */
+#define TARGET_STALL_MIN_MS 30000
+#define TARGET_STALL_MAX_MS 600000
 #define TARGET_BACKOFF_MIN_MS 1000
 #define TARGET_BACKOFF_MAX_MS 30000
 #define TARGET_EVICTED_MIN_MS 15000
@@ -150,6 +154,15 @@ static void target_backoff(struct target *t, int evicted)
     t->backoff_ms *= 2;
     if (t->backoff_ms > hi)
         t->backoff_ms = hi;
+    if (t->stalls > 0) {
+        /* It took a slot and gave nothing back: it waits its turn out. */
+        unsigned shift = t->stalls - 1 < 8 ? t->stalls - 1 : 8;
+        uint64_t pause = (uint64_t)TARGET_STALL_MIN_MS << shift;
+        if (pause > TARGET_STALL_MAX_MS)
+            pause = TARGET_STALL_MAX_MS;
+        if (delay < pause)
+            delay = pause;
+    }
     t->state = TARGET_BACKOFF;
     if (!t->removing && !t->a->stopping)
         uv_timer_start(&t->timer, target_on_backoff, delay, 0);
@@ -388,7 +401,7 @@ int target_heap_window(struct target *t, uint8_t kind, struct episode *ep)
     t->heap_inflight = 1;
     t->heap_anomaly = kind;
     t->heap_pin = ep ? episode_ref(ep) : NULL;
-    if (cdp_call(t->cdp, "HeapProfiler.getSamplingProfile", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW,
+    if (cdp_call(t->cdp, "HeapProfiler.getSamplingProfile", NULL, TARGET_HEAP_TIMEOUT_MS, CDP_RAW,
                  target_on_heap_profile, t) != 0) {
         t->heap_inflight = 0;
         episode_unref(t->heap_pin);
@@ -507,8 +520,8 @@ static void target_connect(struct target *t)
     if (t->removing || a->stopping)
         return;
     t->state = TARGET_CONNECTING;
-    int rc = cdp_open(a->loop, t->ep->cfg->host, t->ep->cfg->port, t->ws_path, TARGET_MAX_MESSAGE,
-                      target_on_open, target_on_event, target_on_close, t, &t->cdp);
+    int rc = cdp_open(a->loop, t->ep->cfg->host, t->ep->cfg->port, t->ws_path, AGENT_MSG_MAX,
+                      &a->msg_budget, target_on_open, target_on_event, target_on_close, t, &t->cdp);
     if (rc != 0) {
         t->cdp = NULL;
         log_warn("connect failed", "worker=%s inspector=%s err=%e", t->worker,
@@ -637,6 +650,16 @@ static void target_window_failed(struct target *t, const char *step, struct cdp_
     log_warn("window not taken", "worker=%s isolate=%u step=%s err=%s why=%s", t->worker,
              t->isolate, step, isoprof_strerror(r->status),
              r->error_message ? r->error_message : "");
+    if (r->status == ISOPROF_ETIMEDOUT && t->cdp != NULL) {
+        /* The target holds the window and answers nothing: drop the
+         * session (which stops its profiler) and keep it away for a while,
+         * so the other targets get the slots. */
+        t->stalls++;
+        t->close_reason = "stalled: a window's start or stop went unanswered";
+        log_warn("target stalled", "worker=%s isolate=%u step=%s stalls=%u", t->worker, t->isolate,
+                 step, t->stalls);
+        cdp_close(t->cdp);
+    }
 }
 
 static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *arg)
@@ -645,11 +668,13 @@ static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *
     struct target *t = arg;
     struct agent *a = t->a;
     if (t->win != WINDOW_STOPPING)
-        return; /* the session went away first; already accounted */
+        return;               /* the session went away first; already accounted */
+    uv_timer_stop(&t->timer); /* the slot's grace */
     if (r->status != 0 || r->raw == NULL) {
         a->n.windows_lost++;
         target_window_failed(t, "Profiler.stop", r);
     } else {
+        t->stalls = 0;
         struct writer_meta m = {
             .worker = t->worker,
             .version = t->version,
@@ -678,6 +703,11 @@ static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *
     agent_maybe_finish(a);
 }
 
+static void target_on_stop_grace(uv_timer_t *timer)
+{
+    sched_release_slot(container_of(timer, struct target, timer));
+}
+
 int target_stop_window_now(struct target *t)
 {
     if (t->win != WINDOW_RUNNING || t->cdp == NULL)
@@ -690,7 +720,9 @@ int target_stop_window_now(struct target *t)
         t->a->n.windows_lost++;
         log_error("Profiler.stop not sent", "worker=%s err=%e", t->worker, rc);
         sched_window_done(t);
+        return rc;
     }
+    uv_timer_start(&t->timer, target_on_stop_grace, SCHED_STOP_GRACE_MS, 0);
     return rc;
 }
 

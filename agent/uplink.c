@@ -4,12 +4,15 @@
  * the uploader reports.
  *
  * Secrets (the Basic auth password, the bearer token) are read once at
- * start, handed to the uploader and wiped from this side; no log line
+ * start, handed to the uploader and wiped from this side; a buffer a
+ * secret was read into is wiped on every path, a read that failed midway
+ * or a file refused as too long or malformed included. No log line
  * carries them or the header values that may hold one. A failed request
  * is logged at warn the first time and again whenever the reason changes,
  * otherwise at debug, so an outage of hours writes a few lines, not one a
  * retry; the recovery is logged at info.
  */
+#include "uplink.h"
 #include "internal.h"
 #include "log.h"
 
@@ -21,66 +24,80 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SECRET_MAX 4096
+int uplink_secret_read_fd(int fd, char buf[UPLINK_SECRET_MAX + 1], size_t *len_out,
+                          const char **why)
+{
+    const size_t cap = UPLINK_SECRET_MAX + 1;
+    /* Every exit after the first byte lands in buf wipes what is not the
+     * secret: all of buf on failure, the bytes past it on success. */
+    size_t len = 0;
+    int rc = 0;
+    *why = "";
+    for (;;) {
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -errno;
+            *why = strerror(errno);
+            goto fail;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+        if (len == cap)
+            break; /* full: a newline may still make it the longest allowed */
+    }
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    if (len > UPLINK_SECRET_MAX) {
+        *why = "longer than 4096 bytes";
+        rc = -EFBIG;
+        goto fail;
+    }
+    if (len == 0) {
+        *why = "empty";
+        rc = -EINVAL;
+        goto fail;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c < 0x20 || c == 0x7f) {
+            *why = "holds a control character (only a trailing newline is allowed)";
+            rc = -EINVAL;
+            goto fail;
+        }
+    }
+    explicit_bzero(buf + len, cap - len);
+    *len_out = len;
+    return 0;
 
-/* Read the secret in file path (at most SECRET_MAX bytes, one line; a
- * trailing newline is dropped). *out is allocated; 0, or a code with a
- * reason in why (static text) that never quotes the content. */
-static int read_secret(const char *path, char **out, const char **why)
+fail:
+    explicit_bzero(buf, cap);
+    *len_out = 0;
+    return rc;
+}
+
+int uplink_secret_read(const char *path, char **out, const char **why)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         *why = strerror(errno);
         return -errno;
     }
-    char *buf = isoprof_malloc(SECRET_MAX + 1);
+    char *buf = isoprof_malloc(UPLINK_SECRET_MAX + 1);
     if (buf == NULL) {
         close(fd);
         *why = "out of memory";
         return -ENOMEM;
     }
     size_t len = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + len, SECRET_MAX + 1 - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            isoprof_free(buf);
-            *why = strerror(e);
-            return -e;
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-        if (len > SECRET_MAX)
-            break;
-    }
+    int rc = uplink_secret_read_fd(fd, buf, &len, why);
     close(fd);
-    int rc = 0;
-    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-        len--;
-    if (len > SECRET_MAX) {
-        *why = "longer than 4096 bytes";
-        rc = -EFBIG;
-    } else if (len == 0) {
-        *why = "empty";
-        rc = -EINVAL;
-    }
-    for (size_t i = 0; rc == 0 && i < len; i++) {
-        unsigned char c = (unsigned char)buf[i];
-        if (c < 0x20 || c == 0x7f) {
-            *why = "holds a control character (only a trailing newline is allowed)";
-            rc = -EINVAL;
-        }
-    }
     if (rc != 0) {
-        explicit_bzero(buf, SECRET_MAX + 1);
-        isoprof_free(buf);
+        isoprof_free(buf); /* wiped */
         return rc;
     }
-    buf[len] = '\0';
     *out = buf;
     return 0;
 }
@@ -163,7 +180,7 @@ int agent_upload_start(struct agent *a)
     const char *why = NULL;
     int rc;
     if (c->upload.basic_auth.username && c->upload.basic_auth.username[0]) {
-        rc = read_secret(c->upload.basic_auth.password_file, &password, &why);
+        rc = uplink_secret_read(c->upload.basic_auth.password_file, &password, &why);
         if (rc != 0) {
             log_error("cannot read upload.basic_auth.password_file", "path=%s why=%s",
                       c->upload.basic_auth.password_file, why);
@@ -175,7 +192,7 @@ int agent_upload_start(struct agent *a)
             return -ENOMEM;
     }
     if (c->upload.bearer_token_file && c->upload.bearer_token_file[0]) {
-        rc = read_secret(c->upload.bearer_token_file, &bearer, &why);
+        rc = uplink_secret_read(c->upload.bearer_token_file, &bearer, &why);
         if (rc != 0) {
             log_error("cannot read upload.bearer_token_file", "path=%s why=%s",
                       c->upload.bearer_token_file, why);

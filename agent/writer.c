@@ -33,7 +33,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-#define WRITER_MAX_PENDING_BYTES (512ull << 20)
 #define WRITER_MAX_BATCH 64
 #define WRITER_RETRY_MIN_MS 500
 #define WRITER_RETRY_MAX_MS 30000
@@ -98,7 +97,7 @@ static void job_free(struct writer_job *j)
                                     : "the window could not be stored (see the daemon's log)");
     if (j->ep)
         episode_unref(j->ep);
-    isoprof_free(j->raw);
+    ws_msg_free(j->raw);
     isoprof_free(j->worker);
     isoprof_free(j->version);
     isoprof_free(j->runtime);
@@ -153,13 +152,15 @@ static void conv_append(struct writer *w, struct writer_job *j)
 
 int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_meta *m)
 {
-    if (w->pending_bytes + len > WRITER_MAX_PENDING_BYTES) {
-        isoprof_free(raw);
+    /* Raw replies are charged to the message budget until freed, which
+     * bounds the queue too; this cap only keeps the two in step. */
+    if (w->pending_bytes + len > AGENT_MSG_BUDGET) {
+        ws_msg_free(raw);
         return -ENOBUFS;
     }
     struct writer_job *j = isoprof_calloc(1, sizeof(*j));
     if (j == NULL) {
-        isoprof_free(raw);
+        ws_msg_free(raw);
         return -ENOMEM;
     }
     j->raw = raw;
@@ -226,7 +227,7 @@ static void conv_on_work(uv_work_t *req)
         };
         j->err = pprof_from_cpu_json(j->raw, j->raw_len, &o, &j->res, &j->why);
     }
-    isoprof_free(j->raw);
+    ws_msg_free(j->raw);
     j->raw = NULL;
 }
 
@@ -428,10 +429,10 @@ static void put_on_done(uv_work_t *req, int status)
         put_note_stored(a, j);
         log_info("window stored",
                  "worker=%s version=%s isolate=%u runtime=%s type=%s samples=%U bytes=%U id=%s "
-                 "anomaly=%s",
+                 "anomaly=%s truncated_frames=%U",
                  j->worker, j->version, j->isolate, j->runtime,
                  j->type == STORE_TYPE_HEAP ? "heap" : "cpu", j->res.samples, j->stored_size, id,
-                 store_anomaly_name(j->anomaly));
+                 store_anomaly_name(j->anomaly), j->res.truncated);
         ondemand_window_done(j->od, 0, &j->res.pprof, NULL);
         j->od = NULL;
         job_free(j);

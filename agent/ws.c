@@ -8,7 +8,8 @@
  * object is freed). One uv_timer_t bounds connect + upgrade and then the
  * closing wait.
  *
- * Receive path: uv_read fills the client's own read buffer; ws_input()
+ * Receive path: uv_read fills a read buffer allocated for that read and
+ * freed when its callback returns (an idle session holds none); ws_input()
  * first completes the HTTP upgrade (response headers capped at 16 KiB,
  * status line, Upgrade, Connection and Sec-WebSocket-Accept checked), then
  * runs wslay_frame_recv over the rest. wslay pulls bytes through our recv
@@ -16,7 +17,8 @@
  * more" when it is used up (wslay then returns WANT_READ and keeps any
  * partial header in its own small buffer). Each chunk of payload is
  * appended to the message buffer, which grows only as bytes arrive (at
- * most doubling, and never past the end of the current frame) and is
+ * most doubling, and never past the end of the current frame), is charged
+ * to the shared budget as it grows (struct ws_budget), and is
  * checked against max_message on the first chunk of every frame: a frame
  * that announces 300 MB is refused before anything is allocated for it.
  * A finished message is NUL-terminated and handed to on_message as is.
@@ -36,6 +38,7 @@
 #include "base.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -49,6 +52,14 @@
 #define WS_CLOSE_WAIT_MS 1000
 #define WS_MIN_GROW ((size_t)64 << 10)
 #define WS_READ_BUF (64u << 10)
+
+/* In front of every message buffer: what it is charged to, and how much.
+ * 16 bytes, so the message itself keeps malloc's alignment. */
+struct ws_msg_hdr {
+    struct ws_budget *budget;
+    size_t charged;
+};
+#define WS_MSG_HDR sizeof(struct ws_msg_hdr)
 #define WS_FRAME_OVERHEAD 14 /* 2 + 8 length + 4 mask */
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -105,14 +116,64 @@ struct ws_client {
     size_t queued;
 
     size_t max_message;
+    struct ws_budget *budget;
     uint64_t handshake_timeout_ms;
     ws_open_cb on_open;
     ws_message_cb on_message;
     ws_close_cb on_close;
     void *arg;
-
-    char rbuf[WS_READ_BUF];
 };
+
+/* --- the budget --- */
+
+static int budget_take(struct ws_budget *b, size_t n)
+{
+    if (b == NULL || n == 0)
+        return 0;
+    size_t cur = atomic_load(&b->used);
+    do {
+        if (b->limit && (n > b->limit || cur > b->limit - n)) {
+            atomic_fetch_add(&b->refused, 1);
+            return -ENOBUFS;
+        }
+    } while (!atomic_compare_exchange_weak(&b->used, &cur, cur + n));
+    size_t now = cur + n, peak = atomic_load(&b->peak);
+    while (now > peak && !atomic_compare_exchange_weak(&b->peak, &peak, now))
+        ;
+    return 0;
+}
+
+static void budget_give(struct ws_budget *b, size_t n)
+{
+    if (b != NULL && n != 0)
+        atomic_fetch_sub(&b->used, n);
+}
+
+static struct ws_msg_hdr *msg_hdr(char *data)
+{
+    return (struct ws_msg_hdr *)(void *)(data - WS_MSG_HDR);
+}
+
+char *ws_msg_dup(const void *data, size_t len)
+{
+    if (len > SIZE_MAX - WS_MSG_HDR - 1)
+        return NULL;
+    char *base = isoprof_calloc(1, WS_MSG_HDR + len + 1);
+    if (base == NULL)
+        return NULL;
+    if (len)
+        memcpy(base + WS_MSG_HDR, data, len);
+    return base + WS_MSG_HDR;
+}
+
+void ws_msg_free(char *data)
+{
+    if (data == NULL)
+        return;
+    struct ws_msg_hdr *h = msg_hdr(data);
+    budget_give(h->budget, h->charged);
+    isoprof_free(h);
+}
 
 /* --- SHA-1 (RFC 3174) and base64 (RFC 4648), for Sec-WebSocket-Accept --- */
 
@@ -281,7 +342,7 @@ static void ws_free(struct ws_client *ws)
     if (ws->wf)
         wslay_frame_context_free(ws->wf);
     isoprof_free(ws->hdr);
-    isoprof_free(ws->msg);
+    ws_msg_free(ws->msg);
     isoprof_free(ws->path);
     isoprof_free(ws);
 }
@@ -639,10 +700,24 @@ static int msg_append(struct ws_client *ws, const uint8_t *data, size_t n)
             ncap = bound;
         if (ncap < need)
             ncap = need;
-        char *nb = isoprof_realloc(ws->msg, ncap);
-        if (nb == NULL)
+        size_t old = ws->msg ? ws->msg_cap + WS_MSG_HDR : 0;
+        if (budget_take(ws->budget, ncap + WS_MSG_HDR - old) != 0) {
+            char why[160];
+            snprintf(why, sizeof(why),
+                     "message of %zu bytes so far refused: the agent's budget for messages "
+                     "(%zu bytes) is in use",
+                     ws->msg_len + n, ws->budget->limit);
+            return ws_err(ws, ISOPROF_ETOOBIG, why);
+        }
+        char *base = isoprof_realloc(ws->msg ? (char *)msg_hdr(ws->msg) : NULL, ncap + WS_MSG_HDR);
+        if (base == NULL) {
+            budget_give(ws->budget, ncap + WS_MSG_HDR - old);
             return ws_err(ws, -ENOMEM, "out of memory for a message");
-        ws->msg = nb;
+        }
+        struct ws_msg_hdr *h = (struct ws_msg_hdr *)(void *)base;
+        h->budget = ws->budget;
+        h->charged = ncap + WS_MSG_HDR;
+        ws->msg = base + WS_MSG_HDR;
         ws->msg_cap = ncap;
     }
     memcpy(ws->msg + ws->msg_len, data, n);
@@ -755,11 +830,16 @@ static int ws_frame_end(struct ws_client *ws)
     ws->msg_len = ws->msg_cap = 0;
     ws->in_msg = 0;
     if (ws->state != WS_OPEN || ws->user_closed) {
-        isoprof_free(m);
+        ws_msg_free(m);
         return 0;
     }
-    if (m == NULL && (m = isoprof_malloc(1)) == NULL)
-        return ws_err(ws, -ENOMEM, "out of memory for a message");
+    if (m == NULL) {
+        /* An empty message: a buffer of its own, charged to nothing. */
+        char *base = isoprof_calloc(1, WS_MSG_HDR + 1);
+        if (base == NULL)
+            return ws_err(ws, -ENOMEM, "out of memory for a message");
+        m = base + WS_MSG_HDR;
+    }
     m[len] = '\0';
     ws->on_message(ws, m, len, ws->arg);
     return 0;
@@ -816,16 +896,19 @@ static int ws_input(struct ws_client *ws, const uint8_t *data, size_t len)
 
 /* --- libuv callbacks --- */
 
+/* The read buffer is allocated when the socket is readable and freed when
+ * the read callback returns (ws_input copies or consumes every byte), so
+ * an idle session holds none: a thousand sessions cost no 64 MiB. */
 static void ws_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
-    struct ws_client *ws = h->data;
-    *buf = uv_buf_init(ws->rbuf, sizeof(ws->rbuf));
+    (void)h;
+    char *b = isoprof_malloc(WS_READ_BUF);
+    *buf = uv_buf_init(b, b ? WS_READ_BUF : 0);
 }
 
-static void ws_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+static void ws_read(struct ws_client *ws, ssize_t nread, const uv_buf_t *buf)
 {
-    struct ws_client *ws = s->data;
     if (nread == 0 || ws->state == WS_CLOSED)
         return;
     if (nread < 0) {
@@ -843,6 +926,12 @@ static void ws_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     int rc = ws_input(ws, (const uint8_t *)buf->base, (size_t)nread);
     if (rc != 0)
         ws_fail(ws, rc, NULL);
+}
+
+static void ws_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    ws_read(s->data, nread, buf);
+    isoprof_free(buf->base);
 }
 
 static void ws_on_timeout(uv_timer_t *t)
@@ -897,12 +986,13 @@ static void ws_on_close_quiet(struct ws_client *ws, int status, void *arg)
     (void)arg;
 }
 
-static struct ws_client *ws_new(size_t max_message)
+static struct ws_client *ws_new(size_t max_message, struct ws_budget *budget)
 {
     struct ws_client *ws = isoprof_calloc(1, sizeof(*ws));
     if (ws == NULL)
         return NULL;
     ws->max_message = max_message ? max_message : WS_DEFAULT_MAX_MESSAGE;
+    ws->budget = budget;
     struct wslay_frame_callbacks cb = {wf_on_send, wf_on_recv, wf_on_genmask};
     if (wslay_frame_context_init(&ws->wf, &cb, ws) != 0) {
         isoprof_free(ws);
@@ -962,7 +1052,7 @@ int ws_connect(uv_loop_t *loop, const char *host, uint16_t port, const char *pat
     if (loop == NULL || host == NULL || on_message == NULL || on_close == NULL || out == NULL ||
         !ws_valid_path(path))
         return -EINVAL;
-    struct ws_client *ws = ws_new(o ? o->max_message : 0);
+    struct ws_client *ws = ws_new(o ? o->max_message : 0, o ? o->budget : NULL);
     if (ws == NULL)
         return -ENOMEM;
     int rc = ws_parse_host(ws, host, port);
@@ -1007,7 +1097,7 @@ fail_free:
 struct ws_client *ws_test_new(size_t max_message, const char *key, ws_message_cb on_message,
                               void *arg)
 {
-    struct ws_client *ws = ws_new(max_message);
+    struct ws_client *ws = ws_new(max_message, NULL);
     if (ws == NULL)
         return NULL;
     ws->test_mode = 1;
@@ -1031,6 +1121,11 @@ int ws_test_feed(struct ws_client *ws, const uint8_t *data, size_t len)
 size_t ws_test_msg_cap(const struct ws_client *ws)
 {
     return ws->msg_cap;
+}
+
+void ws_test_set_budget(struct ws_client *ws, struct ws_budget *b)
+{
+    ws->budget = b;
 }
 
 void ws_test_free(struct ws_client *ws)

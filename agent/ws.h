@@ -26,9 +26,26 @@
 
 struct ws_client;
 
+/*
+ * A byte budget that several clients' message buffers draw from, so that
+ * what the peers can make the agent hold adds up to a known bound however
+ * many sessions there are. A buffer is charged as it grows and the charge
+ * travels with the delivered message until ws_msg_free. Counters are
+ * atomic: a message may be freed on another thread (the writer converts
+ * off the loop). Zero-initialise, then set limit.
+ */
+struct ws_budget {
+    size_t limit;             /* bytes; 0 = no limit */
+    _Atomic size_t used;      /* bytes charged now */
+    _Atomic size_t peak;      /* the most ever charged at once */
+    _Atomic uint64_t refused; /* growths refused (each dropped a connection) */
+};
+
 struct ws_opts {
     size_t max_message;            /* bytes; 0 = 512 MiB. Past it the connection is dropped */
     uint64_t handshake_timeout_ms; /* TCP connect + upgrade; 0 = 5000 */
+    struct ws_budget *budget;      /* NULL: none; borrowed, must outlive the client and
+                                      every message it delivered */
 };
 
 /* Bytes of frames the client may have queued for writing; ws_send_text
@@ -45,23 +62,36 @@ typedef void (*ws_open_cb)(struct ws_client *ws, int status, void *arg);
 /*
  * A whole message (text or binary), NUL-terminated (data[len] == 0; the
  * payload itself may contain NUL bytes). Ownership of data is transferred:
- * the callee frees it with isoprof_free. Not called after ws_close.
+ * the callee frees it with ws_msg_free (never isoprof_free: the buffer
+ * carries its budget charge). Not called after ws_close.
  */
 typedef void (*ws_message_cb)(struct ws_client *ws, char *data, size_t len, void *arg);
 
 /*
  * Exactly once, last. status 0: closed cleanly (a close handshake by either
  * side, or ws_close on an open connection). Else ISOPROF_ETOOBIG (a message
- * over max_message), ISOPROF_EWS (protocol violation or a bad upgrade
- * answer), ISOPROF_EHTTP (the server answered the upgrade with an HTTP
- * status other than 101, e.g. 404 for a target that went away),
- * ISOPROF_ECLOSED (the peer dropped the TCP connection, or ws_close before
- * the upgrade finished), ISOPROF_ETIMEDOUT (connect + upgrade too slow), or
- * a negative errno (-ECONNREFUSED, -ENOMEM, ...). ws_last_error(ws) says
- * why in words. The client is freed right after this returns: ws must not
- * be used again.
+ * over max_message, or one the budget could not hold), ISOPROF_EWS (protocol violation or a bad
+ * upgrade answer), ISOPROF_EHTTP (the server answered the upgrade with an HTTP status other than
+ * 101, e.g. 404 for a target that went away), ISOPROF_ECLOSED (the peer dropped the TCP connection,
+ * or ws_close before the upgrade finished), ISOPROF_ETIMEDOUT (connect + upgrade too slow), or a
+ * negative errno (-ECONNREFUSED, -ENOMEM, ...). ws_last_error(ws) says why in words. The client is
+ * freed right after this returns: ws must not be used again.
  */
 typedef void (*ws_close_cb)(struct ws_client *ws, int status, void *arg);
+
+/*
+ * ws_msg_free - free a message delivered to a ws_message_cb and give its
+ * bytes back to the budget it was charged to. NULL is a no-op. Any thread.
+ */
+void ws_msg_free(char *data);
+
+/*
+ * ws_msg_dup - a message buffer as the client delivers them (len bytes of
+ * data and a NUL, charged to no budget), for code that feeds messages to a
+ * consumer of ws_message_cb without a socket: the CDP layer's test hooks
+ * and fuzz target. NULL on ENOMEM. Free with ws_msg_free.
+ */
+char *ws_msg_dup(const void *data, size_t len);
 
 /*
  * ws_connect - connect to host:port and upgrade at path.
@@ -136,6 +166,8 @@ struct ws_client *ws_test_new(size_t max_message, const char *key, ws_message_cb
                               void *arg);
 int ws_test_feed(struct ws_client *ws, const uint8_t *data, size_t len);
 size_t ws_test_msg_cap(const struct ws_client *ws);
+/* Charge this client's message buffers to b from now on. */
+void ws_test_set_budget(struct ws_client *ws, struct ws_budget *b);
 void ws_test_free(struct ws_client *ws);
 
 #endif

@@ -145,6 +145,29 @@ const char *isoprof_errname(int err)
     }
 }
 
+unsigned isoprof_json_depth(const char *s, size_t n, unsigned limit)
+{
+    unsigned depth = 0, max = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\')
+                i++; /* the escaped character, whatever it is */
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max && (max = depth) > limit)
+                return limit + 1;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return max;
+}
+
 int isoprof_hexval(int c)
 {
     if (c >= '0' && c <= '9')

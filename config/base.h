@@ -40,7 +40,8 @@
     XX(EZSTD, "zstd error")                                                     \
     XX(EPROTOBUF, "protobuf encode/decode error")                               \
     XX(ECURL, "libcurl error")                                                  \
-    XX(ECONFIG, "invalid configuration")
+    XX(ECONFIG, "invalid configuration")                                        \
+    XX(EDAMAGED, "store file is damaged")
 
 enum {
     ISOPROF__ERR_BASE = -30000,
@@ -86,6 +87,17 @@ char *isoprof_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)
  */
 void isoprof_alloc_fail_after(long n);
 unsigned long isoprof_alloc_count(void);
+
+/*
+ * isoprof_json_depth - how deeply the JSON text s[0..n) nests arrays and
+ * objects, counted up to limit: the result is min(depth, limit + 1), so a
+ * result over limit means "too deep" without scanning a hostile text to
+ * its end. Bytes only: strings are skipped (escapes honoured), nothing is
+ * validated, nothing allocated. Use it before any parser that builds a
+ * tree or recurses (yajl_tree_parse, whose free is recursive): a body of
+ * 600 KB of "[[[[" is then an error, not 300,000 stack frames.
+ */
+unsigned isoprof_json_depth(const char *s, size_t n, unsigned limit);
 
 /* The value of one hex digit (either case), or -1 if c is not one. */
 int isoprof_hexval(int c);

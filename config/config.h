@@ -7,7 +7,7 @@
  * problem as `file:line:col: message` (1-based), all of them at once.
  *
  * Keys (see `isoprofd --help` for types, defaults and bounds):
- *   store.path, store.max_size
+ *   store.path, store.max_size, store.on_damage
  *   targets: a list of {inspector, worker, version, memory_limit}; absent
  *            means one target at CFG_DEFAULT_INSPECTOR, an empty list means
  *            none (the agent idles)
@@ -54,6 +54,9 @@ enum cfg_log_level { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR };
 /* upload.api: the Connect Push API or the legacy /ingest endpoint. */
 enum cfg_upload_api { CFG_UPLOAD_PUSH, CFG_UPLOAD_INGEST };
 
+/* store.on_damage: what isoprofd does with a store it finds damaged at start. */
+enum cfg_store_on_damage { CFG_STORE_REFUSE, CFG_STORE_MOVE_ASIDE };
+
 /* One entry of a mapping option (upload.labels, upload.headers). */
 struct cfg_kv {
     char *key, *value;
@@ -83,7 +86,8 @@ struct cfg {
     char *source; /* the file name given to the loader, or "<defaults>" */
     struct {
         char *path;
-        uint64_t max_size; /* bytes */
+        uint64_t max_size;                  /* bytes */
+        enum cfg_store_on_damage on_damage; /* refuse (default) or move_aside */
     } store;
     struct cfg_target *targets; /* ntargets entries; NULL when ntargets is 0 */
     size_t ntargets;
@@ -199,7 +203,7 @@ void cfg_free(struct cfg *c);
 /*
  * cfg_check_reload - may a running agent switch from running to next
  * without a restart? Compares every option the table marks as not
- * reloadable (store.path, store.max_size, sampling.heap.interval,
+ * reloadable (store.path, store.max_size, store.on_damage, sampling.heap.interval,
  * anomaly.retention, anomaly.latency.* (the detector and the listener are
  * built at start), upload.url (the store queues windows only if it was
  * opened with upload on), control.socket, control.group, metrics.listen).

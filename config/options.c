@@ -32,10 +32,13 @@
 /* Enum fields are stored through an int lvalue (see CFG_T_ENUM). */
 _Static_assert(sizeof(enum cfg_log_level) == sizeof(int), "enum cfg_log_level is not int-sized");
 _Static_assert(sizeof(enum cfg_upload_api) == sizeof(int), "enum cfg_upload_api is not int-sized");
+_Static_assert(sizeof(enum cfg_store_on_damage) == sizeof(int),
+               "enum cfg_store_on_damage is not int-sized");
 
 /* In the order of the enum's values. */
 const char *const cfg_log_level_names[] = {"debug", "info", "warn", "error", NULL};
 const char *const cfg_upload_api_names[] = {"push", "ingest", NULL};
+static const char *const cfg_store_on_damage_names[] = {"refuse", "move_aside", NULL};
 
 /*
  * control.group: a group name as getgrnam takes it (resolved when the agent
@@ -60,9 +63,11 @@ const char *cfg_check_group(const char *s, size_t len, int is_key, const char *s
 }
 
 /*
- * metrics.listen: a CFG_T_LISTEN value (already a valid ip:port,
- * localhost:port or [v6]:port when this runs) whose host is loopback, so
- * the page is never served beyond the host. "" is off.
+ * metrics.listen, anomaly.latency.listen: a CFG_T_LISTEN value (already a
+ * valid ip:port, localhost:port or [v6]:port when this runs) whose host is
+ * loopback, so the page is never served beyond the host and the DogStatsD
+ * input (unauthenticated UDP, whose tags decide what the detector tracks)
+ * is taken only from the host's own processes. "" is off.
  */
 const char *cfg_check_loopback(const char *s, size_t len, int is_key, const char *shown, char *buf,
                                size_t cap)
@@ -104,6 +109,10 @@ const struct cfg_option cfg_options[] = {
      "directory of the LMDB store (created if missing)", NULL, NULL},
     {"store.max_size", CFG_T_SIZE, CFG_SCOPE_GLOBAL, "1GiB", MIB, 0, 0, 0, G(store.max_size),
      "budget of stored data; the oldest windows are evicted before it is reached", NULL, NULL},
+    {"store.on_damage", CFG_T_ENUM, CFG_SCOPE_GLOBAL, "refuse", 0, 0, 0, 0, G(store.on_damage),
+     "a store found damaged at start: refuse (exit status 3), or move_aside (into "
+     "<store.path>/damaged-<UTC time>/, then start a new store)",
+     NULL, cfg_store_on_damage_names},
 
     {"inspector", CFG_T_INSPECTOR, CFG_SCOPE_TARGET, NULL, 0, 0, 1, 1, T(inspector),
      "inspector endpoint, host:port or [v6]:port", NULL, NULL},
@@ -157,8 +166,9 @@ const struct cfg_option cfg_options[] = {
      "windows an anomaly pins are kept this many times as long as the others", NULL, NULL},
     {"anomaly.latency.listen", CFG_T_LISTEN, CFG_SCOPE_GLOBAL, "127.0.0.1:8125", 1, 300, 0, 0,
      G(anomaly.latency.listen),
-     "UDP address for DogStatsD timings (an IP or localhost, with the port); \"\" turns it off",
-     NULL, NULL},
+     "loopback UDP address for DogStatsD timings (127.0.0.0/8, [::1] or localhost, with the "
+     "port); \"\" turns it off",
+     cfg_check_loopback, NULL},
     {"anomaly.latency.window", CFG_T_DURATION, CFG_SCOPE_GLOBAL, "10s", 100 * NS_MS, 3600 * NS_S, 0,
      0, G(anomaly.latency.window_ns), "P999 is computed over windows of this length", NULL, NULL},
     {"anomaly.latency.factor", CFG_T_FRACTION, CFG_SCOPE_GLOBAL, "3", PPM + PPM / 10, 1000 * PPM, 0,

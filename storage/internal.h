@@ -240,6 +240,18 @@ int store_meta_put_u64(struct store *s, MDB_txn *txn, const char *name, uint64_t
  * header does not decode. */
 uint64_t store_stored_size(size_t klen, size_t vlen, uint32_t flags);
 
+/* verify.c */
+
+/* Judge path/data.mdb by its meta pages (pread, nothing mapped): LMDB's
+ * magic and format, the page size, the roots within the file, and the
+ * file's size against the last page in use (pages missing at its end must
+ * be on the free list, which a short-lived child reads). 0 also when there
+ * is no data.mdb or it is empty (LMDB creates or says why not);
+ * ISOPROF_EMAGIC (not an LMDB file), ISOPROF_ESCHEMA (another LMDB data
+ * format), ISOPROF_EDAMAGED, -ETIMEDOUT, -ENOMEM, -errno. why (if
+ * non-NULL) receives "path: what" on failure. Allocates nothing else. */
+int store_verify_file(const char *path, char **why);
+
 /* record.c: encodings. No LMDB, no allocation except where noted. */
 
 /* Encode a window key into out (cap bytes). Returns its length, or 0 if it

@@ -2,15 +2,16 @@
  * store.c - opening and closing the store, the meta DB, LMDB error
  * translation and store_stat.
  *
- * store_open creates the directory and the LMDB environment (MDB_NOTLS, so
- * read transactions are not tied to threads and the daemon's thread pool
- * can use them), then validates or creates the schema in one transaction:
- * an empty environment gets the DBs and a meta DB with the magic, the
- * schema version, a random instance id and zeroed counters; an environment
- * with a meta DB must carry our magic and schema version (a writer brings
- * an older one up to date in that transaction); anything else is not ours
- * and is refused rather than written to. The environment keeps LMDB's
- * default durability (data and meta synced at every commit).
+ * store_open creates the directory, checks data.mdb's meta pages against
+ * the file before LMDB maps it (verify.c), opens the LMDB environment
+ * (MDB_NOTLS, so read transactions are not tied to threads and the daemon's
+ * thread pool can use them), then validates or creates the schema in one
+ * transaction: an empty environment gets the DBs and a meta DB with the
+ * magic, the schema version, a random instance id and zeroed counters; an
+ * environment with a meta DB must carry our magic and schema version (a
+ * writer brings an older one up to date in that transaction); anything
+ * else is not ours and is refused rather than written to. The environment
+ * keeps LMDB's default durability (data and meta synced at every commit).
  *
  * The map is sized at 3 x budget + 16 MiB. The budget bounds the live data
  * (key and value bytes); the rest absorbs B-tree overhead, overflow-page
@@ -361,6 +362,11 @@ int store_open(const char *path, const struct store_options *opt, struct store *
         if ((rc = make_dirs(path)) != 0)
             goto fail_dir;
     }
+    /* LMDB maps the file and trusts it: a page past the end of a file cut
+     * short would fault on first touch (SIGBUS). Its meta pages say how
+     * long it must be; check that before anything maps it. */
+    if ((rc = store_verify_file(path, why)) != 0)
+        goto fail_dir;
     if ((rc = store_err(mdb_env_create(&s->env))) != 0)
         goto fail_dir;
     if ((rc = store_err(mdb_env_set_maxdbs(s->env, STORE_MAXDBS))) != 0)
@@ -385,6 +391,13 @@ int store_open(const char *path, const struct store_options *opt, struct store *
     unsigned flags = MDB_NOTLS | (s->readonly ? MDB_RDONLY : 0);
     if ((rc = store_err(mdb_env_open(s->env, path, flags, 0640))) != 0)
         goto fail_env;
+    if (!s->readonly) {
+        /* Free the reader slots of processes that died holding one (a
+         * reader that faulted on a damaged store, a killed CLI): they would
+         * keep old pages from being reused. */
+        int dead = 0;
+        mdb_reader_check(s->env, &dead);
+    }
     if ((rc = schema_init(s, why)) != 0)
         goto fail_env;
     *out = s;

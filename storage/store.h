@@ -174,11 +174,23 @@ struct store_put_stats {
  * budget in it. Data committed before a crash is always there after reopen
  * (LMDB syncs data and meta on each commit; no unsafe flags are used).
  *
+ * Before LMDB maps data.mdb, its two meta pages are read and checked
+ * against the file (magic, format, page size, roots, and the file's size
+ * against the last page in use), so that a file cut short is refused
+ * instead of faulting (SIGBUS) on first touch. Pages missing at the end of
+ * a healthy file are ones LMDB freed before writing them; when the file is
+ * short, a short-lived child process reads the free list to confirm that
+ * (see store_verify for what a child means for the caller). Damage inside
+ * the pages can still fault a process that reads them: store_verify first
+ * when a store may be damaged.
+ *
  * Errors: -EINVAL (NULL argument), -ENOENT (readonly and no store there),
  * -ENOMEM, -EACCES and other -errno from the file system, ISOPROF_EMAGIC
- * (an LMDB environment that is not an isoprof store), ISOPROF_ESCHEMA
- * (another schema version, or an LMDB file format this library cannot
- * read), ISOPROF_ECORRUPT (damaged file or meta).
+ * (an LMDB environment that is not an isoprof store, or data.mdb is not
+ * LMDB), ISOPROF_ESCHEMA (another schema version, or an LMDB file format
+ * this library cannot read), ISOPROF_EDAMAGED (data.mdb's meta pages are
+ * damaged or the file is shorter than they say: why names the sizes),
+ * ISOPROF_ECORRUPT (damaged meta DB).
  * Thread: any; not concurrently with other calls on the handle (none yet).
  */
 int store_open(const char *path, const struct store_options *opt, struct store **out, char **why);
@@ -464,5 +476,48 @@ int store_stat(struct store *s, struct store_stat *st);
  * itself could not run. Works on read-only handles. Thread: any.
  */
 int store_check(struct store *s, char **why);
+
+/* store_verify flags */
+#define STORE_VERIFY_RECORDS 0x1u /* also store_check's record checks (inflates every frame) */
+
+/*
+ * store_verify - judge the store at path without risking the caller: a
+ * damaged file makes this return a report, never fault.
+ *
+ * First data.mdb's meta pages against the file (as store_open does). Then
+ * a forked child opens the environment read-only and walks every database
+ * (the free list, the main database and each database it names) with a
+ * cursor: each key and value must lie inside the file and is read at both
+ * ends, each key must find its own record again, each free list entry must
+ * name pages in the file's range, each database must hold as many records
+ * as its header counts. With STORE_VERIFY_RECORDS the child then opens the
+ * store read-only and runs store_check. A child killed by a signal is a
+ * finding: "the walk faulted (SIGBUS) in DB windows after 1234 records".
+ * A store that passes can be opened and read without a fault.
+ *
+ * path: the store directory, borrowed. timeout_ms: the longest the child
+ *   may take (0: no bound); then it is killed.
+ * why: if non-NULL, receives on failure an allocated text the caller frees
+ *   with isoprof_free: for ISOPROF_EDAMAGED and ISOPROF_ECORRUPT one
+ *   problem per line, each ending in '\n' (at most 100 lines from the
+ *   walk, and store_check's report), for -ETIMEDOUT where the walk was,
+ *   for the others store_open's one-line message. NULL on success.
+ *
+ * Returns 0 (intact), -ENOENT (no store there yet: no data.mdb, or an
+ * empty one), ISOPROF_EDAMAGED (the file or the structure is damaged),
+ * ISOPROF_ECORRUPT (STORE_VERIFY_RECORDS: store_check's findings),
+ * ISOPROF_EMAGIC, ISOPROF_ESCHEMA (as a read-only store_open; the walk
+ * alone reads any LMDB file, so without STORE_VERIFY_RECORDS only when
+ * data.mdb is not LMDB or another LMDB format), -ETIMEDOUT, -ENOMEM,
+ * -errno (pipe, fork, or opening the file).
+ *
+ * The child is forked from the calling thread and allocates and opens
+ * LMDB after fork(): call it before starting threads (isoprofd and isoprof
+ * do, at start). It takes a reader slot of the environment while it runs;
+ * a slot left by a child that faulted is freed by the next writable
+ * store_open.
+ * Thread: any (see above); blocks for as long as the walk takes.
+ */
+int store_verify(const char *path, unsigned flags, uint64_t timeout_ms, char **why);
 
 #endif

@@ -9,6 +9,17 @@
  * transfers and complete them; callbacks therefore never run inside a
  * libcurl callback, and may start new requests.
  *
+ * Bodies: http_get keeps its whole body or fails (ISOPROF_ETOOBIG, and
+ * CURLOPT_MAXFILESIZE refuses a Content-Length over the cap before any
+ * body is read). http_request keeps the first max_body bytes and reads
+ * and drops the rest, up to HTTP_DROP_MAX, so that a server that answered
+ * 200 with a large body is not taken for one that failed (the uploader
+ * would send the batch again, a duplicate each time). Once the head of a
+ * final answer (not 1xx) arrived its code is the answer, whatever happens
+ * to the body: cut short by the timeout, a reset or the drop limit, the
+ * answer is reported with cut set. The timeout bounds the whole transfer,
+ * so an endless body still ends.
+ *
  * Closing: requests are removed first, then the socket watchers and the
  * timer are closed; the client is freed in the last close callback.
  */
@@ -34,7 +45,11 @@ struct http_req {
     struct curl_slist *headers;
     char *buf;
     size_t len, cap, max;
-    int too_big;
+    size_t dropped;       /* body bytes past max, read and dropped (drop_excess) */
+    int drop_excess;      /* http_request: past max, drop; http_get: fail */
+    int too_big;          /* http_get: the body passed max */
+    int cut;              /* http_request: stopped reading after HTTP_DROP_MAX dropped */
+    int head_done;        /* the head of a final (not 1xx) answer arrived */
     int retry_after_seen; /* the answer had a Retry-After header */
     http_done_cb cb;      /* http_get */
     http_resp_cb resp_cb; /* http_request */
@@ -115,11 +130,20 @@ static void check_done(struct http_client *c)
         CURLcode rc = m->data.result;
         long code = 0;
         curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-        int status = 0;
+        int status = 0, cut = 0;
         const char *why = NULL;
         if (r->too_big) {
             status = ISOPROF_ETOOBIG;
             why = "response body over its cap";
+        } else if (rc != CURLE_OK && r->drop_excess && r->head_done) {
+            /* The server answered; only the body stopped short. */
+            cut = 1;
+            if (r->cut)
+                why = "response body over the drop limit, not read to its end";
+            else if (rc == CURLE_OPERATION_TIMEDOUT)
+                why = "response body not complete within the timeout";
+            else
+                why = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
         } else if (rc == CURLE_OPERATION_TIMEDOUT) {
             status = ISOPROF_ETIMEDOUT;
             why = "timed out";
@@ -144,7 +168,14 @@ static void check_done(struct http_client *c)
         const char *body = r->buf ? r->buf : "";
         size_t len = r->buf ? r->len : 0;
         if (r->resp_cb != NULL) {
-            struct http_resp resp = {status, code, body, len, why, ra < 0 ? -1 : (long)ra};
+            struct http_resp resp = {.status = status,
+                                     .code = code,
+                                     .body = body,
+                                     .len = len,
+                                     .why = why,
+                                     .retry_after_s = ra < 0 ? -1 : (long)ra,
+                                     .dropped = r->dropped,
+                                     .cut = cut};
             r->resp_cb(&resp, r->arg);
         } else {
             r->cb(status, code, body, len, why, r->arg);
@@ -258,25 +289,37 @@ static size_t req_on_write(char *ptr, size_t size, size_t nmemb, void *userp)
 {
     struct http_req *r = userp;
     size_t n = size * nmemb;
-    if (r->len + n > r->max) {
+    size_t keep = r->max - r->len; /* len never passes max */
+    if (keep > n)
+        keep = n;
+    if (keep < n && !r->drop_excess) {
         r->too_big = 1;
         return 0; /* makes libcurl abort the transfer */
     }
-    if (r->len + n + 1 > r->cap) {
-        size_t ncap = r->cap ? r->cap : 4096;
-        while (ncap < r->len + n + 1)
-            ncap *= 2;
-        if (ncap > r->max + 1)
-            ncap = r->max + 1;
-        char *nb = isoprof_realloc(r->buf, ncap);
-        if (nb == NULL)
-            return 0;
-        r->buf = nb;
-        r->cap = ncap;
+    if (keep > 0) {
+        if (r->len + keep + 1 > r->cap) {
+            size_t ncap = r->cap ? r->cap : 4096;
+            while (ncap < r->len + keep + 1)
+                ncap *= 2;
+            if (ncap > r->max + 1)
+                ncap = r->max + 1;
+            char *nb = isoprof_realloc(r->buf, ncap);
+            if (nb == NULL)
+                return 0;
+            r->buf = nb;
+            r->cap = ncap;
+        }
+        memcpy(r->buf + r->len, ptr, keep);
+        r->len += keep;
+        r->buf[r->len] = '\0';
     }
-    memcpy(r->buf + r->len, ptr, n);
-    r->len += n;
-    r->buf[r->len] = '\0';
+    if (keep < n) {
+        r->dropped += n - keep;
+        if (r->dropped > HTTP_DROP_MAX) {
+            r->cut = 1;
+            return 0; /* enough read: the code is the answer */
+        }
+    }
     return n;
 }
 
@@ -285,10 +328,17 @@ static size_t req_on_header(char *ptr, size_t size, size_t nmemb, void *userp)
     struct http_req *r = userp;
     size_t n = size * nmemb;
     static const char name[] = "retry-after:";
-    if (n >= sizeof(name) - 1 && strncasecmp(ptr, name, sizeof(name) - 1) == 0)
+    if (n >= sizeof(name) - 1 && strncasecmp(ptr, name, sizeof(name) - 1) == 0) {
         r->retry_after_seen = 1;
-    else if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0)
+    } else if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
         r->retry_after_seen = 0; /* a new answer (after a 100 Continue) */
+        r->head_done = 0;
+    } else if ((n == 2 && ptr[0] == '\r' && ptr[1] == '\n') || (n == 1 && ptr[0] == '\n')) {
+        /* The blank line that ends a head: a final answer's, unless 1xx. */
+        long code = 0;
+        if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code >= 200)
+            r->head_done = 1;
+    }
     return n;
 }
 
@@ -336,7 +386,8 @@ static int req_start(struct http_client *c, const char *url, const struct http_o
     curl_easy_setopt(e, CURLOPT_PROXY, "");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, o->allow_https ? "http,https" : "http");
-    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)o->max_body);
+    if (!r->drop_excess)
+        curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)o->max_body);
     if (o->body != NULL) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->body_len);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, o->body);
@@ -396,6 +447,7 @@ int http_request(struct http_client *c, const char *url, const struct http_opts 
         return -ENOMEM;
     r->resp_cb = done_cb;
     r->arg = arg;
+    r->drop_excess = 1;
     return req_start(c, url, o, r, out);
 }
 

@@ -9,6 +9,13 @@
  * Proxies from the environment are never used and redirects are never
  * followed. Nothing here logs.
  *
+ * An http_request answer is its status: a body larger than max_body is
+ * read on and dropped (counted), and a body that stops short after the
+ * answer's head arrived (time-out, reset, more than HTTP_DROP_MAX dropped)
+ * still gives its code. A server that took a request and then answered
+ * with a long or endless body is thus not sent the same request again.
+ * http_get needs its body whole (JSON): past max_body it fails.
+ *
  * Thread: loop thread only.
  */
 #ifndef ISOPROF_HTTP_H
@@ -43,9 +50,21 @@ int http_client_init(uv_loop_t *loop, struct http_client **out);
 int http_get(struct http_client *c, const char *url, size_t max_body, uint64_t timeout_ms,
              http_done_cb done_cb, void *arg, struct http_req **out);
 
-/* What an http_request answered. status, code, body, len and why as for
- * http_done_cb. retry_after_s: the answer's Retry-After in seconds (either
- * form, a delay or a date), -1 when it had none. */
+/* Body bytes an http_request reads and drops past max_body before it
+ * stops reading (the answer then counts as cut). */
+#define HTTP_DROP_MAX (8u << 20)
+
+/*
+ * What an http_request answered. status: 0 when the answer's head arrived
+ * (any code, in code), even if its body was then cut short; else
+ * ISOPROF_ETIMEDOUT, -ECONNREFUSED or ISOPROF_ECURL (why names libcurl's
+ * reason). body: its first max_body bytes at most, NUL-terminated, borrowed
+ * for the call. dropped: body bytes read past max_body and dropped. cut: 1
+ * when the body did not arrive whole (the transfer timed out or failed
+ * after the head, or more than HTTP_DROP_MAX bytes were dropped); why then
+ * says how. retry_after_s: the answer's Retry-After in seconds (either
+ * form, a delay or a date), -1 when it had none.
+ */
 struct http_resp {
     int status;
     long code;
@@ -53,18 +72,20 @@ struct http_resp {
     size_t len;
     const char *why;
     long retry_after_s;
+    size_t dropped;
+    int cut;
 };
 
 typedef void (*http_resp_cb)(const struct http_resp *r, void *arg);
 
 /* One request; zero-initialise and set what you need. */
 struct http_opts {
-    const char *method;       /* NULL: GET, or POST when body is set */
-    const void *body;         /* borrowed until the callback ran (or http_cancel) */
+    const char *method; /* NULL: GET, or POST when body is set */
+    const void *body;   /* borrowed until the callback ran (or http_cancel) */
     size_t body_len;
     const char *const *headers; /* "Name: value" lines, copied; NULL-free array */
     size_t nheaders;
-    size_t max_body;     /* cap on the response body */
+    size_t max_body;     /* response body bytes kept; the rest is read and dropped */
     uint64_t timeout_ms; /* the whole transfer, connection included */
     int allow_https;     /* also accept https:// urls (TLS verification on) */
     const char *ca_file; /* PEM bundle to verify the server with; NULL: system */

@@ -42,7 +42,7 @@ enum upl_api { UPL_API_PUSH, UPL_API_INGEST };
 
 #define UPL_BACKOFF_MIN_MS 500u
 #define UPL_BACKOFF_MAX_MS 300000u
-#define UPL_MAX_RESPONSE 65536u /* response bytes read; past it the answer is an error */
+#define UPL_MAX_RESPONSE 65536u /* response bytes kept (for the log); the rest is read and dropped */
 
 /* What the uploader does; every string is copied by upl_init. */
 struct upl_options {

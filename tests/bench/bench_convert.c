@@ -217,7 +217,8 @@ struct conv {
  * pprof is left in *last (owned by the caller) when last is not NULL. */
 static int convert(const char *json, size_t len, int iters, struct conv *c, struct pprof_buf *last)
 {
-    struct pprof_result r = {{0}, 0, 0, 0};
+    struct pprof_result r;
+    memset(&r, 0, sizeof(r));
     struct pprof_buf z = {0}, g = {0};
     ZSTD_CCtx *cctx = store_zstd_cctx_new(); /* the store's level and flags */
     c->iters = iters;

@@ -44,7 +44,7 @@ static void on_message(struct ws_client *ws, char *msg, size_t len, void *arg)
     struct run *r = arg;
     check(msg != NULL && msg[len] == '\0' && len <= r->cap);
     r->messages++;
-    isoprof_free(msg);
+    ws_msg_free(msg);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -341,7 +341,8 @@ test('hostile clients: garbage, 100 MB header, slowloris, 100 connections; the d
   const piped = await raw(sock, 'GET /status HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n');
   assert.deepStrictEqual(piped.match(/HTTP\/1\.1 \d{3}/g), ['HTTP/1.1 200', 'HTTP/1.1 404', 'HTTP/1.1 200']);
 
-  // 100 connections at once: the 65th and later are closed at once
+  // 100 connections at once: each past the 64th evicts the oldest idle one
+  // (control-hostile.test.js checks which), so 36 or 37 of them are closed
   const conns = [];
   let closedN = 0;
   for (let i = 0; i < 100; i++) {
@@ -356,8 +357,9 @@ test('hostile clients: garbage, 100 MB header, slowloris, 100 connections; the d
   for (const s of conns) s.destroy();
   await L.sleep(200);
 
+  // the request deadline (CTL_REQUEST_MS, 5 s) from the accept
   const sl = await slow;
-  assert.ok(sl.ms >= 9000 && sl.ms < 13000, `slowloris closed after ${sl.ms} ms`);
+  assert.ok(sl.ms >= 4000 && sl.ms < 8000, `slowloris closed after ${sl.ms} ms`);
   assert.match(sl.got, /^HTTP\/1\.1 408 /);
 
   const st = await request(sock, 'GET', '/status');

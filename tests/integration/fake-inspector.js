@@ -18,6 +18,12 @@
 //   hostile-list      /json/list names targets with hostile strings (see
 //                     hostileList below); their sessions behave normally
 //   version-garbage   /json/version is not JSON
+//   stall-stop        never answers Profiler.stop (the session stays open)
+// Raw answers, for hostile input: `versionBody` / `listBody` (strings) are
+// sent as /json/version and /json/list; `stopText(id)` returns the text of
+// the Profiler.stop reply message (a string or Buffer, sent as one frame),
+// `heapText` the text of the profile every getSamplingProfile answers;
+// `onOpen(sock)` runs when a session opens (to send what the target likes).
 // style 'workerd' answers like workerd (empty results echo the request,
 // Browser "workerd"); the default is Node 20.
 // `times` (default Infinity) bounds how many times the misbehaviour fires;
@@ -215,9 +221,10 @@ async function startFakeInspector(opts = {}) {
     const host = req.headers.host || `127.0.0.1:${fake.port}`;
     let body;
     if (req.url === '/json/version') {
-      body = fake.mode === 'version-garbage' ? '<html>not json' : JSON.stringify({ Browser: fake.browser, 'Protocol-Version': '1.3' });
+      body = opts.versionBody !== undefined ? opts.versionBody
+        : fake.mode === 'version-garbage' ? '<html>not json' : JSON.stringify({ Browser: fake.browser, 'Protocol-Version': '1.3' });
     } else if (req.url === '/json/list' || req.url === '/json') {
-      body = JSON.stringify(targets(host));
+      body = opts.listBody !== undefined ? opts.listBody : JSON.stringify(targets(host));
     } else {
       res.writeHead(404); res.end(); return;
     }
@@ -227,6 +234,7 @@ async function startFakeInspector(opts = {}) {
 
   function shouldFire(method) {
     if (fake.mode === 'normal' || fake.mode === 'hostile-list' || fake.mode === 'version-garbage' || fake.mode === 'bad-heap') return false;
+    if (fake.mode === 'stall-stop') return method === 'Profiler.stop';
     if (method !== fake.on || fake.fired >= fake.times) return false;
     fake.fired++;
     return true;
@@ -262,6 +270,9 @@ async function startFakeInspector(opts = {}) {
           sock.write(Buffer.concat([frameHeader(1, 300 * 1000 * 1000), Buffer.from(`{"id":${id},"result":{"profile":{"nodes":[`), Buffer.alloc(65536, 0x20)]));
           return; // stall: no more bytes, the socket stays open
         }
+        case 'stall-stop':
+          fake.stalled = (fake.stalled || 0) + 1;
+          return; // never answered
         case 'bad-profile':
           st.profiling = false;
           reply(sock, id, { profile: badProfile(st.startUs, monoUs()) }, msg);
@@ -289,6 +300,7 @@ async function startFakeInspector(opts = {}) {
       case 'Profiler.stop':
         if (!st.profiling) { error(sock, id, -32000, 'No recording profiles found'); return; }
         st.profiling = false;
+        if (opts.stopText) { sock.write(frame(1, opts.stopText(id))); return; }
         reply(sock, id, { profile: fake.profile || defaultProfile(st.startUs, monoUs()) }, msg);
         return;
       case 'Runtime.getHeapUsage':
@@ -303,6 +315,7 @@ async function startFakeInspector(opts = {}) {
         if (!st.sampling) { error(sock, id, -32000, 'V8 sampling heap profiler was not started.'); return; }
         if (method === 'HeapProfiler.stopSampling') st.sampling = false;
         fake.heapProfiles++;
+        if (opts.heapText) { sock.write(frame(1, `{"id":${id},"result":{"profile":${opts.heapText}}}`)); return; }
         reply(sock, id, { profile: fake.mode === 'bad-heap' ? badHeapProfile() : heapProfile() }, msg);
         return;
       default:
@@ -355,6 +368,7 @@ async function startFakeInspector(opts = {}) {
       }
     };
     sock.on('data', onData);
+    if (opts.onOpen) opts.onOpen(sock);
     sock.on('error', () => {});
     sock.on('close', () => { fake.open--; fake.sockets.delete(sock); running.delete(sock); });
   });

@@ -273,7 +273,9 @@ test('the daemon stays inside the unit\'s sandbox (strace)', { timeout: 120000 }
     });
     fs.writeFileSync(cfg, config);
     const trace = path.join(dir, 'trace');
-    const d = L.track(spawn('strace', ['-f', '-qq', '-o', trace, L.ISOPROFD, '--config', cfg],
+    // -y: descriptors print with their paths, so a call relative to a
+    // directory descriptor (renameat, unlinkat, mkdirat) resolves too.
+    const d = L.track(spawn('strace', ['-f', '-qq', '-y', '-o', trace, L.ISOPROFD, '--config', cfg],
       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, RUNTIME_DIRECTORY: rundir } }), 'strace isoprofd');
     // The daemon is the first process in the trace; signals go to it, not
     // to strace.
@@ -329,11 +331,15 @@ test('the daemon stays inside the unit\'s sandbox (strace)', { timeout: 120000 }
       }
       if ((name === 'mmap' && /PROT_WRITE\|PROT_EXEC|PROT_EXEC\|PROT_WRITE/.test(args)) ||
           (name === 'mprotect' && /PROT_EXEC/.test(args))) bad.wx.push(line);
-      const o = /^(?:openat|open|mkdir|mkdirat|unlink|unlinkat|rename|renameat2?|creat)\b/.test(name) &&
-        /"([^"]+)"(.*)$/.exec(args);
-      if (o && (name !== 'openat' && name !== 'open' || /O_WRONLY|O_RDWR|O_CREAT/.test(o[2])) && !/ = -1 /.test(line)) {
-        const p = path.resolve(o[1]);
-        if (!writable.some((w) => p === w || p.startsWith(w + path.sep))) bad.writes.push(line);
+      const writing = /^(?:openat|open|mkdir|mkdirat|unlink|unlinkat|rename|renameat2?|creat)$/.test(name) &&
+        !/ = -1 /.test(line) && (name !== 'openat' && name !== 'open' || /O_WRONLY|O_RDWR|O_CREAT/.test(args));
+      if (writing) {
+        // Every path argument, resolved against its directory descriptor
+        // (`14</run/isoprof>, "isoprof.sock"`) or the working directory.
+        for (const a of args.matchAll(/(?:(?:\d+|AT_FDCWD)(?:<([^>]*)>)?, )?"([^"]+)"/g)) {
+          const p = a[1] && !a[2].startsWith('/') ? path.resolve(a[1], a[2]) : path.resolve(a[2]);
+          if (!writable.some((w) => p === w || p.startsWith(w + path.sep))) bad.writes.push(line);
+        }
       }
     }
     assert.ok(used.has('epoll_wait') || used.has('epoll_pwait'), 'the trace covers the loop');

@@ -64,6 +64,12 @@ TEST(accepted_values)
         "metrics: {listen: 'localhost:9464'}\n",
         "metrics: {listen: '[::1]:9464'}\n",
         "metrics: {listen: '[0:0:0:0:0:0:0:1]:9464'}\n",
+        /* the DogStatsD listener is held to loopback the same way */
+        "anomaly: {latency: {listen: ''}}\n",
+        "anomaly: {latency: {listen: '127.0.0.1:8125'}}\n",
+        "anomaly: {latency: {listen: '127.0.0.53:8125'}}\n",
+        "anomaly: {latency: {listen: 'localhost:8125'}}\n",
+        "anomaly: {latency: {listen: '[::1]:8125'}}\n",
     };
     CHECK_EQ_INT(valid_texts_failed(texts, ISOPROF_ARRAY_SIZE(texts), NULL), 0);
 }

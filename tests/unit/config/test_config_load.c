@@ -273,6 +273,17 @@ static const struct one_error one_errors[] = {
     {"anomaly: {latency: {listen: '127.0.0.1:0'}}\n",
      "t.yaml:1:29: anomaly.latency.listen '127.0.0.1:0' is not ip:port, localhost:port or "
      "[v6]:port: the port must be a number from 1 to 65535 (\"\" turns it off)"},
+    /* ... and loopback: DogStatsD is unauthenticated UDP, and its tags decide
+     * which series the detector tracks */
+    {"anomaly: {latency: {listen: '0.0.0.0:8125'}}\n",
+     "t.yaml:1:29: anomaly.latency.listen '0.0.0.0:8125' is not a loopback address "
+     "(127.0.0.0/8, [::1] or localhost)"},
+    {"anomaly:\n  latency:\n    listen: '10.1.2.3:8125'\n",
+     "t.yaml:3:13: anomaly.latency.listen '10.1.2.3:8125' is not a loopback address "
+     "(127.0.0.0/8, [::1] or localhost)"},
+    {"anomaly: {latency: {listen: '[::]:8125'}}\n",
+     "t.yaml:1:29: anomaly.latency.listen '[::]:8125' is not a loopback address (127.0.0.0/8, "
+     "[::1] or localhost)"},
     /* duplicates */
     {"log: {level: info}\nlog: {level: warn}\n", "t.yaml:2:1: duplicate key 'log' (first at 1:1)"},
     {"sampling:\n  cpu:\n    period: 1m\n    period: 2m\n",

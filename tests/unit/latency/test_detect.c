@@ -10,7 +10,10 @@
  * path (1 request in 500 at 200-400 ms) must START exactly once, in the
  * first window holding it, and END a cooldown after it stops. The rest
  * covers the gates (min_count, min_ns, warmup, cooldown), relearning a
- * level that stays up, the series bound, idle eviction and labels.
+ * level that stays up, the series bound, idle eviction and labels; and a
+ * flood of distinct worker tags: it fills the table, but a known worker's
+ * new series still gets in and its spike still flags, the refusals are
+ * counted, and the junk expires by itself.
  */
 #include "base.h"
 #include "hist.h"
@@ -27,7 +30,6 @@
 #define MIN (60 * SEC)
 /* requests a second of the busy streams: 50,000 a window, 50 above P999 */
 #define RATE 5000
-
 
 /* --- event capture --- */
 
@@ -206,7 +208,7 @@ TEST(params)
     CHECK_EQ_INT(d.max_series, 1024);
     CHECK_EQ_INT(d.warmup, 3);
     CHECK_EQ_INT(d.min_tail, 5);
-    CHECK_EQ_INT(d.idle_ns, 20 * MIN);
+    CHECK_EQ_INT(d.idle_ns, 10 * MIN);
     CHECK_EQ_INT(d.relearn_ns, 20 * MIN);
 
     struct latency *l = NULL;
@@ -271,8 +273,8 @@ static void steady_case(uint64_t seed, double median, double sigma, uint64_t dur
     s.median = median;
     s.sigma = sigma;
     sim_run(&s, "api", "v1", dur, rate, 1);
-    fprintf(stderr, "     seed %" PRIu64 " sigma %.2f: window P999 %.1f .. %.1f ms, %d START\n", seed,
-            s.sigma, (double)s.p999_lo / 1e6, (double)s.p999_hi / 1e6, s.log.starts);
+    fprintf(stderr, "     seed %" PRIu64 " sigma %.2f: window P999 %.1f .. %.1f ms, %d START\n",
+            seed, s.sigma, (double)s.p999_lo / 1e6, (double)s.p999_hi / 1e6, s.log.starts);
     CHECK_EQ_INT(s.log.starts, 0);
     CHECK_EQ_INT(s.log.ends, 0);
     CHECK_EQ_INT(latency_stats(s.l).series, 1);
@@ -611,6 +613,225 @@ TEST(tick_gap)
     sim_free(&s);
 }
 
+/* --- a flood of worker tags --- */
+
+/* The workers the caller watches: a list the test changes as it goes. */
+struct known_set {
+    const char *w[4];
+};
+
+static int known_worker(const char *worker, size_t wlen, void *arg)
+{
+    const struct known_set *k = arg;
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(k->w); i++)
+        if (k->w[i] != NULL && strlen(k->w[i]) == wlen && memcmp(k->w[i], worker, wlen) == 0)
+            return 1;
+    return 0;
+}
+
+/* One line from each of n junk workers at now, as a sender of
+ * distinct worker tags would; refusals are expected. */
+static void junk_lines(struct latency *l, int n, uint64_t now)
+{
+    char w[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(w, sizeof(w), "junk-%d", i);
+        (void)latency_observe(l, w, strlen(w), "v1", 2, 5 * MS, 1, now);
+    }
+}
+
+/* dur of (w, v) at RATE with the n junk workers sending every second. */
+static void sim_run_flooded(struct sim *s, const char *w, const char *v, int n, uint64_t dur)
+{
+    uint64_t end = s->now + dur;
+    while (s->now < end && !test_failed_) {
+        junk_lines(s->l, n, s->now);
+        sim_run(s, w, v, SEC, RATE, 0);
+    }
+}
+
+/* dur with no observation at all, ticking as the agent does. */
+static void sim_quiet(struct sim *s, uint64_t dur)
+{
+    uint64_t end = s->now + dur;
+    while (s->now < end) {
+        if (s->now >= s->next_tick) {
+            latency_tick(s->l, s->now, on_event, &s->log);
+            s->next_tick += s->tick_every;
+        }
+        s->now += 100 * MS;
+    }
+}
+
+/* The finding: 1,100 distinct worker tags fill the 1,024-series table and
+ * keep sending; a known worker that shows up after them must still be
+ * tracked, learn its baseline and flag its spike, while unknown newcomers
+ * are refused and counted. */
+TEST(flood_does_not_blind_known_worker)
+{
+    struct sim s;
+    sim_init(&s, NULL, 101);
+    struct known_set k = {{"api"}};
+    latency_set_known(s.l, known_worker, &k);
+    junk_lines(s.l, 1100, s.now);
+    struct latency_stats st = latency_stats(s.l);
+    CHECK_EQ_INT(st.series, 1024);
+    CHECK_EQ_INT(st.refused_series, 76);
+
+    sim_run_flooded(&s, "api", "v1", 1100, 3 * MIN);
+    st = latency_stats(s.l);
+    CHECK_EQ_INT(st.series, 1024); /* the bound holds */
+    CHECK_EQ_INT(st.known, 1);
+    CHECK_EQ_INT(st.displaced, 1);
+    CHECK(st.refused_series > 76 + 180 * 76);
+    CHECK_EQ_INT(latency_observe(s.l, "other", 5, "v1", 2, 5 * MS, 1, s.now), -ENOSPC);
+
+    uint64_t from = next_window(&s, SEC);
+    sim_slow(&s, from, from + MIN, 1.0 / 500, 200e6, 400e6);
+    sim_run_flooded(&s, "api", "v1", 1100, MIN + 20 * SEC);
+    print_events(&s.log);
+    CHECK_EQ_INT(s.log.starts, 1);
+    REQUIRE(s.log.n >= 1);
+    CHECK_STR(s.log.worker[0], "api");
+    CHECK_STR(s.log.version[0], "v1");
+    CHECK(s.log.ev[0].window_start_ns <= from && from < s.log.ev[0].window_end_ns);
+    CHECK_EQ_INT(latency_stats(s.l).series, 1024);
+    sim_free(&s);
+}
+
+/* A burst of junk tags that stops is gone after idle_ns (10 min): before
+ * that, new unknown workers are refused; after it, they get in. */
+TEST(idle_junk_expires)
+{
+    struct sim s;
+    sim_init(&s, NULL, 102);
+    uint64_t t0 = s.now;
+    junk_lines(s.l, 1100, t0);
+    CHECK_EQ_INT(latency_stats(s.l).series, 1024);
+    CHECK_EQ_INT(latency_stats(s.l).refused_series, 76);
+    sim_quiet(&s, 10 * MIN - 5 * SEC);
+    CHECK_EQ_INT(latency_stats(s.l).series, 1024);
+    CHECK_EQ_INT(latency_observe(s.l, "late", 4, "v1", 2, 5 * MS, 1, s.now), -ENOSPC);
+    CHECK_EQ_INT(latency_stats(s.l).refused_series, 77);
+    sim_quiet(&s, 10 * SEC);
+    struct latency_stats st = latency_stats(s.l);
+    CHECK_EQ_INT(st.series, 0);
+    CHECK_EQ_INT(st.evicted, 1024);
+    CHECK_EQ_INT(latency_observe(s.l, "late", 4, "v1", 2, 5 * MS, 1, s.now), 0);
+    CHECK_EQ_INT(latency_stats(s.l).series, 1);
+    CHECK_EQ_INT(s.log.n, 0);
+    sim_free(&s);
+}
+
+/* A worker quiet for minutes (under idle_ns) keeps its baseline: its
+ * first slow window after the pause flags, which a new series (warming
+ * up on the slow traffic) could not. */
+TEST(quiet_worker_keeps_baseline)
+{
+    struct sim s;
+    sim_init(&s, NULL, 103);
+    sim_run(&s, "api", "v1", 3 * MIN, RATE, 0);
+    sim_quiet(&s, 9 * MIN);
+    CHECK_EQ_INT(latency_stats(s.l).series, 1);
+    uint64_t from = next_window(&s, 0);
+    sim_quiet(&s, from - s.now);
+    sim_slow(&s, from, UINT64_MAX, 1.0 / 500, 200e6, 400e6);
+    sim_run(&s, "api", "v1", 11 * SEC, RATE, 0);
+    CHECK_EQ_INT(s.log.starts, 1);
+    REQUIRE(s.log.n >= 1);
+    CHECK_EQ_INT(s.log.ev[0].window_start_ns, from);
+    sim_free(&s);
+}
+
+/* Who makes room for whom when the table is full. */
+TEST(known_displaces_least_recent_unknown)
+{
+    struct latency_params p;
+    latency_params_default(&p);
+    p.max_series = 4;
+    struct latency *l = NULL;
+    REQUIRE(latency_new(&p, &l) == 0);
+    struct known_set k = {{"api"}};
+    latency_set_known(l, known_worker, &k);
+    uint64_t t = 3000 * SEC;
+    static const char *u[] = {"u1", "u2", "u3", "u4"};
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_INT(latency_observe(l, u[i], 2, "v", 1, MS, 1, t + (uint64_t)i * MS), 0);
+    CHECK_EQ_INT(latency_observe(l, "u1", 2, "v", 1, MS, 1, t + 4 * MS), 0); /* u2 is oldest */
+    CHECK_EQ_INT(latency_observe(l, "u5", 2, "v", 1, MS, 1, t + 5 * MS), -ENOSPC);
+    CHECK_EQ_INT(latency_observe(l, "api", 3, "v1", 2, MS, 1, t + 6 * MS), 0);
+    struct latency_stats st = latency_stats(l);
+    CHECK_EQ_INT(st.series, 4);
+    CHECK_EQ_INT(st.known, 1);
+    CHECK_EQ_INT(st.displaced, 1);
+    CHECK_EQ_INT(latency_observe(l, "u2", 2, "v", 1, MS, 1, t + 7 * MS), -ENOSPC); /* it went */
+    CHECK_EQ_INT(latency_observe(l, "u3", 2, "v", 1, MS, 1, t + 8 * MS), 0);
+    CHECK_EQ_INT(latency_observe(l, "u4", 2, "v", 1, MS, 1, t + 9 * MS), 0);
+    /* u1 is the oldest now; then u3, then u4 */
+    CHECK_EQ_INT(latency_observe(l, "api", 3, "v2", 2, MS, 1, t + 10 * MS), 0);
+    CHECK_EQ_INT(latency_observe(l, "u1", 2, "v", 1, MS, 1, t + 11 * MS), -ENOSPC);
+    CHECK_EQ_INT(latency_observe(l, "api", 3, "v3", 2, MS, 1, t + 12 * MS), 0);
+    CHECK_EQ_INT(latency_observe(l, "api", 3, "v4", 2, MS, 1, t + 13 * MS), 0);
+    CHECK_EQ_INT(latency_observe(l, "u4", 2, "v", 1, MS, 1, t + 14 * MS), -ENOSPC);
+    /* all known: a known newcomer is refused too, never a known series displaced */
+    CHECK_EQ_INT(latency_observe(l, "api", 3, "v5", 2, MS, 1, t + 15 * MS), -ENOSPC);
+    st = latency_stats(l);
+    CHECK_EQ_INT(st.series, 4);
+    CHECK_EQ_INT(st.known, 4);
+    CHECK_EQ_INT(st.displaced, 4);
+    CHECK_EQ_INT(st.refused_series, 5);
+
+    /* The caller stops watching api and starts watching db: the series are
+     * ranked anew at the window close, and db takes the oldest api's place. */
+    k.w[0] = "db";
+    /* until then the api series are still ranked known: no room */
+    CHECK_EQ_INT(latency_observe(l, "db", 2, "v1", 2, MS, 1, t + 16 * MS), -ENOSPC);
+    CHECK_EQ_INT(latency_stats(l).known, 4);
+    latency_tick(l, t + 20 * SEC, NULL, NULL);
+    CHECK_EQ_INT(latency_stats(l).known, 0);
+    CHECK_EQ_INT(latency_observe(l, "db", 2, "v1", 2, MS, 1, t + 21 * SEC), 0);
+    st = latency_stats(l);
+    CHECK_EQ_INT(st.known, 1);
+    CHECK_EQ_INT(st.displaced, 5);
+    CHECK_EQ_INT(latency_observe(l, "api", 3, "v1", 2, MS, 1, t + 22 * SEC), -ENOSPC);
+    CHECK_EQ_INT(latency_observe(l, "api", 3, "v2", 2, MS, 1, t + 22 * SEC), 0);
+    latency_free(l);
+}
+
+/* An unknown series in an episode is never displaced: its END would be
+ * lost. */
+TEST(episode_not_displaced)
+{
+    struct latency_params p;
+    latency_params_default(&p);
+    p.max_series = 2;
+    p.warmup = 1;
+    p.min_count = 10;
+    p.min_tail = 0;
+    struct latency *l = NULL;
+    REQUIRE(latency_new(&p, &l) == 0);
+    struct known_set k = {{"k1", "k2"}};
+    latency_set_known(l, known_worker, &k);
+    struct evlog log = {0};
+    uint64_t t = 4000 * SEC;
+    latency_tick(l, t, on_event, &log);
+    CHECK_EQ_INT(latency_observe(l, "u", 1, "v", 1, 5 * MS, 10, t + SEC), 0);
+    latency_tick(l, t + 10 * SEC, on_event, &log);
+    CHECK_EQ_INT(latency_observe(l, "u", 1, "v", 1, 500 * MS, 10, t + 11 * SEC), 0);
+    latency_tick(l, t + 20 * SEC, on_event, &log);
+    REQUIRE(log.starts == 1);
+    CHECK_EQ_INT(latency_observe(l, "w", 1, "v", 1, 5 * MS, 1, t + 21 * SEC), 0);
+    /* u is the oldest unknown but in its episode: w goes */
+    CHECK_EQ_INT(latency_observe(l, "k1", 2, "v", 1, 5 * MS, 1, t + 22 * SEC), 0);
+    CHECK_EQ_INT(latency_observe(l, "w", 1, "v", 1, 5 * MS, 1, t + 23 * SEC), -ENOSPC);
+    CHECK_EQ_INT(latency_observe(l, "k2", 2, "v", 1, 5 * MS, 1, t + 24 * SEC), -ENOSPC);
+    struct latency_stats st = latency_stats(l);
+    CHECK_EQ_INT(st.in_episode, 1);
+    CHECK_EQ_INT(st.displaced, 1);
+    CHECK_EQ_INT(log.ends, 0);
+    latency_free(l);
+}
+
 TEST(oom)
 {
     for (long n = 0; n < 4; n++) {
@@ -637,6 +858,25 @@ TEST(oom)
     CHECK_EQ_INT(st.refused, 3);
     CHECK_EQ_INT(latency_observe(l, "b", 1, "v", 1, MS, 1, SEC), 0);
     latency_free(l);
+
+    /* a known newcomer that cannot be allocated displaces nothing */
+    struct latency_params p;
+    latency_params_default(&p);
+    p.max_series = 1;
+    REQUIRE(latency_new(&p, &l) == 0);
+    struct known_set k = {{"k"}};
+    latency_set_known(l, known_worker, &k);
+    CHECK_EQ_INT(latency_observe(l, "u", 1, "v", 1, MS, 1, SEC), 0);
+    isoprof_alloc_fail_after(0);
+    CHECK_EQ_INT(latency_observe(l, "k", 1, "v", 1, MS, 1, SEC), -ENOMEM);
+    isoprof_alloc_fail_after(-1);
+    st = latency_stats(l);
+    CHECK_EQ_INT(st.series, 1);
+    CHECK_EQ_INT(st.displaced, 0);
+    CHECK_EQ_INT(latency_observe(l, "u", 1, "v", 1, MS, 1, SEC), 0);
+    CHECK_EQ_INT(latency_observe(l, "k", 1, "v", 1, MS, 1, SEC), 0);
+    CHECK_EQ_INT(latency_stats(l).displaced, 1);
+    latency_free(l);
 }
 
 int main(void)
@@ -655,6 +895,11 @@ int main(void)
     RUN(series_bound_and_eviction);
     RUN(event_labels);
     RUN(tick_gap);
+    RUN(flood_does_not_blind_known_worker);
+    RUN(idle_junk_expires);
+    RUN(quiet_worker_keeps_baseline);
+    RUN(known_displaces_least_recent_unknown);
+    RUN(episode_not_displaced);
     RUN(oom);
     TEST_EXIT();
 }

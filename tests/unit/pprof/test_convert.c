@@ -532,7 +532,7 @@ TEST(cpu_hostile)
 {
     for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(bad_cpu); i++) {
         const struct bad *b = &bad_cpu[i];
-        struct pprof_result r = {{(uint8_t *)1, 7}, 0, 0, 0};
+        struct pprof_result r = {{(uint8_t *)1, 7}, 0, 0, 0, 0};
         char *why = NULL;
         int rc = pprof_from_cpu_json(b->json, strlen(b->json), NULL, &r, &why);
         if (rc != b->err || why == NULL || strstr(why, b->why) == NULL) {
@@ -580,7 +580,9 @@ TEST(cpu_deep_nesting)
     isoprof_free(json);
 }
 
-/* A long chain of nodes is walked without recursion. */
+/* A long chain of nodes is walked without recursion, and its one stack is
+ * cut at PPROF_MAX_STACK frames: the last is "(truncated)", carrying the
+ * hit of the leaf, and the profile says so in a comment. */
 TEST(cpu_long_chain)
 {
     size_t n = 100000;
@@ -606,11 +608,120 @@ TEST(cpu_long_chain)
         Profile *p = decode(&r.pprof);
         REQUIRE(p != NULL);
         CHECK_EQ_INT(p->n_sample, 1);
-        CHECK_EQ_INT(p->sample[0]->n_location_id, n - 1); /* (root) left out */
-        CHECK_EQ_INT(p->n_function, 7);
+        CHECK_EQ_INT(p->sample[0]->n_location_id, PPROF_MAX_STACK); /* (root) left out */
+        CHECK_EQ_INT(p->n_function, 8);                             /* f0..f6, (truncated) */
+        CHECK_STR(frame_name(p, p->sample[0], 0), PPROF_TRUNCATED_FRAME);
+        CHECK(r.truncated == n - PPROF_MAX_STACK); /* frames 512 .. n-1 folded */
+        CHECK_EQ_INT(p->n_comment, 1);
+        if (p->n_comment == 1)
+            CHECK(strstr(p->string_table[p->comment[0]], "deeper than 512 frames") != NULL);
         perftools__profiles__profile__free_unpacked(p, NULL);
         pprof_buf_free(&r.pprof);
     }
+    isoprof_free(why);
+    isoprof_free(json);
+}
+
+/* Many distinct stacks, each cut at PPROF_MAX_STACK frames: the output
+ * would be about ten times the input, past pprof_output_cap, so the
+ * conversion is refused with ISOPROF_ETOOBIG instead of writing it. */
+/* A CPU profile: a call chain `chain` deep whose last frame calls `leaves`
+ * leaf functions, one hit each. *len is its length; the caller frees it. */
+static char *chain_with_leaves(size_t chain, size_t leaves, size_t *len)
+{
+    size_t cap = (chain + leaves) * 120 + 256, n = 0;
+    char *json = isoprof_malloc(cap);
+    if (json == NULL)
+        return NULL;
+    n += (size_t)snprintf(json + n, cap - n, "{\"startTime\":0,\"endTime\":1,\"nodes\":[");
+    for (size_t i = 1; i <= chain; i++) {
+        n += (size_t)snprintf(
+            json + n, cap - n,
+            "%s{\"id\":%zu,\"callFrame\":{\"functionName\":\"c%zu\"},\"children\":[",
+            i > 1 ? "," : "", i, i);
+        if (i < chain)
+            n += (size_t)snprintf(json + n, cap - n, "%zu", i + 1);
+        else
+            for (size_t k = 0; k < leaves; k++)
+                n += (size_t)snprintf(json + n, cap - n, "%s%zu", k ? "," : "", chain + 1 + k);
+        n += (size_t)snprintf(json + n, cap - n, "]}");
+    }
+    for (size_t k = 0; k < leaves; k++)
+        n += (size_t)snprintf(
+            json + n, cap - n,
+            ",{\"id\":%zu,\"callFrame\":{\"functionName\":\"l%zu\"},\"hitCount\":1}", chain + 1 + k,
+            k);
+    n += (size_t)snprintf(json + n, cap - n, "]}");
+    *len = n;
+    return json;
+}
+
+TEST(cpu_output_cap)
+{
+    size_t leaves = 6000, len = 0;
+    struct pprof_result r;
+    char *why = NULL;
+    /* Leaves below the cut fold into one (truncated) frame: small output,
+     * accepted. */
+    char *json = chain_with_leaves(600, leaves, &len);
+    REQUIRE(json != NULL);
+    CHECK_EQ_INT(pprof_from_cpu_json(json, len, NULL, &r, &why), 0);
+    CHECK(r.truncated == leaves + 600 - PPROF_MAX_STACK);
+    pprof_buf_free(&r.pprof);
+    isoprof_free(why);
+    isoprof_free(json);
+    why = NULL;
+    /* A chain of 500: every leaf is frame 501, a stack of its own, and
+     * each sample writes ~500 ids: past the cap. */
+    json = chain_with_leaves(500, leaves, &len);
+    REQUIRE(json != NULL);
+    CHECK(pprof_output_cap(len) < leaves * 500);
+    CHECK_EQ_INT(pprof_from_cpu_json(json, len, NULL, &r, &why), ISOPROF_ETOOBIG);
+    CHECK(why && strstr(why, "pprof output past"));
+    isoprof_free(why);
+    isoprof_free(json);
+    /* The cap: proportional, with a floor and a ceiling. */
+    CHECK(pprof_output_cap(0) == PPROF_OUTPUT_SLACK);
+    CHECK(pprof_output_cap(1000) == 4000 + PPROF_OUTPUT_SLACK);
+    CHECK(pprof_output_cap((size_t)1 << 40) == PPROF_MAX_CONVERT_OUTPUT);
+}
+
+/* A merge of profiles whose stacks were cut does not cut them again, and
+ * keeps their comment. */
+TEST(merge_keeps_cut_stacks)
+{
+    size_t n = 1000, cap = n * 100 + 128, len = 0;
+    char *json = isoprof_malloc(cap);
+    REQUIRE(json != NULL);
+    len += (size_t)snprintf(json + len, cap - len, "{\"startTime\":0,\"endTime\":1,\"nodes\":[");
+    for (size_t i = 1; i <= n; i++)
+        len += (size_t)snprintf(
+            json + len, cap - len,
+            "%s{\"id\":%zu,\"callFrame\":{\"functionName\":\"f%zu\"},\"hitCount\":1,"
+            "\"children\":[%s%zu]}",
+            i > 1 ? "," : "", i, i, i < n ? "" : "", i < n ? i + 1 : 0);
+    len += (size_t)snprintf(json + len, cap - len, "]}");
+    /* the last node's children list is [0]: make it empty */
+    char *z = strstr(json, "\"children\":[0]");
+    REQUIRE(z != NULL);
+    memcpy(z, "\"children\":[ ]", 14);
+    struct pprof_result r;
+    char *why = NULL;
+    int rc = pprof_from_cpu_json(json, len, NULL, &r, &why);
+    if (rc)
+        fprintf(stderr, "merge_keeps_cut_stacks: %s\n", why ? why : "");
+    REQUIRE(rc == 0);
+    struct pprof_buf in[2] = {r.pprof, r.pprof}, out = {0};
+    CHECK_EQ_INT(pprof_merge(in, 2, &out, NULL), 0);
+    Profile *a = decode(&r.pprof), *b = decode(&out);
+    REQUIRE(a != NULL && b != NULL);
+    CHECK_EQ_INT(b->n_sample, a->n_sample);
+    CHECK_EQ_INT(value_sum(b, 0), 2 * value_sum(a, 0));
+    CHECK_EQ_INT(b->n_comment, 1);
+    perftools__profiles__profile__free_unpacked(a, NULL);
+    perftools__profiles__profile__free_unpacked(b, NULL);
+    pprof_buf_free(&out);
+    pprof_buf_free(&r.pprof);
     isoprof_free(why);
     isoprof_free(json);
 }
@@ -750,7 +861,7 @@ static char *heap_chain(size_t depth, bool sample_leaf)
 
 TEST(heap_deep_ok)
 {
-    size_t depth = 5000;
+    size_t depth = PPROF_MAX_DEPTH - 10;
     char *json = heap_chain(depth, true);
     REQUIRE(json != NULL);
     struct pprof_result r;
@@ -769,7 +880,8 @@ TEST(heap_deep_ok)
     for (size_t i = 0; i < p->n_sample; i++)
         if (p->sample[i]->n_location_id > longest)
             longest = p->sample[i]->n_location_id;
-    CHECK_EQ_INT(longest, depth - 1);
+    CHECK_EQ_INT(longest, PPROF_MAX_STACK); /* cut, as CPU stacks are */
+    CHECK(r.truncated > 0);
     perftools__profiles__profile__free_unpacked(p, NULL);
     pprof_buf_free(&r.pprof);
     isoprof_free(why);
@@ -879,6 +991,8 @@ int main(void)
     RUN(cpu_node_cap);
     RUN(cpu_deep_nesting);
     RUN(cpu_long_chain);
+    RUN(cpu_output_cap);
+    RUN(merge_keeps_cut_stacks);
     RUN(heap_node20);
     RUN(heap_deno);
     RUN(heap_workerd);

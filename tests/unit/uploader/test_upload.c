@@ -994,6 +994,73 @@ TEST(close_in_flight)
     fx_done(&f);
 }
 
+/* "HTTP/1.1 <status>\r\nContent-Length: ...\r\n\r\n" and a body of prefix and then
+ * n bytes in all (a 16-byte pattern after the prefix); owned by the caller. */
+static char *big_answer(const char *status, const char *prefix, size_t n)
+{
+    char head[160];
+    int hl = snprintf(head, sizeof(head),
+                      "HTTP/1.1 %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status, n);
+    char *a = isoprof_malloc((size_t)hl + n + 1);
+    if (a == NULL)
+        abort();
+    memcpy(a, head, (size_t)hl);
+    size_t pl = strlen(prefix);
+    for (size_t i = 0; i < n; i++)
+        a[(size_t)hl + i] = i < pl ? prefix[i] : "0123456789abcdef"[i % 16];
+    a[(size_t)hl + n] = '\0';
+    return a;
+}
+
+TEST(big_answer_of_a_success_is_a_success)
+{
+    /* A 200 with 1 MiB of body, 16 times the response cap: the batch was
+     * taken, so it is acknowledged and never sent again. */
+    char *big = big_answer("200 OK", "{}", 1u << 20);
+    struct script sc = {{big, big, big, big, big, big, big, big}, 8};
+    struct fx f;
+    REQUIRE(fx_init(&f, script_answer, &sc) == 0);
+    uint64_t id = put(&f, 5000, 0);
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    f.want = 1;
+    CHECK(run_until(&f, uploaded, 5000));
+    run_for(&f, 500); /* nothing more is sent */
+    CHECK_EQ_INT(f.srv.requests, 1);
+    CHECK_EQ_INT(f.ev[UPL_EV_SENT], 1);
+    CHECK_EQ_INT(f.ev[UPL_EV_RETRY], 0);
+    CHECK_EQ_INT(state_of(&f, id).upload, STORE_UPLOAD_UPLOADED);
+    struct upl_stats us;
+    upl_stats(f.u, &us);
+    CHECK_EQ_INT(us.requests, 1);
+    CHECK_EQ_INT(us.requests_ok, 1);
+    CHECK_EQ_INT(us.requests_error, 0);
+    fx_done(&f);
+    isoprof_free(big);
+}
+
+TEST(big_answer_of_a_refusal_keeps_its_reason)
+{
+    /* A 400 with 1 MiB of body: the window is rejected once, with the
+     * start of the body as the reason. */
+    char *big = big_answer("400 Bad Request", BAD_REASON, 1u << 20);
+    struct script sc = {{big, big, big, big, big, big, big, big}, 8};
+    struct fx f;
+    REQUIRE(fx_init(&f, script_answer, &sc) == 0);
+    uint64_t id = put(&f, 5000, 0);
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    CHECK(run_until(&f, outbox_empty, 5000));
+    run_for(&f, 500);
+    CHECK_EQ_INT(f.srv.requests, 1);
+    CHECK_EQ_INT(f.ev[UPL_EV_REJECTED], 1);
+    CHECK_EQ_INT(f.ev[UPL_EV_RETRY], 0);
+    struct wstate w = state_of(&f, id);
+    CHECK_EQ_INT(w.upload, STORE_UPLOAD_REJECTED);
+    CHECK_EQ_INT(w.status, 400);
+    CHECK(strncmp(w.reason, BAD_REASON, strlen(BAD_REASON)) == 0);
+    fx_done(&f);
+    isoprof_free(big);
+}
+
 TEST(redirect_is_retried_not_rejected)
 {
     /* A 3xx is never followed (the URL wants fixing): the windows wait. */
@@ -1208,6 +1275,8 @@ int main(void)
     RUN(anomaly_first);
     RUN(retry_503_then_200);
     RUN(redirect_is_retried_not_rejected);
+    RUN(big_answer_of_a_success_is_a_success);
+    RUN(big_answer_of_a_refusal_keeps_its_reason);
     RUN(retry_after_429);
     RUN(reject_one_of_a_batch);
     RUN(over_max_profile_size);

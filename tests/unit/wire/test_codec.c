@@ -11,6 +11,7 @@
 #include "ws.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 
 #define KEY "dGhlIHNhbXBsZSBub25jZQ==" /* RFC 6455 section 1.3 */
 #define ACCEPT "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
@@ -130,7 +131,7 @@ static void sink_on_message(struct ws_client *ws, char *data, size_t len, void *
         k->msg[k->n] = data;
         k->len[k->n] = len;
     } else {
-        isoprof_free(data);
+        ws_msg_free(data);
     }
     k->n++;
     k->total += len;
@@ -139,7 +140,7 @@ static void sink_on_message(struct ws_client *ws, char *data, size_t len, void *
 static void sink_free(struct sink *k)
 {
     for (int i = 0; i < k->n && i < 16; i++)
-        isoprof_free(k->msg[i]);
+        ws_msg_free(k->msg[i]);
     memset(k, 0, sizeof(*k));
 }
 
@@ -172,6 +173,50 @@ static struct ws_client *open_client(size_t cap, struct sink *k)
         return NULL;
     }
     return ws;
+}
+
+/* Clients that share a budget: partial messages are charged as they grow,
+ * the one that would take the budget past its limit is refused with
+ * ISOPROF_ETOOBIG (its session would be dropped), and delivered messages
+ * carry their charge until ws_msg_free. */
+TEST(shared_budget)
+{
+    struct ws_budget b = {.limit = 450u << 10}; /* two 200 KiB buffers, not three */
+    struct sink k[3] = {{0}};
+    struct ws_client *ws[3];
+    static uint8_t part[128u << 10];
+    uint8_t hdr[16];
+    memset(part, 'a', sizeof(part));
+    for (int i = 0; i < 3; i++) {
+        ws[i] = open_client(0, &k[i]);
+        REQUIRE(ws[i] != NULL);
+        ws_test_set_budget(ws[i], &b);
+    }
+    /* Each announces 200 KiB and sends 128 KiB of it. */
+    size_t h = frame(hdr, 1, 1, NULL, 200u << 10) - (200u << 10);
+    CHECK_EQ_INT(ws_test_feed(ws[0], hdr, h), 0);
+    CHECK_EQ_INT(ws_test_feed(ws[0], part, sizeof(part)), 0);
+    CHECK(atomic_load(&b.used) >= sizeof(part));
+    CHECK_EQ_INT(ws_test_feed(ws[1], hdr, h), 0);
+    CHECK_EQ_INT(ws_test_feed(ws[1], part, sizeof(part)), 0);
+    CHECK_EQ_INT(ws_test_feed(ws[2], hdr, h), 0);
+    CHECK_EQ_INT(ws_test_feed(ws[2], part, sizeof(part)), ISOPROF_ETOOBIG);
+    CHECK(atomic_load(&b.refused) == 1);
+    CHECK(atomic_load(&b.used) <= b.limit);
+    /* The first message completes: it is delivered with its charge. */
+    static uint8_t rest[72u << 10];
+    memset(rest, 'b', sizeof(rest));
+    CHECK_EQ_INT(ws_test_feed(ws[0], rest, sizeof(rest)), 0);
+    CHECK_EQ_INT(k[0].n, 1);
+    size_t held = atomic_load(&b.used);
+    CHECK(held >= (200u << 10));
+    ws_test_free(ws[1]); /* its partial message is given back */
+    ws_test_free(ws[2]);
+    CHECK(atomic_load(&b.used) < held);
+    sink_free(&k[0]); /* frees the delivered message */
+    ws_test_free(ws[0]);
+    CHECK(atomic_load(&b.used) == 0);
+    CHECK(atomic_load(&b.peak) <= b.limit);
 }
 
 TEST(handshake_split_everywhere)
@@ -462,6 +507,7 @@ int main(void)
     RUN(accept_key);
     RUN(peek_id);
     RUN(handshake_split_everywhere);
+    RUN(shared_budget);
     RUN(handshake_checks);
     RUN(frames_byte_by_byte);
     RUN(protocol_violations);

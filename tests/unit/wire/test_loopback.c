@@ -463,7 +463,7 @@ static void t_run(struct tctx *t)
 static void t_free(struct tctx *t)
 {
     for (int i = 0; i < t->nmsg && i < 16; i++)
-        isoprof_free(t->msg[i]);
+        ws_msg_free(t->msg[i]);
     t->nmsg = 0;
 }
 
@@ -486,7 +486,7 @@ static void c_on_message(struct ws_client *ws, char *data, size_t len, void *arg
         t->msg[t->nmsg] = data;
         t->len[t->nmsg] = len;
     } else {
-        isoprof_free(data);
+        ws_msg_free(data);
     }
     t->nmsg++;
     if (t->on_msg_hook)
@@ -1054,7 +1054,7 @@ static void k_on_reply(struct cdp_session *s, struct cdp_reply *r, void *arg)
         CHECK(strncmp(r->raw, "{\"id\":", 6) == 0);
         char *mine = r->raw; /* take it */
         r->raw = NULL;
-        isoprof_free(mine);
+        ws_msg_free(mine);
         break;
     }
     case K_BIG:
@@ -1138,7 +1138,7 @@ static void k_on_open(struct cdp_session *s, int status, void *arg)
 static int k_open(struct tctx *t, size_t max_message)
 {
     cdp_srv_last_id = 0;
-    return cdp_open(&t->loop, "127.0.0.1", (uint16_t)t->sv.port, "/devtools/1", max_message,
+    return cdp_open(&t->loop, "127.0.0.1", (uint16_t)t->sv.port, "/devtools/1", max_message, NULL,
                     k_on_open, k_on_event, k_on_close, t, &t->cdp);
 }
 
@@ -1226,7 +1226,7 @@ static void run_one(struct tctx *t, struct one *o, size_t max_message)
     o->t = t;
     t->user = o;
     cdp_srv_last_id = 0;
-    if (cdp_open(&t->loop, "127.0.0.1", (uint16_t)t->sv.port, "/x", max_message, one_on_open, NULL,
+    if (cdp_open(&t->loop, "127.0.0.1", (uint16_t)t->sv.port, "/x", max_message, NULL, one_on_open, NULL,
                  one_on_close, t, &t->cdp) != 0) {
         CHECK(!"cdp_open");
         t_finish(t);
@@ -1319,7 +1319,7 @@ TEST(cdp_alloc_fail_walk)
     int rc = -ENOMEM;
     for (long n = 0; n < 50 && rc != 0; n++) {
         isoprof_alloc_fail_after(n);
-        rc = cdp_open(&t.loop, "127.0.0.1", (uint16_t)t.sv.port, "/x", 0, walk_on_open, NULL,
+        rc = cdp_open(&t.loop, "127.0.0.1", (uint16_t)t.sv.port, "/x", 0, NULL, walk_on_open, NULL,
                       one_on_close, &t, &t.cdp);
         isoprof_alloc_fail_after(-1);
         if (rc != 0)

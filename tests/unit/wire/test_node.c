@@ -132,7 +132,7 @@ static void nt_on_reply(struct cdp_session *s, struct cdp_reply *r, void *arg)
         t->profile_len = r->raw_len;
         char *mine = r->raw;
         r->raw = NULL;
-        isoprof_free(mine);
+        ws_msg_free(mine);
         break;
     }
     case 6: /* several MB, raw */
@@ -254,7 +254,7 @@ static void nt_on_err_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     t->port = (int)port;
     memcpy(t->path, end, pl);
     t->path[pl] = '\0';
-    int rc = cdp_open(&t->loop, "127.0.0.1", (uint16_t)t->port, t->path, 0, nt_on_open, nt_on_event,
+    int rc = cdp_open(&t->loop, "127.0.0.1", (uint16_t)t->port, t->path, 0, NULL, nt_on_open, nt_on_event,
                       nt_on_close, t, &t->cdp);
     if (rc != 0) {
         fprintf(stderr, "cdp_open: %s\n", isoprof_strerror(rc));

@@ -1,0 +1,82 @@
+/*
+ * control.h - the control socket's request parsing (control.c), apart from
+ * any socket: the HTTP/1.1 request reader with its bounds, the split of
+ * the request target, and the query of POST /profile. control.c drives
+ * them from its connections; tests/fuzz/fuzz_control.c from bytes.
+ *
+ * Nothing here allocates, logs or touches the loop: each call reads its
+ * arguments and writes the struct it is given. Any thread may call them
+ * on its own structs.
+ */
+#ifndef ISOPROF_AGENT_CONTROL_H
+#define ISOPROF_AGENT_CONTROL_H
+
+#include <http_parser.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CTL_HEAD_MAX 16384 /* request line + headers: 431 past it */
+#define CTL_BODY_MAX 4096  /* request body: 413 past it */
+#define CTL_URL_MAX 4096   /* request target, with its NUL: 414 past it */
+#define CTL_LABEL_MAX 1024 /* a worker or version, with its NUL */
+#define CTL_SECONDS_DEFAULT 10
+#define CTL_SECONDS_MAX 3600
+#define CTL_INTERVAL_MIN_NS 100000ull
+#define CTL_INTERVAL_MAX_NS 1000000000ull
+
+/* One request being read. Zero it (or ctl_req_init) before its first
+ * byte; ctl_req_feed fills it. */
+struct ctl_req {
+    http_parser p;
+    size_t head_bytes, body_bytes;
+    int headers_done, msg_done;
+    int keep_alive; /* the client keeps the connection (valid once headers_done) */
+    int status;     /* the error status it was refused with (400, 413, 414, 431), else 0 */
+    char why[160];  /* why it was refused, for the error body */
+    size_t url_len;
+    char url[CTL_URL_MAX]; /* the request target, NUL-terminated */
+};
+
+/* Ready r for a new request. */
+void ctl_req_init(struct ctl_req *r);
+
+/*
+ * Parse the next n bytes of r's request. Returns 0 when all n were taken
+ * and the request is not complete yet; 1 when it is complete, with *used
+ * the bytes of data it took (the rest is the next request's); -EBADMSG
+ * when it is refused, with r->status and r->why saying why (431: the head
+ * passed CTL_HEAD_MAX, 414: the target CTL_URL_MAX - 1, 413: the body
+ * CTL_BODY_MAX, 400: anything http-parser refuses, and upgrades). After 1
+ * or -EBADMSG, call ctl_req_init before feeding it again.
+ */
+int ctl_req_feed(struct ctl_req *r, const char *data, size_t n, size_t *used);
+
+/* The path and query of a complete request's target, slices of r->url
+ * (borrowed while r is). -EINVAL if the target has no path. */
+struct ctl_target {
+    const char *path, *query;
+    size_t path_len, query_len; /* query: "" and 0 when there is none */
+};
+
+int ctl_req_target(const struct ctl_req *r, struct ctl_target *t);
+
+/* POST /profile?worker=W[&version=V][&isolate=I]&type=cpu|heap
+ *               [&seconds=N][&interval=DUR][&all=1] */
+struct ctl_profile_req {
+    char worker[CTL_LABEL_MAX], version[CTL_LABEL_MAX];
+    int has_worker, has_version, has_isolate, all;
+    uint32_t isolate;
+    uint8_t type; /* STORE_TYPE_CPU or STORE_TYPE_HEAP */
+    uint64_t seconds, interval_ns;
+};
+
+/*
+ * Parse and check the query q[0..qlen) of POST /profile into r;
+ * interval_ns is the default interval (sampling.cpu.interval). 0, or
+ * -EINVAL with why (cap bytes, NUL-terminated) naming the parameter and
+ * what is wrong with it; a 400's message.
+ */
+int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct ctl_profile_req *r,
+                      char *why, size_t cap);
+
+#endif

@@ -1,0 +1,88 @@
+/*
+ * fuzz_cdp - libFuzzer target for CDP message dispatch (agent/cdp.c): what
+ * an inspector session sends the agent, routed to the call waiting for it
+ * or to the event callback, through the same code as a message read from
+ * the socket (cdp_test_feed).
+ *
+ * Input: messages separated by the byte 0x1e (ASCII record separator, which
+ * JSON never needs raw). Before they are fed, calls 1 to 4 are pending: 1
+ * and 3 with CDP_RAW (as Profiler.stop and getSamplingProfile), 2 and 4
+ * without (as Runtime.getHeapUsage). Every reply must be well-formed as the
+ * header promises: a status among those documented, a raw reply
+ * NUL-terminated, an error with a message; each call answered at most once.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "cdp.h"
+#include "ws.h"
+
+#define CALLS 4
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int answered[CALLS + 1];
+
+static void on_reply(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    uintptr_t id = (uintptr_t)arg;
+    if (id < 1 || id > CALLS || answered[id]++)
+        abort(); /* answered twice */
+    switch (r->status) {
+    case 0:
+        if (r->raw != NULL && r->raw[r->raw_len] != '\0')
+            abort();
+        if (r->raw != NULL && (id == 2 || id == 4))
+            abort(); /* raw only for CDP_RAW calls */
+        if (id % 2 == 1 && r->raw != NULL) {
+            char *mine = r->raw; /* take it, as the target does */
+            r->raw = NULL;
+            ws_msg_free(mine);
+        }
+        break;
+    case ISOPROF_ECDP:
+    case ISOPROF_ETOOBIG:
+        if (r->error_message == NULL)
+            abort();
+        break;
+    case ISOPROF_ECLOSED:
+        break;
+    default:
+        abort();
+    }
+}
+
+static void on_event(struct cdp_session *s, const char *method, yajl_val params, void *arg)
+{
+    (void)s;
+    (void)arg;
+    if (method == NULL || (params != NULL && !YAJL_IS_OBJECT(params)))
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct cdp_session *s = cdp_test_new(on_event, NULL);
+    if (s == NULL)
+        return 0;
+    memset(answered, 0, sizeof(answered));
+    for (uintptr_t id = 1; id <= CALLS; id++)
+        if (cdp_test_expect(s, id, id % 2 ? CDP_RAW : 0, on_reply, (void *)id) != 0)
+            goto out;
+    const uint8_t *p = data, *end = data + size;
+    while (p <= end) {
+        const uint8_t *sep = memchr(p, 0x1e, (size_t)(end - p));
+        const uint8_t *q = sep ? sep : end;
+        cdp_test_feed(s, (const char *)p, (size_t)(q - p));
+        p = q + 1;
+    }
+out:
+    cdp_test_free(s);
+    for (int id = 1; id <= CALLS; id++)
+        if (answered[id] > 1)
+            abort();
+    return 0;
+}
