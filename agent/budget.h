@@ -17,8 +17,12 @@
  *   messages  AGENT_MSG_BUDGET: every inspector message byte held at once,
  *             on every session together: being received, waiting for the
  *             writer, and the one being converted (struct ws_budget). One
- *             message is at most AGENT_MSG_MAX. A message the budget cannot
- *             hold drops its session (reason "oversized"), not the agent.
+ *             message is at most AGENT_MSG_MAX (past it the session is
+ *             dropped, reason "oversized"). A message the budget cannot hold
+ *             is read and dropped as it comes: the call it answers fails
+ *             and the session carries on. A message must be complete
+ *             WS_MESSAGE_MS (30 s) after it began, or its session is
+ *             dropped, so a peer that stops half way holds nothing for long.
  *   convert   AGENT_CONVERT_MEMORY: the working set of the one conversion
  *             that runs at a time (writer.c), beside its input: profile
  *             nodes (PPROF_DEFAULT_MAX_NODES, ~140 bytes each at most),
@@ -35,6 +39,10 @@
 #define AGENT_BASE_MEMORY (32 * AGENT_MIB)
 #define AGENT_MSG_BUDGET (64 * AGENT_MIB)
 #define AGENT_MSG_MAX (48 * AGENT_MIB)
+/* ... of which messages over WS_SMALL_MESSAGE (256 KiB) may not use the
+ * last AGENT_MSG_RESERVE: small replies and events get through while big
+ * ones fill the rest. */
+#define AGENT_MSG_RESERVE (4 * AGENT_MIB)
 #define AGENT_CONVERT_MEMORY (96 * AGENT_MIB)
 #define AGENT_MEMORY_BUDGET (AGENT_BASE_MEMORY + AGENT_MSG_BUDGET + AGENT_CONVERT_MEMORY)
 

@@ -265,6 +265,29 @@ static void cdp_on_big(struct cdp_session *s, char *data, size_t len)
     ws_msg_free(r.raw); /* NULL if the callback took it */
 }
 
+/* A message the budget could not hold was dropped as it came (ws.c): the
+ * call it answered, if one waits, fails; the session carries on. */
+static void cdp_on_ws_dropped(struct ws_client *ws, const char *head, size_t head_len, uint64_t len,
+                              void *arg)
+{
+    (void)ws;
+    (void)len;
+    struct cdp_session *s = arg;
+    s->st.dropped_big++;
+    if (s->closing)
+        return;
+    int64_t id = cdp_peek_id(head, head_len);
+    struct cdp_pending *p = id >= 0 ? take_pending(s, (uint64_t)id) : NULL;
+    if (p == NULL)
+        return; /* an event, or an id we are not waiting for */
+    s->st.replies++;
+    struct cdp_reply r = {
+        .status = ISOPROF_ETOOBIG,
+        .error_message = "reply dropped: the agent's memory budget for messages was in use",
+    };
+    complete(s, p, &r);
+}
+
 /* A parsed reply v for p; data may be handed over (then *data = NULL). */
 static void cdp_on_reply(struct cdp_session *s, struct cdp_pending *p, yajl_val v, char **data,
                          size_t len)
@@ -368,7 +391,8 @@ int cdp_open(uv_loop_t *loop, const char *host, uint16_t port, const char *path,
     s->on_close = on_close;
     s->arg = arg;
     s->next_id = 1;
-    struct ws_opts o = {.max_message = max_message, .budget = budget};
+    struct ws_opts o = {
+        .max_message = max_message, .budget = budget, .on_dropped = cdp_on_ws_dropped};
     int rc = ws_connect(loop, host, port, path, &o, cdp_on_ws_open, cdp_on_ws_message,
                         cdp_on_ws_close, s, &s->ws);
     if (rc != 0) {

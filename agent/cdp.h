@@ -90,8 +90,9 @@ typedef void (*cdp_close_cb)(struct cdp_session *s, int status, void *arg);
  * (0 = the ws default, 512 MiB); past it the session is dropped with
  * ISOPROF_ETOOBIG. budget (NULL: none; borrowed, must outlive the session
  * and its messages) is the byte budget its message buffers draw from
- * (struct ws_budget); a message it cannot hold drops the session the same
- * way. on_open and on_event may be NULL; on_close is required.
+ * (struct ws_budget); a message it cannot hold is read and dropped, and
+ * the call it answers (found by its id) fails with ISOPROF_ETOOBIG while
+ * the session carries on. on_open and on_event may be NULL; on_close is required.
  * arg goes to every session callback. *out is valid until on_close has
  * returned. Errors (no callback is then called): -EINVAL, -ENOMEM, a libuv
  * error (see ws_connect).

@@ -18,11 +18,13 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <yajl/yajl_tree.h>
+#include <yajl/yajl_parse.h>
 
 #define DISCOVER_MAX_BODY (4u << 20)
 /* /json/list is an array of flat objects, /json/version one object. */
 #define DISCOVER_MAX_NESTING 8
+/* Bytes kept of a listed target's id, URL, title and url. */
+#define DISCOVER_MAX_TEXT 1024
 #define DISCOVER_TIMEOUT_MS 3000
 #define DISCOVER_BACKOFF_MIN_MS 500
 #define DISCOVER_BACKOFF_MAX_MS 30000
@@ -98,30 +100,6 @@ static int ep_answered(struct endpoint *ep, const char *step, int status, long c
     return 1;
 }
 
-const char *discover_parse_version(const char *body, size_t len, char *why, size_t cap)
-{
-    char err[128];
-    if (isoprof_json_depth(body, len, DISCOVER_MAX_NESTING) > DISCOVER_MAX_NESTING) {
-        snprintf(why, cap, "nested deeper than %d levels", DISCOVER_MAX_NESTING);
-        return NULL;
-    }
-    yajl_val v = yajl_tree_parse(body, err, sizeof(err));
-    if (v == NULL) {
-        char *nl = strchr(err, '\n');
-        if (nl != NULL)
-            *nl = '\0';
-        snprintf(why, cap, "%s", err[0] ? err : "malformed JSON");
-        return NULL;
-    }
-    const char *path[] = {"Browser", NULL};
-    yajl_val b = yajl_tree_get(v, path, yajl_t_string);
-    const char *rt = b ? runtime_from_browser(YAJL_GET_STRING(b)) : NULL;
-    yajl_tree_free(v);
-    if (rt == NULL)
-        snprintf(why, cap, "no Browser field");
-    return rt;
-}
-
 static void ep_on_version(int status, long code, const char *body, size_t len, const char *why,
                           void *arg)
 {
@@ -160,67 +138,329 @@ static const char *ws_path_of(const char *url)
     return p;
 }
 
-static const char *str_field(yajl_val o, const char *name)
+/*
+ * /json/list and /json/version are parsed as they stream through yajl's
+ * callbacks, never into a tree: a body of 4 MiB of "[0,0,0,..." would be
+ * two million tree nodes (some 170 MiB), and yajl frees a tree recursively.
+ * What is kept is the usable entries' four strings, each cut at
+ * DISCOVER_MAX_TEXT, for at most `max` entries.
+ */
+enum lkey { LK_NONE, LK_ID, LK_WS, LK_TITLE, LK_URL, LK_N };
+
+struct lparse {
+    struct discover_list *l;
+    size_t max;
+    int seen_array, not_array;
+    unsigned depth; /* 1: in the list, 2: in an entry, deeper: in an entry's value */
+    enum lkey key;  /* the entry's key whose value comes next */
+    char *f[LK_N];  /* the entry's strings so far (LK_ID..LK_URL) */
+    int nomem;
+};
+
+static void lp_clear(struct lparse *p)
 {
-    const char *path[] = {name, NULL};
-    yajl_val v = yajl_tree_get(o, path, yajl_t_string);
-    return v ? YAJL_GET_STRING(v) : NULL;
+    for (int k = 0; k < LK_N; k++) {
+        isoprof_free(p->f[k]);
+        p->f[k] = NULL;
+    }
+}
+
+/* The entry that just closed: kept if usable and under the cap. */
+static void lp_entry(struct lparse *p)
+{
+    struct discover_list *l = p->l;
+    const char *id = p->f[LK_ID], *ws = p->f[LK_WS];
+    const char *path = ws ? ws_path_of(ws) : NULL;
+    if (id == NULL || path == NULL || *id == '\0' || strlen(id) > DISCOVER_MAX_ID) {
+        l->skipped++;
+    } else if (l->n == p->max) {
+        l->over++; /* usable, but past the cap */
+    } else {
+        struct discovered *d = &l->d[l->n++];
+        d->id = p->f[LK_ID];
+        d->path = path; /* inside f[LK_WS], which the list now owns */
+        d->title = p->f[LK_TITLE];
+        d->url = p->f[LK_URL];
+        l->own[4 * (l->n - 1) + 0] = p->f[LK_ID];
+        l->own[4 * (l->n - 1) + 1] = p->f[LK_WS];
+        l->own[4 * (l->n - 1) + 2] = p->f[LK_TITLE];
+        l->own[4 * (l->n - 1) + 3] = p->f[LK_URL];
+        memset(p->f, 0, sizeof(p->f));
+    }
+    lp_clear(p);
+}
+
+static int lp_scalar(struct lparse *p)
+{
+    if (p->depth == 0) {
+        p->not_array = 1;
+        return 0;
+    }
+    if (p->depth == 1) {
+        p->l->listed++;
+        p->l->skipped++; /* an entry that is not an object */
+    }
+    p->key = LK_NONE;
+    return 1;
+}
+
+static int lp_null(void *c)
+{
+    return lp_scalar(c);
+}
+
+static int lp_bool(void *c, int v)
+{
+    (void)v;
+    return lp_scalar(c);
+}
+
+static int lp_number(void *c, const char *s, size_t n)
+{
+    (void)s;
+    (void)n;
+    return lp_scalar(c);
+}
+
+static int lp_string(void *c, const unsigned char *s, size_t n)
+{
+    struct lparse *p = c;
+    if (p->depth == 2 && p->key != LK_NONE) {
+        /* A string with a NUL in it is no id or path: cut there. */
+        size_t keep = strnlen((const char *)s, n < DISCOVER_MAX_TEXT ? n : DISCOVER_MAX_TEXT);
+        char *v = isoprof_strndup((const char *)s, keep);
+        if (v == NULL) {
+            p->nomem = 1;
+            return 0;
+        }
+        isoprof_free(p->f[p->key]);
+        p->f[p->key] = v;
+    }
+    return lp_scalar(p);
+}
+
+static int lp_map_key(void *c, const unsigned char *s, size_t n)
+{
+    static const char *const names[LK_N] = {NULL, "id", "webSocketDebuggerUrl", "title", "url"};
+    struct lparse *p = c;
+    p->key = LK_NONE;
+    if (p->depth != 2)
+        return 1;
+    for (int k = LK_ID; k < LK_N; k++)
+        if (strlen(names[k]) == n && memcmp(names[k], s, n) == 0)
+            p->key = (enum lkey)k;
+    return 1;
+}
+
+static int lp_start(struct lparse *p, int is_map)
+{
+    if (p->depth == 0) {
+        if (is_map || p->seen_array) {
+            p->not_array = 1;
+            return 0;
+        }
+        p->seen_array = 1;
+    }
+    if (p->depth == 1) {
+        p->l->listed++;
+        if (!is_map)
+            p->l->skipped++;
+    }
+    p->depth++;
+    p->key = LK_NONE;
+    return 1;
+}
+
+static int lp_start_map(void *c)
+{
+    return lp_start(c, 1);
+}
+
+static int lp_start_array(void *c)
+{
+    return lp_start(c, 0);
+}
+
+static int lp_end_map(void *c)
+{
+    struct lparse *p = c;
+    if (--p->depth == 1)
+        lp_entry(p);
+    p->key = LK_NONE;
+    return !p->nomem;
+}
+
+static int lp_end_array(void *c)
+{
+    struct lparse *p = c;
+    p->depth--;
+    p->key = LK_NONE;
+    return 1;
+}
+
+static const yajl_callbacks lp_callbacks = {
+    .yajl_null = lp_null,
+    .yajl_boolean = lp_bool,
+    .yajl_number = lp_number,
+    .yajl_string = lp_string,
+    .yajl_start_map = lp_start_map,
+    .yajl_map_key = lp_map_key,
+    .yajl_end_map = lp_end_map,
+    .yajl_start_array = lp_start_array,
+    .yajl_end_array = lp_end_array,
+};
+
+/* Runs yajl's callback parser over body with ctx; 0 or the error in why. */
+static int stream_json(const yajl_callbacks *cb, void *ctx, const char *body, size_t len,
+                       int *nomem, char *why, size_t cap)
+{
+    if (isoprof_json_depth(body, len, DISCOVER_MAX_NESTING) > DISCOVER_MAX_NESTING) {
+        snprintf(why, cap, "nested deeper than %d levels", DISCOVER_MAX_NESTING);
+        return ISOPROF_EJSON;
+    }
+    yajl_handle h = yajl_alloc(cb, NULL, ctx);
+    if (h == NULL) {
+        snprintf(why, cap, "out of memory");
+        return -ENOMEM;
+    }
+    yajl_status st = yajl_parse(h, (const unsigned char *)body, len);
+    if (st == yajl_status_ok)
+        st = yajl_complete_parse(h);
+    int rc = 0;
+    if (*nomem) {
+        snprintf(why, cap, "out of memory");
+        rc = -ENOMEM;
+    } else if (st != yajl_status_ok) {
+        unsigned char *m = yajl_get_error(h, 0, (const unsigned char *)body, len);
+        const char *text = m ? (const char *)m : "malformed JSON";
+        size_t n = strcspn(text, "\n");
+        snprintf(why, cap, "%.*s", (int)n, text);
+        if (m)
+            yajl_free_error(h, m);
+        rc = ISOPROF_EJSON;
+    }
+    yajl_free(h);
+    return rc;
 }
 
 void discover_list_free(struct discover_list *l)
 {
+    for (size_t i = 0; l->own && i < 4 * l->n; i++)
+        isoprof_free(l->own[i]);
+    isoprof_free(l->own);
     isoprof_free(l->d);
-    yajl_tree_free(l->tree);
     memset(l, 0, sizeof(*l));
 }
 
 int discover_parse_list(const char *body, size_t len, size_t max, struct discover_list *l,
                         char *why, size_t cap)
 {
-    char err[128];
     memset(l, 0, sizeof(*l));
-    if (isoprof_json_depth(body, len, DISCOVER_MAX_NESTING) > DISCOVER_MAX_NESTING) {
-        snprintf(why, cap, "nested deeper than %d levels", DISCOVER_MAX_NESTING);
-        return ISOPROF_EJSON;
-    }
-    yajl_val v = yajl_tree_parse(body, err, sizeof(err));
-    if (v == NULL || !YAJL_IS_ARRAY(v)) {
-        char *nl = strchr(err, '\n');
-        if (nl != NULL)
-            *nl = '\0';
-        snprintf(why, cap, "%s", v ? "not an array" : err[0] ? err : "malformed JSON");
-        yajl_tree_free(v);
-        return ISOPROF_EJSON;
-    }
-    l->tree = v;
-    l->listed = YAJL_GET_ARRAY(v)->len;
-    l->d = isoprof_calloc(l->listed < max ? (l->listed ? l->listed : 1) : (max ? max : 1),
-                          sizeof(*l->d));
-    if (l->d == NULL) {
+    l->d = isoprof_calloc(max ? max : 1, sizeof(*l->d));
+    l->own = isoprof_calloc(4 * (max ? max : 1), sizeof(*l->own));
+    if (l->d == NULL || l->own == NULL) {
         discover_list_free(l);
         snprintf(why, cap, "out of memory");
         return -ENOMEM;
     }
-    for (size_t i = 0; i < l->listed; i++) {
-        yajl_val o = YAJL_GET_ARRAY(v)->values[i];
-        const char *id = YAJL_IS_OBJECT(o) ? str_field(o, "id") : NULL;
-        const char *ws = YAJL_IS_OBJECT(o) ? str_field(o, "webSocketDebuggerUrl") : NULL;
-        const char *path = ws ? ws_path_of(ws) : NULL;
-        if (id == NULL || path == NULL || *id == '\0' || strlen(id) > DISCOVER_MAX_ID) {
-            l->skipped++;
-            continue;
-        }
-        if (l->n == max) {
-            l->over++; /* usable, but past the cap */
-            continue;
-        }
-        struct discovered *d = &l->d[l->n++];
-        d->id = id;
-        d->path = path;
-        d->title = str_field(o, "title");
-        d->url = str_field(o, "url");
+    struct lparse p = {.l = l, .max = max};
+    int rc = stream_json(&lp_callbacks, &p, body, len, &p.nomem, why, cap);
+    lp_clear(&p);
+    if (rc != -ENOMEM && (p.not_array || (rc == 0 && !p.seen_array))) {
+        snprintf(why, cap, "not an array");
+        rc = ISOPROF_EJSON;
     }
-    return 0;
+    if (rc != 0)
+        discover_list_free(l);
+    return rc;
+}
+
+/* /json/version: the Browser string at the top level. */
+struct vparse {
+    unsigned depth;
+    int want;
+    char browser[64];
+    int found;
+};
+
+static int vp_other(void *c)
+{
+    ((struct vparse *)c)->want = 0;
+    return 1;
+}
+
+static int vp_bool(void *c, int v)
+{
+    (void)v;
+    return vp_other(c);
+}
+
+static int vp_number(void *c, const char *s, size_t n)
+{
+    (void)s;
+    (void)n;
+    return vp_other(c);
+}
+
+static int vp_string(void *c, const unsigned char *s, size_t n)
+{
+    struct vparse *p = c;
+    if (p->want && p->depth == 1) {
+        size_t keep = n < sizeof(p->browser) - 1 ? n : sizeof(p->browser) - 1;
+        memcpy(p->browser, s, keep);
+        p->browser[keep] = '\0';
+        p->found = 1;
+    }
+    p->want = 0;
+    return 1;
+}
+
+static int vp_map_key(void *c, const unsigned char *s, size_t n)
+{
+    struct vparse *p = c;
+    p->want = p->depth == 1 && n == 7 && memcmp(s, "Browser", 7) == 0;
+    return 1;
+}
+
+static int vp_start(void *c)
+{
+    struct vparse *p = c;
+    p->depth++;
+    p->want = 0;
+    return 1;
+}
+
+static int vp_end(void *c)
+{
+    struct vparse *p = c;
+    p->depth--;
+    p->want = 0;
+    return 1;
+}
+
+static const yajl_callbacks vp_callbacks = {
+    .yajl_null = vp_other,
+    .yajl_boolean = vp_bool,
+    .yajl_number = vp_number,
+    .yajl_string = vp_string,
+    .yajl_start_map = vp_start,
+    .yajl_map_key = vp_map_key,
+    .yajl_end_map = vp_end,
+    .yajl_start_array = vp_start,
+    .yajl_end_array = vp_end,
+};
+
+const char *discover_parse_version(const char *body, size_t len, char *why, size_t cap)
+{
+    struct vparse p = {0};
+    int nomem = 0;
+    if (stream_json(&vp_callbacks, &p, body, len, &nomem, why, cap) != 0)
+        return NULL;
+    if (!p.found) {
+        snprintf(why, cap, "no Browser field");
+        return NULL;
+    }
+    return runtime_from_browser(p.browser);
 }
 
 static void ep_on_list(int status, long code, const char *body, size_t len, const char *why,

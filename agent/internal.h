@@ -260,18 +260,19 @@ struct discovered {
     const char *id, *path, *title, *url;
 };
 
-/* A parsed /json/list: the usable entries d[0..n) (strings borrowed from
- * tree), how many entries the list had, were unusable, or were usable but
- * past the cap. */
+/* A parsed /json/list: the usable entries d[0..n) (strings owned by the
+ * list, each cut at 1 KiB), how many entries the list had, were unusable,
+ * or were usable but past the cap. */
 struct discover_list {
     struct discovered *d;
     size_t n, listed, skipped, over;
-    yajl_val tree;
+    char **own; /* the strings d[] points into, four an entry */
 };
 /*
- * discover_parse_list - parse and validate a /json/list body (len bytes,
- * NUL-terminated), keeping at most max usable entries. Nesting deeper than
- * a flat list of objects is refused before any tree is built. 0, or
+ * discover_parse_list - parse and validate a /json/list body (len bytes),
+ * keeping at most max usable entries. Nesting deeper than a list of flat
+ * objects is refused before parsing, which streams (no tree): memory is
+ * the kept entries' strings, whatever the body holds. 0, or
  * ISOPROF_EJSON / -ENOMEM with why[0..cap) saying what. On 0 the caller
  * frees l with discover_list_free. Pure: any thread (the fuzz target).
  */

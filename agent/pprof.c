@@ -521,11 +521,12 @@ static uint64_t b_trunc_loc(struct bld *b)
 /*
  * The stack "loc called from the stack parent". Returns its trie index.
  *
- * Stacks are cut at PPROF_MAX_STACK frames, keeping the frames nearest the
- * root: the last frame kept is a "(truncated)" frame, and every deeper
- * frame folds into it, so its values are those of everything below. This
+ * Stacks are cut after PPROF_MAX_STACK frames, keeping the frames nearest
+ * the root: a "(truncated)" frame stands for the frame below the last one
+ * kept, and every deeper frame folds into it, so its values are those of
+ * everything below. This
  * keeps the trie linear in the input (a deeper frame adds no entry) and
- * the output's location ids at most PPROF_MAX_STACK per sample, where a
+ * the output's location ids at most PPROF_MAX_STACK + 1 per sample, where a
  * hostile chain of n nodes would otherwise write n * n / 2 of them.
  */
 static uint32_t b_stack(struct bld *b, uint32_t parent, uint64_t loc)
@@ -533,11 +534,11 @@ static uint32_t b_stack(struct bld *b, uint32_t parent, uint64_t loc)
     if (b->err)
         return 0;
     unsigned depth = b->std ? b->std[parent] : 0;
-    if (depth >= PPROF_MAX_STACK) {
+    if (depth > PPROF_MAX_STACK) {
         b->truncated++;
         return parent; /* parent is the (truncated) frame */
     }
-    if (depth == PPROF_MAX_STACK - 1 && parent != 0) {
+    if (depth == PPROF_MAX_STACK && parent != 0) {
         uint64_t tl = b_trunc_loc(b);
         if (b->err)
             return 0;
@@ -569,13 +570,13 @@ static uint32_t b_stack(struct bld *b, uint32_t parent, uint64_t loc)
  * lines past PPROF_MAX_COMMENTS are dropped. */
 static void b_comment(struct bld *b, const char *s)
 {
-    uint32_t c = b_cstr(b, s);
-    if (b->err)
-        return;
     for (size_t i = 0; i < b->ncomment; i++)
-        if (b->comment[i] == c)
+        if (strcmp(b->sb + b->soff[b->comment[i]], s) == 0)
             return;
-    if (b->ncomment < PPROF_MAX_COMMENTS)
+    if (b->ncomment == PPROF_MAX_COMMENTS)
+        return; /* not even interned: a dropped line costs no output */
+    uint32_t c = b_cstr(b, s);
+    if (!b->err)
         b->comment[b->ncomment++] = c;
 }
 
@@ -1815,6 +1816,9 @@ static int dec_open(struct dec *d, const struct pprof_buf *in, size_t k, char **
             DEC_FAIL("profile %zu: sample_type[%zu] has a bad string index", k, i);
     if (p->period_type && (!SOK(p->period_type->type) || !SOK(p->period_type->unit)))
         DEC_FAIL("profile %zu: period_type has a bad string index", k);
+    for (size_t i = 0; i < p->n_comment; i++)
+        if (!SOK(p->comment[i]))
+            DEC_FAIL("profile %zu: comment[%zu] has a bad string index", k, i);
     if (p->n_function >= UINT32_MAX || p->n_location >= UINT32_MAX)
         DEC_FAIL("profile %zu: too many functions or locations", k);
     for (size_t i = 0; i < p->n_function; i++) {

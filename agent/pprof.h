@@ -132,9 +132,9 @@ struct pprof_result {
  * ISOPROF_ECDP with its message; broken JSON ISOPROF_EJSON; an output larger
  * than pprof_output_cap(len) ISOPROF_ETOOBIG.
  *
- * A stack deeper than PPROF_MAX_STACK frames is cut: it keeps the frames
- * nearest the root and ends in a PPROF_TRUNCATED_FRAME frame that carries
- * the values of everything deeper; the profile then has a comment saying
+ * A stack deeper than PPROF_MAX_STACK frames is cut: it keeps that many
+ * frames nearest the root and ends in a PPROF_TRUNCATED_FRAME frame that
+ * carries the values of everything deeper; the profile then has a comment saying
  * so, and out->truncated counts the frames folded.
  *
  * o: borrowed; NULL means all defaults. out: filled on success only; the

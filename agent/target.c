@@ -659,6 +659,8 @@ static void target_window_failed(struct target *t, const char *step, struct cdp_
         log_warn("target stalled", "worker=%s isolate=%u step=%s stalls=%u", t->worker, t->isolate,
                  step, t->stalls);
         cdp_close(t->cdp);
+    } else if (r->status != ISOPROF_ETIMEDOUT) {
+        t->stalls = 0; /* it answered, if only to say no */
     }
 }
 

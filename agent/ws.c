@@ -109,6 +109,11 @@ struct ws_client {
     char *msg;
     size_t msg_len, msg_cap;
     int in_msg;
+    /* ... or dropped as it comes, because the budget could not hold it */
+    int discarding;
+    uint64_t drop_len;
+    size_t drop_head_len;
+    char drop_head[WS_DROP_HEAD];
 
     /* the frame being built by wslay_frame_send */
     uint8_t *out;
@@ -117,7 +122,9 @@ struct ws_client {
 
     size_t max_message;
     struct ws_budget *budget;
+    ws_dropped_cb on_dropped;
     uint64_t handshake_timeout_ms;
+    uint64_t message_timeout_ms;
     ws_open_cb on_open;
     ws_message_cb on_message;
     ws_close_cb on_close;
@@ -126,13 +133,18 @@ struct ws_client {
 
 /* --- the budget --- */
 
-static int budget_take(struct ws_budget *b, size_t n)
+/* Takes n bytes for a buffer that will be cap bytes long; a buffer past
+ * WS_SMALL_MESSAGE may not use the reserve. */
+static int budget_take(struct ws_budget *b, size_t n, size_t cap)
 {
     if (b == NULL || n == 0)
         return 0;
+    size_t limit = b->limit;
+    if (limit && cap > WS_SMALL_MESSAGE)
+        limit = b->reserve < limit ? limit - b->reserve : 0;
     size_t cur = atomic_load(&b->used);
     do {
-        if (b->limit && (n > b->limit || cur > b->limit - n)) {
+        if (b->limit && (n > limit || cur > limit - n)) {
             atomic_fetch_add(&b->refused, 1);
             return -ENOBUFS;
         }
@@ -688,20 +700,51 @@ static int ws_handshake_input(struct ws_client *ws, const uint8_t *data, size_t 
 
 /* --- frames --- */
 
+static void ws_on_message_timeout(uv_timer_t *t);
+
+/* The budget cannot hold the message: keep its first bytes, give its
+ * buffer back, and drop the rest as it comes (ws_frame_end reports it). */
+static void msg_discard(struct ws_client *ws, const uint8_t *data, size_t n)
+{
+    size_t h = ws->msg_len < WS_DROP_HEAD ? ws->msg_len : WS_DROP_HEAD;
+    if (h)
+        memcpy(ws->drop_head, ws->msg, h);
+    size_t more = n < WS_DROP_HEAD - h ? n : WS_DROP_HEAD - h;
+    memcpy(ws->drop_head + h, data, more);
+    ws->drop_head_len = h + more;
+    ws->drop_len = ws->msg_len + n;
+    ws_msg_free(ws->msg);
+    ws->msg = NULL;
+    ws->msg_len = ws->msg_cap = 0;
+    ws->discarding = 1;
+}
+
 static int msg_append(struct ws_client *ws, const uint8_t *data, size_t n)
 {
+    if (ws->discarding) {
+        ws->drop_len += n;
+        return 0;
+    }
     size_t need = ws->msg_len + n + 1; /* <= max_message + 1: checked at the frame's start */
     if (need > ws->msg_cap) {
         size_t ncap = ws->msg_cap < WS_MIN_GROW / 2 ? WS_MIN_GROW : ws->msg_cap * 2;
-        /* Never past the end of the current frame: the next frame, if any,
-         * grows it again. frame_left still includes these n bytes. */
+        /* Never past the end of the message's last frame, so a 300 MB
+         * header alone allocates nothing; inside a fragmented message the
+         * buffer doubles, so 1-byte frames cost no realloc each (and never
+         * past the cap). frame_left still includes these n bytes. */
         size_t bound = ws->msg_len + (size_t)ws->frame_left + 1;
-        if (ncap > bound)
+        if (ws->frame_fin && ncap > bound)
             ncap = bound;
+        if (ncap > ws->max_message + 1)
+            ncap = ws->max_message + 1;
         if (ncap < need)
             ncap = need;
         size_t old = ws->msg ? ws->msg_cap + WS_MSG_HDR : 0;
-        if (budget_take(ws->budget, ncap + WS_MSG_HDR - old) != 0) {
+        if (budget_take(ws->budget, ncap + WS_MSG_HDR - old, ncap) != 0) {
+            if (ws->on_dropped != NULL) {
+                msg_discard(ws, data, n);
+                return 0;
+            }
             char why[160];
             snprintf(why, sizeof(why),
                      "message of %zu bytes so far refused: the agent's budget for messages "
@@ -741,6 +784,10 @@ static int ws_frame_begin(struct ws_client *ws, const struct wslay_frame_iocb *i
         if (ws->in_msg)
             return ws_err(ws, ISOPROF_EWS, "new message inside a fragmented one");
         ws->in_msg = 1;
+        /* A message that stalls half sent holds its bytes (and the
+         * budget's): it has WS_MESSAGE_MS to end. */
+        if (ws->state == WS_OPEN && !ws->test_mode)
+            uv_timer_start(&ws->timer, ws_on_message_timeout, ws->message_timeout_ms, 0);
         break;
     case WSLAY_CONNECTION_CLOSE:
     case WSLAY_PING:
@@ -749,10 +796,11 @@ static int ws_frame_begin(struct ws_client *ws, const struct wslay_frame_iocb *i
     default:
         return ws_err(ws, ISOPROF_EWS, "frame with an unknown opcode");
     }
-    if (!wslay_is_ctrl_frame(io->opcode) && io->payload_length > ws->max_message - ws->msg_len) {
+    size_t so_far = ws->discarding ? (size_t)ws->drop_len : ws->msg_len;
+    if (!wslay_is_ctrl_frame(io->opcode) && io->payload_length > ws->max_message - so_far) {
         char why[140];
         snprintf(why, sizeof(why), "message over the cap of %zu bytes (a frame of %llu after %zu)",
-                 ws->max_message, (unsigned long long)io->payload_length, ws->msg_len);
+                 ws->max_message, (unsigned long long)io->payload_length, so_far);
         return ws_err(ws, ISOPROF_ETOOBIG, why);
     }
     ws->in_frame = 1;
@@ -824,6 +872,15 @@ static int ws_frame_end(struct ws_client *ws)
     }
     if (!ws->frame_fin)
         return 0;
+    if (ws->state == WS_OPEN && !ws->test_mode)
+        uv_timer_stop(&ws->timer); /* the message's deadline */
+    if (ws->discarding) {
+        ws->discarding = 0;
+        ws->in_msg = 0;
+        if (ws->state == WS_OPEN && !ws->user_closed)
+            ws->on_dropped(ws, ws->drop_head, ws->drop_head_len, ws->drop_len, ws->arg);
+        return 0;
+    }
     char *m = ws->msg;
     size_t len = ws->msg_len;
     ws->msg = NULL;
@@ -932,6 +989,15 @@ static void ws_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     ws_read(s->data, nread, buf);
     isoprof_free(buf->base);
+}
+
+static void ws_on_message_timeout(uv_timer_t *t)
+{
+    struct ws_client *ws = t->data;
+    char why[96];
+    snprintf(why, sizeof(why), "a message was not complete %llu ms after it began",
+             (unsigned long long)ws->message_timeout_ms);
+    ws_fail(ws, ISOPROF_ETIMEDOUT, why);
 }
 
 static void ws_on_timeout(uv_timer_t *t)
@@ -1053,6 +1119,8 @@ int ws_connect(uv_loop_t *loop, const char *host, uint16_t port, const char *pat
         !ws_valid_path(path))
         return -EINVAL;
     struct ws_client *ws = ws_new(o ? o->max_message : 0, o ? o->budget : NULL);
+    if (ws != NULL && o != NULL)
+        ws->on_dropped = o->on_dropped;
     if (ws == NULL)
         return -ENOMEM;
     int rc = ws_parse_host(ws, host, port);
@@ -1064,6 +1132,7 @@ int ws_connect(uv_loop_t *loop, const char *host, uint16_t port, const char *pat
     }
     ws->handshake_timeout_ms =
         o && o->handshake_timeout_ms ? o->handshake_timeout_ms : WS_DEFAULT_HANDSHAKE_MS;
+    ws->message_timeout_ms = o && o->message_timeout_ms ? o->message_timeout_ms : WS_MESSAGE_MS;
     ws->on_open = on_open;
     ws->on_message = on_message;
     ws->on_close = on_close;
@@ -1123,9 +1192,10 @@ size_t ws_test_msg_cap(const struct ws_client *ws)
     return ws->msg_cap;
 }
 
-void ws_test_set_budget(struct ws_client *ws, struct ws_budget *b)
+void ws_test_set_budget(struct ws_client *ws, struct ws_budget *b, ws_dropped_cb on_dropped)
 {
     ws->budget = b;
+    ws->on_dropped = on_dropped;
 }
 
 void ws_test_free(struct ws_client *ws)

@@ -36,16 +36,39 @@ struct ws_client;
  */
 struct ws_budget {
     size_t limit;             /* bytes; 0 = no limit */
+    size_t reserve;           /* the last bytes of limit, kept for messages of at most
+                                 WS_SMALL_MESSAGE: a few big ones cannot starve the small */
     _Atomic size_t used;      /* bytes charged now */
     _Atomic size_t peak;      /* the most ever charged at once */
-    _Atomic uint64_t refused; /* growths refused (each dropped a connection) */
+    _Atomic uint64_t refused; /* growths refused (each dropped a message) */
 };
+
+/* Messages up to this size may use the budget's reserve. */
+#define WS_SMALL_MESSAGE ((size_t)256 << 10)
+/* A message must be complete this long after its first frame began
+ * (ws_opts.message_timeout_ms, 0 = this). */
+#define WS_MESSAGE_MS 30000
+/* Bytes of a dropped message kept for ws_dropped_cb. */
+#define WS_DROP_HEAD 64
+
+/*
+ * A message the budget could not hold: its bytes were read and dropped as
+ * they came, and this is called when it ended, with its first head_len
+ * (at most WS_DROP_HEAD) bytes, borrowed for the call, and its length. The
+ * connection carries on. Not called after ws_close.
+ */
+typedef void (*ws_dropped_cb)(struct ws_client *ws, const char *head, size_t head_len, uint64_t len,
+                              void *arg);
 
 struct ws_opts {
     size_t max_message;            /* bytes; 0 = 512 MiB. Past it the connection is dropped */
     uint64_t handshake_timeout_ms; /* TCP connect + upgrade; 0 = 5000 */
+    uint64_t message_timeout_ms;   /* first frame to last of one message; 0 = WS_MESSAGE_MS.
+                                      Past it the connection ends (ISOPROF_ETIMEDOUT) */
     struct ws_budget *budget;      /* NULL: none; borrowed, must outlive the client and
                                       every message it delivered */
+    ws_dropped_cb on_dropped;      /* NULL: a message the budget cannot hold ends the
+                                      connection (ISOPROF_ETOOBIG) */
 };
 
 /* Bytes of frames the client may have queued for writing; ws_send_text
@@ -166,8 +189,9 @@ struct ws_client *ws_test_new(size_t max_message, const char *key, ws_message_cb
                               void *arg);
 int ws_test_feed(struct ws_client *ws, const uint8_t *data, size_t len);
 size_t ws_test_msg_cap(const struct ws_client *ws);
-/* Charge this client's message buffers to b from now on. */
-void ws_test_set_budget(struct ws_client *ws, struct ws_budget *b);
+/* Charge this client's message buffers to b from now on; on_dropped as in
+ * struct ws_opts (may be NULL). */
+void ws_test_set_budget(struct ws_client *ws, struct ws_budget *b, ws_dropped_cb on_dropped);
 void ws_test_free(struct ws_client *ws);
 
 #endif

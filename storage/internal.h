@@ -79,6 +79,11 @@
 #define STORE_MAXDBS 16
 #define STORE_DEFAULT_BUDGET (1ull << 30)
 #define STORE_MAP_EXTRA (16ull << 20)
+/* The mode of the files LMDB creates (data.mdb, lock.mdb), before the
+ * umask. Every mdb_env_open passes it, the verification children's too:
+ * LMDB creates a missing lock.mdb even for a read-only open, and with mode
+ * 0 the store's owner could no longer open it. */
+#define STORE_FILE_MODE 0640
 
 #define STORE_META_MAGIC "ISOPROF\0"
 #define STORE_META_MAGIC_LEN 8
@@ -242,15 +247,30 @@ uint64_t store_stored_size(size_t klen, size_t vlen, uint32_t flags);
 
 /* verify.c */
 
+/* store_verify_file flags. TRUST_SHORT: a file shorter than its last
+ * page passes without the free list child (store_verify passed just
+ * before: its walk read every page in use). UNFINISHED_OK: a free list
+ * check that cannot finish (timeout_ms passes, the child cannot start or
+ * is killed by something else than a fault) passes (the caller goes on
+ * without a verdict and has said so). */
+#define STORE_FILE_TRUST_SHORT 0x1u
+#define STORE_FILE_UNFINISHED_OK 0x2u
+
 /* Judge path/data.mdb by its meta pages (pread, nothing mapped): LMDB's
  * magic and format, the page size, the roots within the file, and the
  * file's size against the last page in use (pages missing at its end must
- * be on the free list, which a short-lived child reads). 0 also when there
- * is no data.mdb or it is empty (LMDB creates or says why not);
- * ISOPROF_EMAGIC (not an LMDB file), ISOPROF_ESCHEMA (another LMDB data
- * format), ISOPROF_EDAMAGED, -ETIMEDOUT, -ENOMEM, -errno. why (if
- * non-NULL) receives "path: what" on failure. Allocates nothing else. */
-int store_verify_file(const char *path, char **why);
+ * be on the free list, which a short-lived child reads, for at most
+ * timeout_ms, 0 or above 60 s: 60 s). 0 also when there is no data.mdb or
+ * it is empty (LMDB creates or says why not); ISOPROF_EMAGIC (not an LMDB
+ * file), ISOPROF_ESCHEMA (another LMDB data format), ISOPROF_EDAMAGED
+ * (the meta pages, or the child faulted or found missing pages in use);
+ * the check could not be done: -ETIMEDOUT, -ECANCELED (the child was
+ * killed by another signal than a fault's, or died without a result),
+ * -ENOMEM, -EMFILE, -EAGAIN and other -errno (no pipe, mapping or fork).
+ * why (if non-NULL) receives "path: what" on failure, "path: could not
+ * check the store: what" when the check could not be done. Allocates
+ * nothing else. */
+int store_verify_file(const char *path, unsigned flags, uint64_t timeout_ms, char **why);
 
 /* record.c: encodings. No LMDB, no allocation except where noted. */
 

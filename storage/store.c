@@ -364,8 +364,13 @@ int store_open(const char *path, const struct store_options *opt, struct store *
     }
     /* LMDB maps the file and trusts it: a page past the end of a file cut
      * short would fault on first touch (SIGBUS). Its meta pages say how
-     * long it must be; check that before anything maps it. */
-    if ((rc = store_verify_file(path, why)) != 0)
+     * long it must be; check that before anything maps it. What the caller
+     * learnt from store_verify just before spares the free list child (it
+     * passed) or lets it fail to finish (it did not finish either). */
+    unsigned vflags = opt->verified == STORE_VERIFY_PASSED       ? STORE_FILE_TRUST_SHORT
+                      : opt->verified == STORE_VERIFY_UNFINISHED ? STORE_FILE_UNFINISHED_OK
+                                                                 : 0;
+    if ((rc = store_verify_file(path, vflags, opt->check_ms, why)) != 0)
         goto fail_dir;
     if ((rc = store_err(mdb_env_create(&s->env))) != 0)
         goto fail_dir;
@@ -389,7 +394,7 @@ int store_open(const char *path, const struct store_options *opt, struct store *
     /* MDB_NOTLS: read txns may move between threads and a thread may hold
      * several. No MDB_NOSYNC/NOMETASYNC/WRITEMAP: a commit is durable. */
     unsigned flags = MDB_NOTLS | (s->readonly ? MDB_RDONLY : 0);
-    if ((rc = store_err(mdb_env_open(s->env, path, flags, 0640))) != 0)
+    if ((rc = store_err(mdb_env_open(s->env, path, flags, STORE_FILE_MODE))) != 0)
         goto fail_env;
     if (!s->readonly) {
         /* Free the reader slots of processes that died holding one (a

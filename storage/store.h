@@ -90,6 +90,15 @@ struct store_mem {
 
 struct store;
 
+/* What the caller of store_open learnt of the store from store_verify,
+ * run on the same path just before (struct store_options.verified). */
+enum store_verified {
+    STORE_VERIFY_NONE = 0,   /* nothing: store_open checks the file itself */
+    STORE_VERIFY_PASSED,     /* store_verify returned 0 */
+    STORE_VERIFY_UNFINISHED, /* it could not finish (-ETIMEDOUT, -ECANCELED, -errno of
+                                starting the check): the caller goes on without a verdict */
+};
+
 struct store_options {
     /* Pinned windows (evidence of an anomaly) are evicted last: the oldest
      * pinned window goes before the oldest unpinned one only once it is
@@ -109,6 +118,16 @@ struct store_options {
      * for upload, in the same transaction (the daemon, when upload.url is
      * set). Ignored by read-only handles. */
     int outbox;
+    /* enum store_verified (isoprofd at start). PASSED: a file shorter than
+     * its last page is not confirmed again by a free list child (the walk
+     * read every page in use); the meta pages are still read. UNFINISHED:
+     * a free list check of store_open's own that cannot finish either
+     * (check_ms passes, the child cannot start or is killed from outside)
+     * does not refuse the store; damage found still does. */
+    int verified;
+    /* The longest store_open's free list check may take, in ms (the
+     * caller's start-up bound, less what store_verify took); 0 = 60 s. */
+    uint64_t check_ms;
 };
 
 struct store_window {
@@ -180,9 +199,11 @@ struct store_put_stats {
  * instead of faulting (SIGBUS) on first touch. Pages missing at the end of
  * a healthy file are ones LMDB freed before writing them; when the file is
  * short, a short-lived child process reads the free list to confirm that
- * (see store_verify for what a child means for the caller). Damage inside
+ * (for at most opt->check_ms; see store_verify for what a child means for
+ * the caller, and opt->verified for when there is none). Damage inside
  * the pages can still fault a process that reads them: store_verify first
- * when a store may be damaged.
+ * when a store may be damaged. Files LMDB creates (data.mdb, lock.mdb) get
+ * mode 0640 less the umask.
  *
  * Errors: -EINVAL (NULL argument), -ENOENT (readonly and no store there),
  * -ENOMEM, -EACCES and other -errno from the file system, ISOPROF_EMAGIC
@@ -190,7 +211,10 @@ struct store_put_stats {
  * LMDB), ISOPROF_ESCHEMA (another schema version, or an LMDB file format
  * this library cannot read), ISOPROF_EDAMAGED (data.mdb's meta pages are
  * damaged or the file is shorter than they say: why names the sizes),
- * ISOPROF_ECORRUPT (damaged meta DB).
+ * ISOPROF_ECORRUPT (damaged meta DB); the free list check could not be
+ * done (unless opt->verified is STORE_VERIFY_UNFINISHED): -ETIMEDOUT,
+ * -ECANCELED, -EMFILE, -EAGAIN and other -errno of starting a child, why
+ * "path: could not check the store: ...".
  * Thread: any; not concurrently with other calls on the handle (none yet).
  */
 int store_open(const char *path, const struct store_options *opt, struct store **out, char **why);
@@ -491,25 +515,39 @@ int store_check(struct store *s, char **why);
  * ends, each key must find its own record again, each free list entry must
  * name pages in the file's range, each database must hold as many records
  * as its header counts. With STORE_VERIFY_RECORDS the child then opens the
- * store read-only and runs store_check. A child killed by a signal is a
- * finding: "the walk faulted (SIGBUS) in DB windows after 1234 records".
- * A store that passes can be opened and read without a fault.
+ * store read-only and runs store_check. A child that faults (SIGSEGV,
+ * SIGBUS, SIGILL, SIGFPE, SIGABRT) is a finding: "the walk faulted
+ * (SIGBUS) in DB windows after 1234 records". A child that cannot start,
+ * or is killed by another signal (SIGKILL from the OOM killer) or the
+ * bound, is none: the check could not be done. A store that passes can be
+ * opened and read without a fault.
  *
- * path: the store directory, borrowed. timeout_ms: the longest the child
- *   may take (0: no bound); then it is killed.
+ * path: the store directory, borrowed. timeout_ms: the longest the whole
+ *   check may take, the free list child (a file shorter than its last
+ *   page) and the walk together (0: no bound for the walk, 60 s for the
+ *   free list); then the child is killed.
  * why: if non-NULL, receives on failure an allocated text the caller frees
  *   with isoprof_free: for ISOPROF_EDAMAGED and ISOPROF_ECORRUPT one
  *   problem per line, each ending in '\n' (at most 100 lines from the
- *   walk, and store_check's report), for -ETIMEDOUT where the walk was,
- *   for the others store_open's one-line message. NULL on success.
+ *   walk, and store_check's report), for -ETIMEDOUT where the walk was
+ *   (ending in '\n' too); when the check could not be done one line,
+ *   "path: could not check the store: the walk was killed (SIGKILL) in DB
+ *   windows after 12 records"; for the others store_open's one-line
+ *   message. NULL on success.
  *
  * Returns 0 (intact), -ENOENT (no store there yet: no data.mdb, or an
  * empty one), ISOPROF_EDAMAGED (the file or the structure is damaged),
  * ISOPROF_ECORRUPT (STORE_VERIFY_RECORDS: store_check's findings),
  * ISOPROF_EMAGIC, ISOPROF_ESCHEMA (as a read-only store_open; the walk
  * alone reads any LMDB file, so without STORE_VERIFY_RECORDS only when
- * data.mdb is not LMDB or another LMDB format), -ETIMEDOUT, -ENOMEM,
- * -errno (pipe, fork, or opening the file).
+ * data.mdb is not LMDB or another LMDB format). The check could not be
+ * done, which says nothing of the store: -ETIMEDOUT (the bound passed),
+ * -ECANCELED (a child was killed by another signal than a fault's, or died
+ * without a result), -ENOMEM, -EMFILE, -EAGAIN and other -errno of
+ * starting a child (pipe, mapping, fork), of its opening the store
+ * (-EACCES: no lock.mdb and no right to create one) or of looking at
+ * data.mdb. isoprofd starts without a verdict then; `isoprof store check`
+ * says it could not check.
  *
  * The child is forked from the calling thread and allocates and opens
  * LMDB after fork(): call it before starting threads (isoprofd and isoprof

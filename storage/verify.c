@@ -37,6 +37,15 @@
  * caller's or of a sanitizer runs), dumps no core, and leaves by _exit
  * (the caller's atexit handlers and stdio buffers are not its own). The
  * parent waits for at most the caller's bound, then kills it.
+ *
+ * Only a fault is a finding: a child ended by SIGSEGV, SIGBUS, SIGILL,
+ * SIGFPE (LMDB followed a damaged page number or offset) or SIGABRT (one of
+ * its assertions). A child that could not start (no pipe, no process), was
+ * killed by another signal (SIGKILL from the OOM killer or a person) or
+ * ran out of time says nothing of the file: the check could not be done,
+ * and the caller is told so (a negative errno, "could not check the
+ * store"), never that the store is damaged. store_verify's bound covers
+ * the free list child and the walk together.
  */
 #include "internal.h"
 
@@ -96,7 +105,7 @@
 /* Pages missing from the end of the file that a child is asked about; a
  * meta page naming more than this many beyond the file is damaged. */
 #define VERIFY_MISSING_MAX (1u << 27)
-/* A child that confirms the free list gets this long. */
+/* A child that confirms the free list gets at most this long. */
 #define VERIFY_FREE_TIMEOUT_MS 60000u
 /* The children's map: LMDB grows it to the pages in use, so the map size
  * a (damaged) meta page records plays no part. */
@@ -431,7 +440,9 @@ fail_pipe:
     return rc;
 }
 
-static const char *signal_name(int sig)
+/* The signals that end a child reading a damaged file (see the top); NULL
+ * for the others. */
+static const char *fault_name(int sig)
 {
     switch (sig) {
     case SIGSEGV:
@@ -449,14 +460,23 @@ static const char *signal_name(int sig)
     }
 }
 
-/* "faulted (SIGBUS)", "died (signal 12)", "died (exit status 1)". */
+/* A child that ended without a result: did the file make it fault? */
+static int child_faulted(const struct child_out *o)
+{
+    return !o->done && fault_name(o->sig) != NULL;
+}
+
+/* "faulted (SIGBUS)", "was killed (SIGKILL)", "was killed (signal 12)",
+ * "died (exit status 1)". */
 static void death_text(const struct child_out *o, char *buf, size_t cap)
 {
-    const char *name = signal_name(o->sig);
+    const char *name = fault_name(o->sig);
     if (o->sig && name)
         snprintf(buf, cap, "faulted (%s)", name);
+    else if (o->sig == SIGKILL || o->sig == SIGTERM)
+        snprintf(buf, cap, "was killed (%s)", o->sig == SIGKILL ? "SIGKILL" : "SIGTERM");
     else if (o->sig)
-        snprintf(buf, cap, "died (signal %d)", o->sig);
+        snprintf(buf, cap, "was killed (signal %d)", o->sig);
     else
         snprintf(buf, cap, "died (exit status %d)", o->status);
 }
@@ -494,7 +514,7 @@ static int free_check_child(const char *path, void *arg, struct verify_shared *s
     if ((rc = mdb_env_create(&env)) != 0)
         return store_err(rc);
     if ((rc = mdb_env_set_mapsize(env, VERIFY_MAP_MIN)) != 0 ||
-        (rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, 0)) != 0 ||
+        (rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, STORE_FILE_MODE)) != 0 ||
         (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) != 0) {
         mdb_env_close(env);
         return store_err(rc);
@@ -551,7 +571,7 @@ out:
     return rc;
 }
 
-int store_verify_file(const char *path, char **why)
+int store_verify_file(const char *path, unsigned flags, uint64_t timeout_ms, char **why)
 {
     char file[PATH_MAX + 16];
     struct file_verdict v;
@@ -573,12 +593,16 @@ int store_verify_file(const char *path, char **why)
     if (rc != 0)
         rc = file_check(fd, &v);
     close(fd);
+    if (rc == VERDICT_MISSING && (flags & STORE_FILE_TRUST_SHORT))
+        rc = 0;
+    const char *unfinished = NULL; /* why the free list check could not be done */
+    char how[64];
     if (rc == VERDICT_MISSING) {
         struct child_out o;
-        int crc = child_run(path, free_check_child, NULL, VERIFY_FREE_TIMEOUT_MS, &o);
+        uint64_t ms =
+            timeout_ms && timeout_ms < VERIFY_FREE_TIMEOUT_MS ? timeout_ms : VERIFY_FREE_TIMEOUT_MS;
+        int crc = child_run(path, free_check_child, NULL, ms, &o);
         isoprof_free(o.text);
-        if (crc == -ENOMEM)
-            return -ENOMEM;
         if (crc == 0 && o.done && o.rc == 0 && o.value == 0) {
             rc = 0;
         } else if (crc == 0 && o.done && o.rc == 0) {
@@ -586,24 +610,38 @@ int store_verify_file(const char *path, char **why)
             snprintf(v.msg + l, sizeof(v.msg) - l, " (%" PRIu64 " missing pages are in use)",
                      o.value);
             rc = ISOPROF_EDAMAGED;
-        } else if (crc == 0 && o.done) {
-            rc = o.rc; /* LMDB refused it: its error */
-            if (rc == ISOPROF_ECORRUPT)
-                rc = ISOPROF_EDAMAGED;
-        } else {
-            char how[48];
+        } else if (crc == 0 && o.done && o.rc < ISOPROF__ERR_END) {
+            rc = o.rc == ISOPROF_ECORRUPT ? ISOPROF_EDAMAGED : o.rc; /* LMDB refused it */
+        } else if (crc == 0 && child_faulted(&o)) {
             death_text(&o, how, sizeof(how));
             size_t l = strlen(v.msg);
-            if (crc == -ETIMEDOUT)
-                snprintf(v.msg + l, sizeof(v.msg) - l, " (reading its free list timed out)");
-            else
-                snprintf(v.msg + l, sizeof(v.msg) - l, " (reading its free list %s)", how);
-            rc = crc == -ETIMEDOUT ? -ETIMEDOUT : ISOPROF_EDAMAGED;
+            snprintf(v.msg + l, sizeof(v.msg) - l, " (reading its free list %s)", how);
+            rc = ISOPROF_EDAMAGED;
+        } else {
+            /* Not a verdict: out of time, no child, a child that could
+             * not read (-ENOMEM, -EACCES on lock.mdb), or one killed from
+             * outside (the OOM killer). */
+            if (crc == -ETIMEDOUT) {
+                snprintf(how, sizeof(how), "timed out");
+            } else if (crc != 0 || o.done) {
+                crc = crc ? crc : o.rc;
+                snprintf(how, sizeof(how), "failed: %s", isoprof_strerror(crc));
+            } else {
+                death_text(&o, how, sizeof(how));
+                crc = -ECANCELED;
+            }
+            unfinished = how;
+            rc = (flags & STORE_FILE_UNFINISHED_OK) ? 0 : crc;
         }
     }
     if (rc != 0 && why) {
         isoprof_free(*why);
-        *why = isoprof_asprintf("%s: %s", path, v.msg[0] ? v.msg : isoprof_strerror(rc));
+        if (unfinished)
+            *why = isoprof_asprintf("%s: could not check the store: %s; reading its free list, "
+                                    "which must hold the missing pages, %s",
+                                    path, v.msg, unfinished);
+        else
+            *why = isoprof_asprintf("%s: %s", path, v.msg[0] ? v.msg : isoprof_strerror(rc));
     }
     return rc;
 }
@@ -812,7 +850,7 @@ static int walk_child(const char *path, void *arg, struct verify_shared *sh, int
         return store_err(rc);
     if ((rc = mdb_env_set_maxdbs(env, VERIFY_MAXDBS)) != 0 ||
         (rc = mdb_env_set_mapsize(env, VERIFY_MAP_MIN)) != 0 ||
-        (rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, 0)) != 0 ||
+        (rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, STORE_FILE_MODE)) != 0 ||
         (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &w.txn)) != 0) {
         mdb_env_close(env);
         if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND) {
@@ -865,7 +903,9 @@ out:
     /* The structure holds: now the records, as store_check sees them. */
     snprintf(sh->where, sizeof(sh->where), "(records)");
     sh->records = 0;
-    struct store_options ro = {.readonly = 1};
+    /* The walk read every page in use: a short file needs no free list
+     * child of the child. */
+    struct store_options ro = {.readonly = 1, .verified = STORE_VERIFY_PASSED};
     struct store *s = NULL;
     char *why = NULL;
     rc = store_open(path, &ro, &s, &why);
@@ -901,6 +941,16 @@ static char *report_text(const char *path, int rc, char **text)
     return nl;
 }
 
+/* Where the walk was, for a report: "in DB windows after 12 records". */
+static void where_text(const struct child_out *o, char *buf, size_t cap)
+{
+    const char *where = o->where[0] ? o->where : "(starting)";
+    if (strcmp(where, "(records)") == 0)
+        snprintf(buf, cap, "while checking the records");
+    else
+        snprintf(buf, cap, "in DB %s after %" PRIu64 " records", where, o->records);
+}
+
 int store_verify(const char *path, unsigned flags, uint64_t timeout_ms, char **why)
 {
     char file[PATH_MAX + 16];
@@ -909,6 +959,9 @@ int store_verify(const char *path, unsigned flags, uint64_t timeout_ms, char **w
         *why = NULL;
     if (path == NULL)
         return -EINVAL;
+    /* One bound for the whole check: the free list child takes its time
+     * from it and the walk gets the rest. */
+    uint64_t deadline = timeout_ms ? isoprof_now_mono_ns() + timeout_ms * 1000000 : 0;
     int n = snprintf(file, sizeof(file), "%s/data.mdb", path);
     if (n < 0 || (size_t)n >= sizeof(file))
         return -ENAMETOOLONG;
@@ -920,39 +973,64 @@ int store_verify(const char *path, unsigned flags, uint64_t timeout_ms, char **w
         return rc;
     }
     char *fwhy = NULL;
-    int rc = store_verify_file(path, &fwhy);
+    int rc = store_verify_file(path, 0, timeout_ms, &fwhy);
     if (rc != 0) {
-        /* One line, like the walk's, so that every report reads the same. */
+        /* A report is one line a problem, like the walk's, so that every
+         * report reads the same; the rest is one message. */
+        int lines = rc == ISOPROF_EDAMAGED || rc == ISOPROF_ECORRUPT || rc == -ETIMEDOUT;
         if (why && fwhy)
-            *why = isoprof_asprintf("%s\n", fwhy);
+            *why = isoprof_asprintf("%s%s", fwhy, lines ? "\n" : "");
         isoprof_free(fwhy);
         return rc;
     }
+    uint64_t left = 0;
+    if (timeout_ms) {
+        left = ms_left(deadline);
+        if (left == 0)
+            left = 1; /* spent: the walk is killed as it starts, and says so */
+    }
     struct walk_opts o = {flags};
     struct child_out out;
-    rc = child_run(path, walk_child, &o, timeout_ms, &out);
-    if (rc == 0 && out.done) {
+    char how[64], where[96];
+    rc = child_run(path, walk_child, &o, left, &out);
+    if (rc == 0 && out.done && out.rc < 0 && out.rc > ISOPROF__ERR_END &&
+        (out.text == NULL || out.text[0] == '\0')) {
+        /* The walk could not open the store (-EMFILE, -ENOMEM; -EACCES:
+         * no lock.mdb and no right to make one). */
+        rc = out.rc;
+        if (why)
+            *why = isoprof_asprintf("%s: could not check the store: the walk failed: %s", path,
+                                    isoprof_strerror(rc));
+    } else if (rc == 0 && out.done) {
         rc = out.rc;
         if (rc != 0 && why)
             *why = report_text(path, rc, &out.text);
-    } else if (rc == 0 || rc == -ETIMEDOUT) {
-        char how[48];
+    } else if (rc == -ETIMEDOUT || (rc == 0 && child_faulted(&out))) {
         if (rc == -ETIMEDOUT && timeout_ms % 1000 == 0)
             snprintf(how, sizeof(how), "did not finish within %" PRIu64 " s", timeout_ms / 1000);
         else if (rc == -ETIMEDOUT)
             snprintf(how, sizeof(how), "did not finish within %" PRIu64 " ms", timeout_ms);
         else
             death_text(&out, how, sizeof(how));
-        if (why) {
-            const char *where = out.where[0] ? out.where : "(starting)";
-            if (strcmp(where, "(records)") == 0)
-                *why = isoprof_asprintf("the walk %s while checking the records\n%s", how,
-                                        out.text ? out.text : "");
-            else
-                *why = isoprof_asprintf("the walk %s in DB %s after %" PRIu64 " records\n%s", how,
-                                        where, out.records, out.text ? out.text : "");
-        }
+        where_text(&out, where, sizeof(where));
+        if (why)
+            *why = isoprof_asprintf("the walk %s %s\n%s", how, where, out.text ? out.text : "");
         rc = rc == -ETIMEDOUT ? -ETIMEDOUT : ISOPROF_EDAMAGED;
+    } else if (rc != 0) {
+        /* No pipe, mapping or process for the walk (-EMFILE, -EAGAIN,
+         * -ENOMEM), or its output could not be kept. */
+        if (why)
+            *why = isoprof_asprintf("%s: could not check the store: the walk could not run: %s",
+                                    path, isoprof_strerror(rc));
+    } else {
+        /* Killed from outside (SIGKILL: the OOM killer, a person), or gone
+         * without a result: nothing is known of the file. */
+        death_text(&out, how, sizeof(how));
+        where_text(&out, where, sizeof(where));
+        if (why)
+            *why =
+                isoprof_asprintf("%s: could not check the store: the walk %s %s", path, how, where);
+        rc = -ECANCELED;
     }
     isoprof_free(out.text);
     return rc;

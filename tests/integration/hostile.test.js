@@ -109,12 +109,16 @@ describe('hostile inspector endpoints', { concurrency: true }, () => {
     // One reply over AGENT_MSG_MAX (48 MiB).
     const huge = await F.startFakeInspector({ stopText: (id) => Buffer.concat([Buffer.from(`{"id":${id},"result":{"profile":{"nodes":[`), Buffer.alloc(60 * MiB, 0x20), Buffer.from(']}}}')]) });
     // Three sessions each holding a 30 MiB partial message: together over
-    // the 64 MiB message budget.
+    // the 64 MiB message budget, so one is read and dropped as it comes;
+    // none ever ends, and what follows it waits behind it, so each session
+    // goes (a window's call that times out, or the message's deadline).
     const partial = [];
     for (let i = 0; i < 3; i++) {
-      partial.push(await F.startFakeInspector({ onOpen: (sock) => {
-        sock.write(Buffer.concat([F.frameHeader(1, 40 * MiB), Buffer.from('{"method":"x","params":{"a":"'), Buffer.alloc(30 * MiB, 0x61)]));
-      } }));
+      // Once attached (before, the stalled frame would hold back the
+      // replies to the attach calls, which time out first).
+      partial.push(await F.startFakeInspector({ onOpen: (sock) => setTimeout(() => {
+        if (!sock.destroyed) sock.write(Buffer.concat([F.frameHeader(1, 40 * MiB), Buffer.from('{"method":"x","params":{"a":"'), Buffer.alloc(30 * MiB, 0x61)]));
+      }, 2000) }));
     }
     // A profile over the node cap (262,144), and one with 1.5 million
     // samples before its nodes.
@@ -127,9 +131,9 @@ describe('hostile inspector endpoints', { concurrency: true }, () => {
     const earlySamples = await F.startFakeInspector({ stopText: (id) => `{"id":${id},"result":{"profile":${early}}}` });
     const d = await daemon([{ port: huge.port, worker: 'huge' }, ...partial.map((f, i) => ({ port: f.port, worker: `partial${i}` })),
       { port: manyNodes.port, worker: 'nodes' }, { port: earlySamples.port, worker: 'early' }], { maxConcurrent: 8 });
-    const dropped = (w) => (l) => l.msg === 'session dropped' && l.worker === w && /cap|budget/.test(l.why || '');
-    await d.waitLog(dropped('huge'), 90000, 'the 60 MiB reply refused');
-    await L.waitFor(() => [0, 1, 2].some((i) => d.count(dropped(`partial${i}`)) > 0), 90000, 'a partial message refused by the budget');
+    const dropped = (w, re) => (l) => l.msg === 'session dropped' && l.worker === w && re.test(l.why || '');
+    await d.waitLog(dropped('huge', /over the cap/), 90000, 'the 60 MiB reply refused');
+    await L.waitFor(() => [0, 1, 2].every((i) => d.count(dropped(`partial${i}`, /./)) > 0), 120000, 'the stalled sessions dropped');
     await d.waitLog((l) => l.msg === 'conversion failed' && l.worker === 'nodes' && /more than 262144 nodes/.test(l.why), 90000, 'the node cap');
     await d.waitLog((l) => l.msg === 'conversion failed' && l.worker === 'early' && /samples before the nodes/.test(l.why), 90000, 'the kept-samples cap');
     const hwm = status(d.pid, 'VmHWM');
@@ -160,7 +164,10 @@ describe('hostile inspector endpoints', { concurrency: true }, () => {
     const polls = fake.httpRequests.length;
     await L.waitFor(() => fake.httpRequests.length >= polls + 3, 30000, 'three more polls');
     assert.strictEqual(d.count(is('targets over the cap ignored')), 1, 'said once, not at every poll');
-    assert.ok(fake.open <= 256, `${fake.open} sessions open`);
+    // The daemon's own descriptors: 256 sessions and its few others (the
+    // fake may still count sockets the daemon has closed, on a busy host).
+    const fds = fs.readdirSync(`/proc/${d.pid}/fd`).length;
+    assert.ok(fds < 256 + 64, `${fds} descriptors open`);
     assert.ok(!/Too many open files/.test(d.raw), 'no descriptor exhaustion');
     assert.ok(d.lines.length < 2000, `${d.lines.length} log lines`);
     if (!sanitized(d.pid)) assert.ok(status(d.pid, 'VmHWM') < 64 * 1024, `peak RSS ${status(d.pid, 'VmHWM')} KiB`);

@@ -3,6 +3,8 @@
 // isoprofd refuses a damaged store with one log line and exit status 3;
 // with store.on_damage: move_aside it moves the files into
 // <store>/damaged-<time>/, starts a new store, and that store checks clean.
+// A store restored without lock.mdb gets one its owner can open, and a
+// check that cannot run says so instead of calling the store damaged.
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert');
@@ -171,4 +173,43 @@ test('store.on_damage: move_aside moves the files aside and starts a new store',
   assert.ok(!again.lines.some((l) => /damaged/.test(l.msg || '')), again.tail());
   assert.strictEqual((await L.stopDaemon(again)).code, 0);
   assert.strictEqual(fs.readdirSync(dir).filter((f) => f.startsWith('damaged-')).length, 1);
+});
+
+// The mode store_open gives the files it creates, under this process's umask.
+function createdMode() {
+  const um = process.umask(0o022);
+  process.umask(um);
+  return 0o640 & ~um;
+}
+
+test('a store without lock.mdb (an mdb_copy backup restored): the check leaves one its owner can open', { timeout: 60000 }, async () => {
+  const dir = copyStore();
+  const lock = path.join(dir, 'lock.mdb');
+  assert.ok(!fs.existsSync(lock));
+  assert.match(L.storeCheck(dir), /: ok$/m);
+  assert.strictEqual(fs.statSync(lock).mode & 0o7777, createdMode(), 'made by store check');
+  fs.unlinkSync(lock);
+  const d = await L.startDaemon(config(dir));
+  await d.waitLog((l) => l.msg === 'isoprofd started', 20000, 'the start');
+  assert.ok(d.lines.some((l) => l.msg === 'store verified'), d.tail());
+  assert.strictEqual((await L.stopDaemon(d)).code, 0, d.tail());
+  assert.strictEqual(fs.statSync(lock).mode & 0o7777, createdMode(), 'made by the check at start');
+});
+
+test('isoprof store check that cannot run its check says so and exits 2, not "damaged"', { timeout: 60000 }, () => {
+  const dir = copyStore();
+  L.storeCheck(dir);
+  // Ever more descriptors: too few for the check's pipe, for the walk's
+  // open of the store, then enough.
+  let said = 0;
+  for (let n = 4; n <= 12; n++) {
+    const r = L.cli(['-c', `ulimit -n ${n} && exec "$0" "$@"`, L.ISOPROF, 'store', 'check', '--store', dir], { bin: '/bin/sh' });
+    assert.strictEqual(r.signal, null, `${n} descriptors: ${r.signal}: ${r.stderr}`);
+    if (r.status === 0) continue;
+    assert.strictEqual(r.status, 2, `${n} descriptors: ${r.stderr}`);
+    assert.match(r.stderr, /^isoprof: .*: could not check the store: .*Too many open files\n$/, `${n} descriptors`);
+    assert.doesNotMatch(r.stderr, /damaged/);
+    said++;
+  }
+  assert.ok(said > 0, 'some limit was too low for the check');
 });

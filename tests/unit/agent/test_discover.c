@@ -70,11 +70,29 @@ TEST(list_cap)
     isoprof_free(body);
 }
 
+/* Four MiB of "0," is two million values: streamed, counted, nothing
+ * kept (a tree of it was some 170 MiB). */
+TEST(list_flat_values)
+{
+    size_t n = 2u << 20;
+    char *body = repeat(",0", n, "]");
+    body[0] = '['; /* "[0,0,...,0]": n values */
+    size_t len = strlen(body);
+    struct discover_list l;
+    char why[160] = "";
+    unsigned long before = isoprof_alloc_count();
+    CHECK_EQ_INT(discover_parse_list(body, len, 256, &l, why, sizeof(why)), 0);
+    CHECK(l.n == 0 && l.listed == n && l.skipped == n);
+    CHECK(isoprof_alloc_count() - before < 8); /* the list's arrays, not a value each */
+    discover_list_free(&l);
+    isoprof_free(body);
+}
+
 TEST(list_and_version_errors)
 {
     struct discover_list l;
     char why[160];
-    const char *bad[] = {"{}", "not json", "[1,2", ""};
+    const char *bad[] = {"{}", "not json", "[1,2", "", "7", "\"x\"", "[] []", "[]{}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         why[0] = '\0';
         CHECK_EQ_INT(discover_parse_list(bad[i], strlen(bad[i]), 8, &l, why, sizeof(why)),
@@ -96,6 +114,7 @@ int main(void)
     RUN(json_depth);
     RUN(list_nested_refused);
     RUN(list_cap);
+    RUN(list_flat_values);
     RUN(list_and_version_errors);
     TEST_EXIT();
 }

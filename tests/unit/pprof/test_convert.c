@@ -608,10 +608,10 @@ TEST(cpu_long_chain)
         Profile *p = decode(&r.pprof);
         REQUIRE(p != NULL);
         CHECK_EQ_INT(p->n_sample, 1);
-        CHECK_EQ_INT(p->sample[0]->n_location_id, PPROF_MAX_STACK); /* (root) left out */
+        CHECK_EQ_INT(p->sample[0]->n_location_id, PPROF_MAX_STACK + 1); /* (root) left out */
         CHECK_EQ_INT(p->n_function, 8);                             /* f0..f6, (truncated) */
         CHECK_STR(frame_name(p, p->sample[0], 0), PPROF_TRUNCATED_FRAME);
-        CHECK(r.truncated == n - PPROF_MAX_STACK); /* frames 512 .. n-1 folded */
+        CHECK(r.truncated == n - 1 - PPROF_MAX_STACK); /* frames 513 .. n-1 folded */
         CHECK_EQ_INT(p->n_comment, 1);
         if (p->n_comment == 1)
             CHECK(strstr(p->string_table[p->comment[0]], "deeper than 512 frames") != NULL);
@@ -666,7 +666,7 @@ TEST(cpu_output_cap)
     char *json = chain_with_leaves(600, leaves, &len);
     REQUIRE(json != NULL);
     CHECK_EQ_INT(pprof_from_cpu_json(json, len, NULL, &r, &why), 0);
-    CHECK(r.truncated == leaves + 600 - PPROF_MAX_STACK);
+    CHECK(r.truncated == leaves + 600 - 1 - PPROF_MAX_STACK); /* node 1 is the root */
     pprof_buf_free(&r.pprof);
     isoprof_free(why);
     isoprof_free(json);
@@ -880,7 +880,7 @@ TEST(heap_deep_ok)
     for (size_t i = 0; i < p->n_sample; i++)
         if (p->sample[i]->n_location_id > longest)
             longest = p->sample[i]->n_location_id;
-    CHECK_EQ_INT(longest, PPROF_MAX_STACK); /* cut, as CPU stacks are */
+    CHECK_EQ_INT(longest, PPROF_MAX_STACK + 1); /* cut, as CPU stacks are */
     CHECK(r.truncated > 0);
     perftools__profiles__profile__free_unpacked(p, NULL);
     pprof_buf_free(&r.pprof);

@@ -7,14 +7,28 @@
  * whose file is legitimately shorter than its last page (pages LMDB freed
  * before writing them).
  *
+ * What the check does around the store, and what it is not: a check child
+ * that opens a store without lock.mdb leaves one that the store's owner
+ * can open; a check that cannot run (no pipe) or whose child is killed
+ * (SIGKILL) is no verdict of damage; one bound covers the whole check at
+ * start, and store_open neither repeats the free list check that
+ * store_verify passed nor refuses a store because its own could not
+ * finish after the walk did not.
+ *
  * Every attempt that could fault runs in a fork of this test, which must
- * exit normally: the test process itself never dies.
+ * exit normally: the test process itself never dies. To hold a check
+ * child where the test wants it, the test takes the lock mdb_env_open
+ * waits for (lock_hold): the child blocks there until the test has
+ * killed or stopped it.
  */
 #include "common.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define VERIFY_MS 60000
 #define PSIZE_GUESS 4096 /* only for choosing where to cut; the store says */
@@ -630,12 +644,375 @@ TEST(walk_faults)
     isoprof_free(why);
 }
 
+/* --- what the check leaves, and what is not a verdict --- */
+
+static int lock_file(const char *dir, char *out, size_t cap)
+{
+    return snprintf(out, cap, "%s/lock.mdb", dir) < (int)cap ? 0 : -1;
+}
+
+/* The mode bits store_open gives the files it creates, under this
+ * process's umask. */
+static mode_t created_mode(void)
+{
+    mode_t um = umask(0);
+    umask(um);
+    return (mode_t)(0640 & ~um);
+}
+
+/* lock.mdb's permission bits, or -1 if there is none. */
+static int lock_mode(const char *dir)
+{
+    char f[512];
+    struct stat st;
+    if (lock_file(dir, f, sizeof(f)) != 0 || stat(f, &st) != 0)
+        return -1;
+    return (int)(st.st_mode & 07777);
+}
+
+/* A store without lock.mdb (restored from an mdb_copy backup, or its lock
+ * file deleted): the check children create it, with the mode store_open
+ * uses, not 0000 (which the daemon, as a DynamicUser, could not open). */
+TEST(lock_mode)
+{
+    char f[512];
+    const char *p = tmp_store_path();
+    REQUIRE(make_store(p, 100) == 0);
+    uint64_t need = 0;
+    uint32_t psize = 0;
+    size_t main_root = 0;
+    REQUIRE(meta_of(p, &need, &psize, &main_root) == 0);
+    REQUIRE((uint64_t)file_size(p) >= need); /* no free list child: the walk's alone */
+    REQUIRE(lock_file(p, f, sizeof(f)) == 0 && unlink(f) == 0);
+    char *why = NULL;
+    CHECK_EQ_INT(store_verify(p, 0, VERIFY_MS, &why), 0);
+    isoprof_free(why);
+    why = NULL;
+    CHECK_EQ_INT(lock_mode(p), created_mode());
+    struct store_options ro = {.readonly = 1};
+    struct store *s = NULL;
+    CHECK_EQ_INT(store_open(p, &ro, &s, &why), 0);
+    store_close(s);
+    isoprof_free(why);
+    why = NULL;
+    /* The free list child (a file shorter than its last page), from
+     * store_open and from store_verify. */
+    p = short_store();
+    REQUIRE(p != NULL);
+    REQUIRE(meta_of(p, &need, &psize, &main_root) == 0);
+    REQUIRE((uint64_t)file_size(p) < need);
+    REQUIRE(lock_file(p, f, sizeof(f)) == 0 && unlink(f) == 0);
+    s = NULL;
+    CHECK_EQ_INT(store_open(p, &ro, &s, &why), 0);
+    store_close(s);
+    isoprof_free(why);
+    why = NULL;
+    CHECK_EQ_INT(lock_mode(p), created_mode());
+    REQUIRE(unlink(f) == 0);
+    CHECK_EQ_INT(store_verify(p, STORE_VERIFY_RECORDS, VERIFY_MS, &why), 0);
+    isoprof_free(why);
+    CHECK_EQ_INT(lock_mode(p), created_mode());
+}
+
+/* Leave this process with at most `left` free descriptors (soft
+ * RLIMIT_NOFILE lowered, the rest filled). 0 or -1. Only in a fork. */
+static int starve_fds(int left)
+{
+    struct rlimit rl;
+    int fds[64], n = 0;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return -1;
+    rl.rlim_cur = 64;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return -1;
+    for (int fd; n < 64 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;)
+        fds[n++] = fd;
+    if (n == 64 || errno != EMFILE || n < left)
+        return -1;
+    while (left-- > 0)
+        close(fds[--n]);
+    return 0;
+}
+
+struct pair {
+    const char *full, *shortp; /* a store, and one shorter than its last page */
+};
+
+/* With one descriptor free, data.mdb can be read but no pipe made: every
+ * check says it could not run, none that the store is damaged. */
+static int cannot_run_attempt(const void *arg)
+{
+    const struct pair *c = arg;
+    char *why = NULL;
+    if (starve_fds(1) != 0)
+        return 10;
+    int rc = store_verify(c->full, 0, VERIFY_MS, &why);
+    fprintf(stderr, "no pipe for the walk: %s: %s\n", isoprof_strerror(rc), why ? why : "");
+    if (rc != -EMFILE || why == NULL || strstr(why, "could not check") == NULL)
+        return 11;
+    isoprof_free(why);
+    why = NULL;
+    rc = store_verify(c->shortp, 0, VERIFY_MS, &why);
+    fprintf(stderr, "no pipe for the free list: %s: %s\n", isoprof_strerror(rc), why ? why : "");
+    if (rc != -EMFILE || why == NULL || strstr(why, "could not check") == NULL)
+        return 12;
+    isoprof_free(why);
+    why = NULL;
+    struct store_options ro = {.readonly = 1};
+    struct store *s = NULL;
+    rc = store_open(c->shortp, &ro, &s, &why);
+    isoprof_free(why);
+    if (rc != -EMFILE)
+        return 13;
+    return 0;
+}
+
+TEST(cannot_run)
+{
+    struct pair c = {tmp_store_path(), NULL};
+    REQUIRE(make_store(c.full, 50) == 0);
+    c.shortp = short_store();
+    REQUIRE(c.shortp != NULL);
+    CHECK(isolated(cannot_run_attempt, &c, "checks without a pipe") == 0);
+}
+
+/* The child of parent (a process of ours), waiting up to ms for it to
+ * appear; -1 if none did. */
+static pid_t child_of(pid_t parent, int ms)
+{
+    for (int waited = 0; waited <= ms; waited += 5) {
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        pid_t found = -1;
+        while (d != NULL && found < 0 && (e = readdir(d)) != NULL) {
+            char f[300], buf[512];
+            if (e->d_name[0] < '1' || e->d_name[0] > '9')
+                continue;
+            snprintf(f, sizeof(f), "/proc/%s/stat", e->d_name);
+            int fd = open(f, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            ssize_t n = read(fd, buf, sizeof(buf) - 1);
+            close(fd);
+            if (n <= 0)
+                continue;
+            buf[n] = '\0';
+            const char *rp = strrchr(buf, ')'); /* the name may hold spaces */
+            int ppid = 0;
+            if (rp != NULL && sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == parent)
+                found = (pid_t)strtol(e->d_name, NULL, 10);
+        }
+        if (d != NULL)
+            closedir(d);
+        if (found > 0)
+            return found;
+        usleep(5000);
+    }
+    return -1;
+}
+
+/* Take the lock that mdb_env_open waits for (it tries byte 0 of lock.mdb
+ * exclusively, then waits to share it): until the descriptor is closed,
+ * another process's open of the store blocks there. The fd, or -1. */
+static int lock_hold(const char *dir)
+{
+    char f[512];
+    if (lock_file(dir, f, sizeof(f)) != 0)
+        return -1;
+    int fd = open(f, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    if (fcntl(fd, F_SETLK, &fl) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Run fn(arg) in a fork while this process holds dir's lock: the check
+ * child the fork starts blocks in mdb_env_open and is sent sig there; then
+ * the lock is let go. The fork's exit status, or -1. */
+static int with_child_signalled(const char *dir, int (*fn)(const void *arg), const void *arg,
+                                int sig, const char *what)
+{
+    int lfd = lock_hold(dir);
+    if (lfd < 0)
+        return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t a = fork();
+    if (a < 0) {
+        close(lfd);
+        return -1;
+    }
+    if (a == 0)
+        _exit(fn(arg));
+    pid_t c = child_of(a, 20000);
+    if (c > 0)
+        kill(c, sig);
+    close(lfd);
+    int st = 0;
+    while (waitpid(a, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (c <= 0) {
+        fprintf(stderr, "%s: no check child seen\n", what);
+        return -1;
+    }
+    if (!WIFEXITED(st)) {
+        fprintf(stderr, "%s: killed by signal %d\n", what, WTERMSIG(st));
+        return -1;
+    }
+    return WEXITSTATUS(st);
+}
+
+static int killed_verify_attempt(const void *arg)
+{
+    char *why = NULL;
+    int rc = store_verify(arg, 0, VERIFY_MS, &why);
+    fprintf(stderr, "check child killed: %s: %s\n", isoprof_strerror(rc), why ? why : "");
+    int ok = rc != 0 && rc != ISOPROF_EDAMAGED && why != NULL &&
+             strstr(why, "could not check") != NULL && strstr(why, "SIGKILL") != NULL;
+    isoprof_free(why);
+    return ok ? 0 : 1;
+}
+
+static int killed_open_attempt(const void *arg)
+{
+    struct store_options ro = {.readonly = 1};
+    struct store *s = NULL;
+    char *why = NULL;
+    int rc = store_open(arg, &ro, &s, &why);
+    fprintf(stderr, "free list child killed: %s: %s\n", isoprof_strerror(rc), why ? why : "");
+    isoprof_free(why);
+    store_close(s);
+    return rc != 0 && rc != ISOPROF_EDAMAGED ? 0 : 1;
+}
+
+/* A child killed from outside (SIGKILL: the OOM killer, a person) tells
+ * nothing of the file: not damage. */
+TEST(killed_not_damage)
+{
+    const char *p = tmp_store_path();
+    REQUIRE(make_store(p, 50) == 0);
+    CHECK_EQ_INT(with_child_signalled(p, killed_verify_attempt, p, SIGKILL, "walk"), 0);
+    p = short_store();
+    REQUIRE(p != NULL);
+    CHECK_EQ_INT(with_child_signalled(p, killed_verify_attempt, p, SIGKILL, "free list"), 0);
+    CHECK_EQ_INT(with_child_signalled(p, killed_open_attempt, p, SIGKILL, "open"), 0);
+}
+
+/* --- the bound at start --- */
+
+static volatile sig_atomic_t children_ended;
+
+static void count_child(int sig)
+{
+    (void)sig;
+    children_ended++;
+}
+
+/* isoprofd at start: store_verify, then store_open told it passed. The
+ * free list of a short file is read once (store_verify's child), not again
+ * by store_open. */
+TEST(no_second_check)
+{
+    const char *p = short_store();
+    REQUIRE(p != NULL);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = count_child;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    REQUIRE(sigaction(SIGCHLD, &sa, &old) == 0);
+    children_ended = 0;
+    char *why = NULL;
+    CHECK_EQ_INT(store_verify(p, 0, VERIFY_MS, &why), 0);
+    CHECK_EQ_INT(children_ended, 2); /* the free list, the walk */
+    isoprof_free(why);
+    why = NULL;
+    /* Not told: store_open reads the free list itself. */
+    struct store_options ro = {.readonly = 1}, rw = {.verified = STORE_VERIFY_PASSED};
+    struct store *s = NULL;
+    CHECK_EQ_INT(store_open(p, &ro, &s, &why), 0);
+    store_close(s);
+    CHECK_EQ_INT(children_ended, 3);
+    s = NULL;
+    CHECK_EQ_INT(store_open(p, &rw, &s, &why), 0);
+    CHECK_EQ_INT(children_ended, 3);
+    CHECK_EQ_INT(check_clean(s), 0);
+    store_close(s);
+    isoprof_free(why);
+    sigaction(SIGCHLD, &old, NULL);
+}
+
+struct open_case {
+    const char *path;
+    int verified;
+};
+
+/* store_open with the free list child held (stopped) past its 300 ms:
+ * exit status 0 opened, 1 -ETIMEDOUT, 2 something else. */
+static int held_open_attempt(const void *arg)
+{
+    const struct open_case *c = arg;
+    struct store_options o = {.verified = c->verified, .check_ms = 300};
+    struct store *s = NULL;
+    char *why = NULL;
+    uint64_t t0 = isoprof_now_mono_ns();
+    int rc = store_open(c->path, &o, &s, &why);
+    uint64_t ms = (isoprof_now_mono_ns() - t0) / 1000000;
+    fprintf(stderr, "free list child stopped, verified %d: %" PRIu64 " ms: %s: %s\n", c->verified,
+            ms, isoprof_strerror(rc), why ? why : "");
+    isoprof_free(why);
+    if (rc == 0 && check_clean(s) != 0)
+        rc = ISOPROF_ECORRUPT;
+    store_close(s);
+    if (ms > 10000)
+        return 3;
+    return rc == 0 ? 0 : rc == -ETIMEDOUT ? 1 : 2;
+}
+
+/* store_verify's bound holds for the whole check, the free list child
+ * included: here that child cannot open the store at all. */
+TEST(one_bound)
+{
+    const char *p = short_store();
+    REQUIRE(p != NULL);
+    int lfd = lock_hold(p);
+    REQUIRE(lfd >= 0);
+    char *why = NULL;
+    uint64_t t0 = isoprof_now_mono_ns();
+    int rc = store_verify(p, 0, 1500, &why);
+    uint64_t ms = (isoprof_now_mono_ns() - t0) / 1000000;
+    close(lfd);
+    fprintf(stderr, "free list child held: %" PRIu64 " ms: %s: %s", ms, isoprof_strerror(rc),
+            why ? why : "\n");
+    CHECK_EQ_INT(rc, -ETIMEDOUT);
+    CHECK(ms < 10000);
+    isoprof_free(why);
+    /* Then store_open gets the rest of the bound (check_ms). Its free
+     * list check not finishing in it refuses the store when the caller
+     * knows nothing else, but not after a store_verify that could not
+     * finish either: the daemon then starts without a verdict, as after
+     * a walk out of time. */
+    struct open_case c = {p, STORE_VERIFY_NONE};
+    CHECK_EQ_INT(with_child_signalled(p, held_open_attempt, &c, SIGSTOP, "open"), 1);
+    c.verified = STORE_VERIFY_UNFINISHED;
+    CHECK_EQ_INT(with_child_signalled(p, held_open_attempt, &c, SIGSTOP, "open, unfinished"), 0);
+}
+
 int main(void)
 {
     RUN(healthy);
     RUN(meta_pages);
     RUN(truncated);
     RUN(walk_faults);
+    RUN(lock_mode);
+    RUN(cannot_run);
+    RUN(killed_not_damage);
+    RUN(no_second_check);
+    RUN(one_bound);
     RUN(bitflips);
     TEST_EXIT();
 }

@@ -119,6 +119,7 @@ struct sink {
     char *msg[16];
     size_t len[16];
     size_t total;
+    void *user;
 };
 
 static void sink_on_message(struct ws_client *ws, char *data, size_t len, void *arg)
@@ -190,7 +191,7 @@ TEST(shared_budget)
     for (int i = 0; i < 3; i++) {
         ws[i] = open_client(0, &k[i]);
         REQUIRE(ws[i] != NULL);
-        ws_test_set_budget(ws[i], &b);
+        ws_test_set_budget(ws[i], &b, NULL);
     }
     /* Each announces 200 KiB and sends 128 KiB of it. */
     size_t h = frame(hdr, 1, 1, NULL, 200u << 10) - (200u << 10);
@@ -217,6 +218,58 @@ TEST(shared_budget)
     ws_test_free(ws[0]);
     CHECK(atomic_load(&b.used) == 0);
     CHECK(atomic_load(&b.peak) <= b.limit);
+}
+
+struct dropped {
+    int n;
+    uint64_t len;
+    char head[WS_DROP_HEAD + 1];
+};
+
+static void on_dropped(struct ws_client *ws, const char *head, size_t head_len, uint64_t len,
+                       void *arg)
+{
+    (void)ws;
+    struct dropped *d = ((struct sink *)arg)->user;
+    d->n++;
+    d->len = len;
+    memcpy(d->head, head, head_len);
+    d->head[head_len] = '\0';
+}
+
+/* With on_dropped, a message the budget cannot hold is read and dropped,
+ * reported with its first bytes and length, and the connection carries on;
+ * a big message cannot use the reserve that small ones can. */
+TEST(budget_drops_message)
+{
+    struct ws_budget b = {.limit = 600u << 10, .reserve = 300u << 10};
+    struct dropped d = {0};
+    struct sink k = {0};
+    k.user = &d;
+    struct ws_client *ws = open_client(0, &k);
+    REQUIRE(ws != NULL);
+    ws_test_set_budget(ws, &b, on_dropped);
+    /* 400 KiB: over WS_SMALL_MESSAGE, so only 300 KiB of the budget is its. */
+    static uint8_t big[(400u << 10) + 16];
+    size_t n = frame(big, 1, 1, NULL, 400u << 10);
+    size_t h = n - (400u << 10);
+    memset(big + h, ' ', 400u << 10);
+    memcpy(big + h, "{\"id\":7,\"result\":", 18);
+    CHECK_EQ_INT(ws_test_feed(ws, big, n), 0);
+    CHECK_EQ_INT(d.n, 1);
+    CHECK(d.len == (400u << 10));
+    CHECK(strncmp(d.head, "{\"id\":7,\"result\":", 18) == 0);
+    CHECK(atomic_load(&b.used) == 0);
+    /* 200 KiB fits, reserve and all. */
+    static uint8_t small[(200u << 10) + 16];
+    n = frame(small, 1, 1, NULL, 200u << 10);
+    memset(small + n - (200u << 10), 'x', 200u << 10);
+    CHECK_EQ_INT(ws_test_feed(ws, small, n), 0);
+    CHECK_EQ_INT(k.n, 1);
+    CHECK(k.n == 1 && k.len[0] == (200u << 10));
+    sink_free(&k);
+    ws_test_free(ws);
+    CHECK(atomic_load(&b.used) == 0);
 }
 
 TEST(handshake_split_everywhere)
@@ -508,6 +561,7 @@ int main(void)
     RUN(peek_id);
     RUN(handshake_split_everywhere);
     RUN(shared_budget);
+    RUN(budget_drops_message);
     RUN(handshake_checks);
     RUN(frames_byte_by_byte);
     RUN(protocol_violations);

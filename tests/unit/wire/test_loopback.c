@@ -707,6 +707,33 @@ TEST(ws_huge_length_header)
     CHECK(t.t_close - t.t0 < 2000);
 }
 
+static void stalled_message_upgrade(struct sconn *c)
+{
+    srv_default_upgrade(c);
+    uint8_t b[64];
+    size_t n = hdr(b, 1, 1, 1u << 20);
+    memset(b + n, 's', 32);
+    srv_send(c, b, n + 32);
+    /* and nothing more: the message never ends, the connection stays */
+}
+
+/* A message that stops half way has a deadline: its bytes (and the
+ * budget's) are not held for as long as the peer likes. */
+TEST(ws_stalled_message)
+{
+    struct tctx t;
+    t_init(&t, 1);
+    t.sv.on_upgrade = stalled_message_upgrade;
+    t.opts.message_timeout_ms = 300;
+    REQUIRE(t_connect(&t, "127.0.0.1", "/x") == 0);
+    t_run(&t);
+    CHECK_EQ_INT(t.open_status, 0);
+    CHECK_EQ_INT(t.close_status, ISOPROF_ETIMEDOUT);
+    CHECK_EQ_INT(t.nmsg, 0);
+    CHECK(strstr(t.why, "not complete") != NULL);
+    CHECK(t.t_close - t.t0 >= 300);
+}
+
 static void truncated_upgrade(struct sconn *c)
 {
     srv_default_upgrade(c);
@@ -1339,6 +1366,7 @@ int main(void)
     RUN(ws_over_cap);
     RUN(ws_huge_length_header);
     RUN(ws_truncated_frame);
+    RUN(ws_stalled_message);
     RUN(ws_bad_upgrade_answers);
     RUN(ws_handshake_timeout);
     RUN(ws_connection_refused);
