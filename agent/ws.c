@@ -890,13 +890,9 @@ static int ws_frame_end(struct ws_client *ws)
         ws_msg_free(m);
         return 0;
     }
-    if (m == NULL) {
-        /* An empty message: a buffer of its own, charged to nothing. */
-        char *base = isoprof_calloc(1, WS_MSG_HDR + 1);
-        if (base == NULL)
-            return ws_err(ws, -ENOMEM, "out of memory for a message");
-        m = base + WS_MSG_HDR;
-    }
+    /* An empty message: a buffer of its own, charged to nothing. */
+    if (m == NULL && (m = ws_msg_dup("", 0)) == NULL)
+        return ws_err(ws, -ENOMEM, "out of memory for a message");
     m[len] = '\0';
     ws->on_message(ws, m, len, ws->arg);
     return 0;
