@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The daemon's peak memory under hostile inspector endpoints, against the
-// budget its input caps add up to (agent/budget.h: AGENT_MEMORY_BUDGET,
+// budget its input caps add up to (agent/daemon/budget.h: AGENT_MEMORY_BUDGET,
 // 192 MiB; the unit's MemoryMax is 256 MiB). Each scenario runs a fresh
 // isoprofd against fake inspectors (tests/integration/fake-inspector.js)
 // that send what the caps allow, and more, for a bounded time, and reads
@@ -154,7 +154,7 @@ const SCENARIOS = {
   const table = [cols, ...rows.map((r) => cols.map((c) => String(r[c])))];
   const w = cols.map((_, i) => Math.max(...table.map((r) => r[i].length)));
   for (const r of table) console.log(r.map((c, i) => c.padEnd(w[i])).join('  ').trimEnd());
-  console.log(`budget: ${BUDGET_MIB} MiB (agent/budget.h); unit MemoryMax 256 MiB`);
+  console.log(`budget: ${BUDGET_MIB} MiB (agent/daemon/budget.h); unit MemoryMax 256 MiB`);
   const json = arg('json', null);
   if (json) fs.writeFileSync(json, JSON.stringify({ budget_mib: BUDGET_MIB, seconds, rows }, null, 2));
   process.exit(0);

@@ -5,7 +5,7 @@
 // encoded and gzipped (default level, what an agent uploads; the C side's
 // upload gzip uses the same level).
 //
-// The Profile has the content pprof_from_cpu_json produces (agent/pprof.h),
+// The Profile has the content pprof_from_cpu_json produces (agent/pprof/pprof.h),
 // so that both sides do the same work and can be compared byte for byte of
 // input: sample types samples/count and cpu/nanoseconds, period type
 // cpu/nanoseconds; one Function per (url, name) whose start_line is the

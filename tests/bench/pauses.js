@@ -9,7 +9,7 @@
 // call that caused it. Three ways of driving the target:
 //
 //   direct  the bench speaks CDP to the target itself, in the agent's
-//           order (agent/target.c): at attach Profiler.enable,
+//           order (agent/daemon/target.c): at attach Profiler.enable,
 //           HeapProfiler.enable, HeapProfiler.startSampling (512 KiB), and
 //           Runtime.getHeapUsage every second; a CPU window is
 //           Profiler.setSamplingInterval, Profiler.start, the window's

@@ -1,5 +1,5 @@
 /*
- * fuzz_cdp - libFuzzer target for CDP message dispatch (agent/cdp.c): what
+ * fuzz_cdp - libFuzzer target for CDP message dispatch (agent/wire/cdp.c): what
  * an inspector session sends the agent, routed to the call waiting for it
  * or to the event callback, through the same code as a message read from
  * the socket (cdp_test_feed).

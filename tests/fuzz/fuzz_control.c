@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: arbitrary bytes as what a client sends on the control
- * socket (or metrics.listen), through the parsing of agent/control.h: the
+ * socket (or metrics.listen), through the parsing of agent/control/control.h: the
  * request reader (ctl_req_feed, http-parser under the project's bounds),
  * the split of the request target (ctl_req_target) and the query of
  * POST /profile (ctl_profile_parse). No socket and no daemon: the same

@@ -1,6 +1,6 @@
 /*
  * fuzz_discover - libFuzzer target for what an inspector endpoint answers
- * over HTTP: the /json/list and /json/version bodies (agent/discover.c's
+ * over HTTP: the /json/list and /json/version bodies (agent/daemon/discover.c's
  * discover_parse_list and discover_parse_version), the first thing a
  * hostile listener on a configured port can send.
  *

@@ -1,5 +1,5 @@
 /*
- * fuzz_pprof - libFuzzer target for agent/pprof.h: the CDP JSON converters
+ * fuzz_pprof - libFuzzer target for agent/pprof/pprof.h: the CDP JSON converters
  * (the agent's widest input surface: whatever a target sends), and the pprof
  * decoder behind merge/top, and gunzip.
  *

@@ -24,7 +24,7 @@ const L = require('./lib');
 
 after(L.cleanup);
 
-const REQUEST_MS = 5000; // agent/control.c CTL_REQUEST_MS
+const REQUEST_MS = 5000; // agent/control/control.c CTL_REQUEST_MS
 const ctx = {};
 const opened = new Set(); // raw connections still open, destroyed after each test
 afterEach(() => { for (const s of opened) s.destroy(); });

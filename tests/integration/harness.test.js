@@ -320,7 +320,7 @@ test('go tool pprof: -top and -raw parsers read a profile written here', () => {
   assert.strictEqual(raw.locations.get(raw.samples[1].locs[1])[0].start, 30);
 });
 
-test('logfmt parser: quoting and escapes as agent/log.c writes them', () => {
+test('logfmt parser: quoting and escapes as agent/daemon/log.c writes them', () => {
   const l = L.parseLogfmt('ts=2026-12-02T12:00:00.123Z level=warn msg="session dropped" worker=a_b err="bad \\"json\\"" why="x\\ny\\t\\x01\\\\" n=3 empty=');
   assert.deepStrictEqual({ ...l }, { ts: '2026-12-02T12:00:00.123Z', level: 'warn', msg: 'session dropped', worker: 'a_b', err: 'bad "json"', why: 'x\ny\t\u0001\\', n: '3', empty: '' });
   assert.deepStrictEqual({ ...L.parseLogfmt('==123==ERROR: AddressSanitizer: heap-use-after-free') }, {});

@@ -17,7 +17,7 @@ const F = require('./fake-inspector');
 
 after(async () => { await F.closeAll(); await L.cleanup(); });
 
-// The budget the caps add up to (agent/budget.h, AGENT_MEMORY_BUDGET).
+// The budget the caps add up to (agent/daemon/budget.h, AGENT_MEMORY_BUDGET).
 const BUDGET_MIB = 192;
 
 const is = (msg, worker) => (l) => l.msg === msg && (worker === undefined || l.worker === worker);

@@ -281,7 +281,7 @@ function yamlConfig({ store, targets, duration = '2s', period = '3s', interval =
 }
 
 // One logfmt line -> {key: value}; quoted values unescaped (\" \\ \n \t
-// \xNN, as agent/log.c writes them). Lines that are not logfmt give {}.
+// \xNN, as agent/daemon/log.c writes them). Lines that are not logfmt give {}.
 function parseLogfmt(line) {
   const out = {};
   if (!/^ts=/.test(line)) return out;

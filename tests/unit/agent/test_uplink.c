@@ -1,5 +1,5 @@
 /*
- * test_uplink.c - reading the upload credential files (agent/uplink.c):
+ * test_uplink.c - reading the upload credential files (agent/daemon/uplink.c):
  * a good secret with its newline dropped; a read that fails after part of
  * the secret arrived (a Unix socket whose peer went away: the bytes, then
  * ECONNRESET), a secret too long, empty or holding a control character,

@@ -1,5 +1,5 @@
 /*
- * test_detect.c - the P999 spike detector (agent/latency.c), driven by a
+ * test_detect.c - the P999 spike detector (agent/latency/latency.c), driven by a
  * simulated clock and seeded random request latencies.
  *
  * The central claim is that a steady stream never flags: 5,000 requests

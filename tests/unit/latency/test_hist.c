@@ -1,5 +1,5 @@
 /*
- * test_hist.c - the log-linear histogram (agent/hist.c): bucket geometry,
+ * test_hist.c - the log-linear histogram (agent/latency/hist.c): bucket geometry,
  * quantile error against exact quantiles of random data from several
  * distributions (heavy tails included), edge values, merge, reset and
  * saturation of the counts.

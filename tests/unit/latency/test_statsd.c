@@ -1,6 +1,6 @@
 /*
  * test_statsd.c - the DogStatsD parser, the datagram splitter and the UDP
- * listener (agent/statsd.c).
+ * listener (agent/latency/statsd.c).
  *
  * The parser is driven through a table of lines, one or more for every
  * rejection class, and a set of accepted lines whose fields are checked

@@ -1,5 +1,5 @@
 /*
- * pprof_tool - small command-line front end to agent/pprof.h, for the
+ * pprof_tool - small command-line front end to agent/pprof/pprof.h, for the
  * go tool pprof check (gotool.sh) and for looking at a reply by hand.
  *
  *   pprof_tool cpu  REPLY.json OUT.pb.gz [INTERVAL_NS]   CPU reply -> gzip'd pprof

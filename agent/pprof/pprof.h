@@ -41,7 +41,7 @@ void pprof_buf_free(struct pprof_buf *b);
  * below them (a 22 MB profile of an app with 20,000 functions has 28,587
  * nodes and gives a 1.9 MB pprof); hostile input hits them and costs an
  * error, at a working set the daemon's memory budget allows for
- * (agent/budget.h: about 130 bytes per node, 4 or 12 per kept sample, and
+ * (agent/daemon/budget.h: about 130 bytes per node, 4 or 12 per kept sample, and
  * the output).
  */
 #define PPROF_DEFAULT_MAX_NODES ((size_t)256 << 10) /* profile nodes */
