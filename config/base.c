@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 static atomic_long fail_countdown = -1;
@@ -194,4 +195,39 @@ uint64_t isoprof_now_wall_ns(void)
 uint64_t isoprof_now_mono_ns(void)
 {
     return clock_ns(CLOCK_MONOTONIC);
+}
+
+void isoprof_rng_seed(struct isoprof_rng *r, uint64_t seed)
+{
+    r->s = seed ? seed : 1;
+}
+
+void isoprof_rng_init(struct isoprof_rng *r)
+{
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed) || seed == 0)
+        seed = isoprof_now_mono_ns() | 1;
+    isoprof_rng_seed(r, seed);
+}
+
+uint64_t isoprof_rng_next(struct isoprof_rng *r)
+{
+    uint64_t x = r->s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    r->s = x;
+    return x;
+}
+
+double isoprof_rng_unit(struct isoprof_rng *r)
+{
+    return (double)(isoprof_rng_next(r) >> 11) / 9007199254740992.0; /* 2^53 */
+}
+
+void isoprof_assert_fail(const char *cond, const char *file, int line)
+{
+    fprintf(stderr, "isoprof: %s:%d: invariant broken: %s\n", file, line, cond);
+    fflush(stderr);
+    abort();
 }

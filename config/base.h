@@ -112,4 +112,31 @@ uint64_t isoprof_now_mono_ns(void);
 
 #define ISOPROF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/*
+ * A seeded pseudo-random generator (xorshift64): jitter and backoff, never
+ * secrets. One loop thread owns each. isoprof_rng_seed with a fixed seed
+ * gives a repeatable sequence (tests); isoprof_rng_init seeds from
+ * getrandom(2), or the monotonic clock when that fails.
+ */
+struct isoprof_rng {
+    uint64_t s;
+};
+void isoprof_rng_seed(struct isoprof_rng *r, uint64_t seed); /* 0 is replaced by 1 */
+void isoprof_rng_init(struct isoprof_rng *r);
+uint64_t isoprof_rng_next(struct isoprof_rng *r);
+double isoprof_rng_unit(struct isoprof_rng *r); /* uniform in [0, 1) */
+
+/*
+ * ISOPROF_ASSERT(cond) - a broken invariant of the program itself: names
+ * file:line and the condition on stderr, then aborts. Never for bad input
+ * (that is an error code) nor for what the environment may do (that is
+ * logged and survived): only for what a correct program cannot reach. Kept
+ * in release builds: a daemon that carries on from a broken state loses
+ * data silently.
+ */
+#define ISOPROF_ASSERT(cond)                                                                    \
+    ((cond) ? (void)0 : isoprof_assert_fail(#cond, __FILE__, __LINE__))
+void isoprof_assert_fail(const char *cond, const char *file, int line)
+    __attribute__((noreturn, cold));
+
 #endif
