@@ -49,6 +49,12 @@
 /* The inspector watched when the config has no `targets` key. */
 #define CFG_DEFAULT_INSPECTOR "127.0.0.1:9229"
 
+/* The limits of an on-demand window (POST /profile, `isoprof profile`):
+ * the CLI, the control socket and the daemon check against these. */
+#define CFG_OD_SECONDS_MAX 3600u                /* --seconds 1..3600 */
+#define CFG_OD_INTERVAL_MIN_NS 100000ull        /* --interval 100us.. */
+#define CFG_OD_INTERVAL_MAX_NS 1000000000ull    /* ..1s */
+
 enum cfg_log_level { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR };
 
 /* upload.api: the Connect Push API or the legacy /ingest endpoint. */
