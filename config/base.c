@@ -61,6 +61,23 @@ void *isoprof_realloc(void *p, size_t n)
     return realloc(p, n == 0 ? 1 : n); /* banned-ok */
 }
 
+void *isoprof_grow(void *buf, size_t *cap, size_t limit, int *err)
+{
+    if (*cap >= limit) {
+        *err = ISOPROF_ETOOBIG;
+        return NULL;
+    }
+    /* Halving limit rather than doubling *cap cannot overflow. */
+    size_t ncap = *cap > limit / 2 ? limit : *cap * 2;
+    void *nb = isoprof_realloc(buf, ncap);
+    if (nb == NULL) {
+        *err = -ENOMEM;
+        return NULL;
+    }
+    *cap = ncap;
+    return nb;
+}
+
 void isoprof_free(void *p)
 {
     free(p); /* banned-ok */
@@ -144,29 +161,6 @@ const char *isoprof_errname(int err)
     default:
         return "UNKNOWN";
     }
-}
-
-unsigned isoprof_json_depth(const char *s, size_t n, unsigned limit)
-{
-    unsigned depth = 0, max = 0;
-    int in_str = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (in_str) {
-            if (c == '\\')
-                i++; /* the escaped character, whatever it is */
-            else if (c == '"')
-                in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max && (max = depth) > limit)
-                return limit + 1;
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return max;
 }
 
 int isoprof_hexval(int c)

@@ -28,6 +28,9 @@
  * Everything the loader allocates goes through isoprof_malloc and friends,
  * so the unit tests can fail each allocation in turn; libyaml's own
  * allocations do not, and a libyaml memory error maps to -ENOMEM.
+ *
+ * The file ends with cfg_control_socket_path, the one rule by which the
+ * daemon and its clients find the control socket.
  */
 #include "config.h"
 #include "internal.h"
@@ -312,24 +315,16 @@ static int is_bare_number(const char *s)
     return parse_decimal(&p, &ip, &frac9) != -EINVAL && *p == '\0';
 }
 
+/* A fraction's units, in parts per million: a bare number is a share of 1. */
+static const struct unit fraction_units[] = {
+    {"%", 10000},
+    {"", 1000000},
+};
+
 /* "0.1" or "10%" -> parts per million. */
 static int parse_fraction(const char *s, uint64_t *ppm)
 {
-    uint64_t ip, frac9;
-    const char *p = s;
-    int rc = parse_decimal(&p, &ip, &frac9);
-    if (rc == -EINVAL)
-        return rc;
-    while (*p == ' ')
-        p++;
-    uint64_t mul;
-    if (strcmp(p, "%") == 0)
-        mul = 10000;
-    else if (*p == '\0')
-        mul = 1000000;
-    else
-        return -EINVAL;
-    return rc != 0 ? rc : scale(ip, frac9, mul, ppm);
+    return parse_with_unit(s, fraction_units, ISOPROF_ARRAY_SIZE(fraction_units), ppm);
 }
 
 /* A bare whole number. */
@@ -1794,18 +1789,14 @@ static int read_file(const char *path, char **out, size_t *outlen)
     int rc = 0;
     for (;;) {
         if (len == cap) {
-            if (cap > CFG_MAX_FILE) {
-                rc = -EFBIG;
-                break;
-            }
-            size_t ncap = cap * 2 > CFG_MAX_FILE + 1 ? CFG_MAX_FILE + 1 : cap * 2;
-            char *nb = isoprof_realloc(buf, ncap);
+            /* One byte beyond the cap tells "exactly the cap" from more. */
+            char *nb = isoprof_grow(buf, &cap, (size_t)CFG_MAX_FILE + 1, &rc);
             if (nb == NULL) {
-                rc = -ENOMEM;
+                if (rc == ISOPROF_ETOOBIG)
+                    rc = -EFBIG;
                 break;
             }
             buf = nb;
-            cap = ncap;
         }
         ssize_t n = read(fd, buf + len, cap - len);
         if (n < 0 && errno == EINTR)
@@ -1942,13 +1933,18 @@ void cfg_write_help(FILE *f)
 
 /* The j-th dot-separated component of name: pointer in *s, length returned
  * (0 if there is none). */
+/* The j-th (from 0) dot-separated component of name: its start in *s and
+ * its length. Past the last component, *s is "" and the length 0: *s is
+ * set on every path, so no caller reads it unset. */
 static size_t component(const char *name, int j, const char **s)
 {
     const char *p = name;
     for (int i = 0; i < j; i++) {
         p = strchr(p, '.');
-        if (p == NULL)
+        if (p == NULL) {
+            *s = "";
             return 0;
+        }
         p++;
     }
     const char *dot = strchr(p, '.');
@@ -2040,4 +2036,49 @@ int cfg_write_example(FILE *f)
         prev = o->name;
     }
     return ferror(f) ? -EIO : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The control socket's path                                                */
+
+int cfg_control_socket_path(const char *path, const char *store_dir, unsigned flags, char **out)
+{
+    int client = (flags & CFG_SOCKET_CLIENT) != 0;
+    if (client && (path == NULL || path[0] == '\0'))
+        path = getenv("ISOPROF_SOCKET");
+    if (path != NULL && path[0] != '\0') {
+        char *p = isoprof_strdup(path);
+        if (p == NULL)
+            return -ENOMEM;
+        *out = p;
+        return 0;
+    }
+    char *cand[3];
+    size_t n = 0, pick = 0;
+    int rc = 0;
+    const char *rt = getenv("RUNTIME_DIRECTORY");
+    if (rt != NULL && rt[0] != '\0')
+        cand[n++] = isoprof_asprintf("%.*s/isoprof.sock", (int)strcspn(rt, ":"), rt);
+    if (store_dir != NULL)
+        cand[n++] = isoprof_asprintf("%s/control.sock", store_dir);
+    if (client)
+        cand[n++] = isoprof_strdup(CFG_CONTROL_SOCKET_RUN);
+    for (size_t i = 0; i < n; i++)
+        if (cand[i] == NULL)
+            rc = -ENOMEM;
+    if (n == 0)
+        rc = -ENOENT;
+    for (size_t i = 0; rc == 0 && client && i < n; i++) {
+        struct stat st;
+        if (lstat(cand[i], &st) == 0) {
+            pick = i;
+            break;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (rc != 0 || i != pick)
+            isoprof_free(cand[i]);
+    if (rc == 0)
+        *out = cand[pick];
+    return rc;
 }

@@ -55,6 +55,13 @@
 #define CFG_OD_INTERVAL_MIN_NS 100000ull        /* --interval 100us.. */
 #define CFG_OD_INTERVAL_MAX_NS 1000000000ull    /* ..1s */
 
+/* Where the packaged service's control socket is (its unit's
+ * RuntimeDirectory=isoprof): the last place a client looks. */
+#define CFG_CONTROL_SOCKET_RUN "/run/isoprof/isoprof.sock"
+
+/* cfg_control_socket_path's flags. */
+#define CFG_SOCKET_CLIENT 1u /* a client looking for the socket, not the daemon making it */
+
 enum cfg_log_level { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR };
 
 /* upload.api: the Connect Push API or the legacy /ingest endpoint. */
@@ -154,7 +161,7 @@ struct cfg {
         struct cfg_map labels;   /* static labels on every profile */
     } upload;
     struct {
-        char *socket; /* "" = automatic (the agent picks: $RUNTIME_DIRECTORY/isoprof.sock,
+        char *socket; /* "" = automatic (cfg_control_socket_path: $RUNTIME_DIRECTORY/isoprof.sock,
                          else <store.path>/control.sock); at most 107 bytes (sun_path) */
         char *group;  /* "" = socket mode 0600; else 0660 and this group (getgrnam at start) */
     } control;
@@ -249,6 +256,32 @@ int cfg_parse_duration(const char *s, uint64_t *ns);
  * kB), MB, GB, TB (powers of 1000). Errors: -EINVAL, -ERANGE.
  */
 int cfg_parse_size(const char *s, uint64_t *bytes);
+
+/*
+ * cfg_control_socket_path - the path of isoprofd's control socket, by the one
+ * rule the daemon that makes it and the clients that look for it share:
+ *   1. path, when it is not NULL and not "" (the daemon passes
+ *      control.socket, a client its --socket); a client then takes
+ *      $ISOPROF_SOCKET when that is set and not "";
+ *   2. else the automatic candidates, in this order:
+ *        $RUNTIME_DIRECTORY/isoprof.sock, when the variable is set and not ""
+ *        (its first ':'-separated entry: systemd lists one directory per
+ *        RuntimeDirectory=);
+ *        <store_dir>/control.sock, when store_dir is not NULL (the daemon
+ *        passes store.path, a client its --store);
+ *        CFG_CONTROL_SOCKET_RUN, for a client only.
+ *      The daemon (flags 0) takes the first candidate. A client
+ *      (CFG_SOCKET_CLIENT) takes the first that exists (lstat), or the first
+ *      when none does, so that its error message names the likeliest one.
+ * out: on success an allocation the caller frees with isoprof_free; untouched
+ * on error. The length is not checked against sun_path: the caller says
+ * what is wrong with a path that is too long.
+ * Errors: -ENOMEM; -ENOENT when there is no candidate (the daemon, with
+ * neither $RUNTIME_DIRECTORY nor store_dir).
+ * Reads the environment, and for a client the file system; any thread
+ * (the environment is not changed meanwhile).
+ */
+int cfg_control_socket_path(const char *path, const char *store_dir, unsigned flags, char **out);
 
 /* cfg_log_level_name - "debug", "info", "warn", "error"; a static string.
  * Out-of-range values give "info". */

@@ -215,52 +215,13 @@ const char *cfg_upload_check_header(const char *s, size_t len, int is_key, const
     return name_problem(shown, problem, r, buf, cap);
 }
 
-/* Is s (len bytes) well-formed UTF-8: no overlong forms, surrogates or
- * code points past U+10FFFF? */
-static int utf8_valid(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t n;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xc2 && c <= 0xdf) {
-            n = 1;
-            cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 2;
-            cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 3;
-            cp = c & 0x07;
-        } else {
-            return 0;
-        }
-        if (len - i <= n)
-            return 0;
-        for (size_t j = 1; j <= n; j++) {
-            if ((s[i + j] & 0xc0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + j] & 0x3f);
-        }
-        if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-            (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return 0;
-        i += n + 1;
-    }
-    return 1;
-}
-
 const char *cfg_upload_check_label(const char *s, size_t len, int is_key, const char *shown,
                                    char *buf, size_t cap)
 {
     if (!is_key) {
         if (len > LABEL_VALUE_MAX)
             return "is longer than 2048 bytes";
-        if (!utf8_valid((const unsigned char *)s, len))
+        if (isoprof_utf8_valid_prefix((const uint8_t *)s, len) != len)
             return "is not valid UTF-8";
         return NULL;
     }

@@ -35,12 +35,13 @@
 #include <string.h>
 
 #define CHECK_MAX_LINES 100
+#define CHECK_LINE_MAX 1024 /* bytes of one line, its newline included */
+/* The report's cap: every line at its longest, and the "... and N more". */
+#define CHECK_REPORT_MAX (CHECK_MAX_LINES * CHECK_LINE_MAX + 64)
 
 struct report {
-    char *buf;
-    size_t len, cap;
+    struct isoprof_buf text; /* capped at CHECK_REPORT_MAX; err -ENOMEM is the only failure */
     unsigned lines, dropped;
-    int oom;
 };
 
 __attribute__((format(printf, 2, 3))) static void report(struct report *r, const char *fmt, ...)
@@ -50,7 +51,7 @@ __attribute__((format(printf, 2, 3))) static void report(struct report *r, const
         return;
     }
     r->lines++;
-    char line[1024];
+    char line[CHECK_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
@@ -59,21 +60,7 @@ __attribute__((format(printf, 2, 3))) static void report(struct report *r, const
         return;
     size_t l = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
     line[l++] = '\n';
-    if (r->len + l + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 1024;
-        while (cap < r->len + l + 1)
-            cap *= 2;
-        char *nb = isoprof_realloc(r->buf, cap);
-        if (nb == NULL) {
-            r->oom = 1;
-            return;
-        }
-        r->buf = nb;
-        r->cap = cap;
-    }
-    memcpy(r->buf + r->len, line, l);
-    r->len += l;
-    r->buf[r->len] = '\0';
+    isoprof_buf_append(&r->text, line, l);
 }
 
 /* A printable rendering of a window key for the report. */
@@ -341,6 +328,7 @@ int store_check(struct store *s, char **why)
     if (s == NULL)
         return -EINVAL;
     struct report r = {0};
+    isoprof_buf_init(&r.text, CHECK_REPORT_MAX);
     MDB_txn *txn;
     int rc = store_txn_read(s, &txn);
     if (rc != 0)
@@ -386,24 +374,15 @@ int store_check(struct store *s, char **why)
 out:
     store_dict_tally_free(tally);
     mdb_txn_abort(txn);
-    if (rc == 0 && r.oom)
-        rc = -ENOMEM;
+    if (rc == 0 && r.text.err)
+        rc = r.text.err;
     if (rc == 0 && r.lines > 0) {
         rc = ISOPROF_ECORRUPT;
     }
-    if (rc == ISOPROF_ECORRUPT && r.dropped && r.buf) {
-        char tail[64];
-        int n = snprintf(tail, sizeof(tail), "... and %u more\n", r.dropped);
-        char *nb = isoprof_realloc(r.buf, r.len + (size_t)n + 1);
-        if (nb) {
-            memcpy(nb + r.len, tail, (size_t)n + 1);
-            r.buf = nb;
-        }
-    }
-    if (rc == ISOPROF_ECORRUPT && why && r.buf && !r.oom) {
-        *why = r.buf;
-        r.buf = NULL;
-    }
-    isoprof_free(r.buf);
+    if (rc == ISOPROF_ECORRUPT && r.dropped)
+        isoprof_buf_printf(&r.text, "... and %u more\n", r.dropped);
+    if (rc == ISOPROF_ECORRUPT && why && r.text.len > 0)
+        isoprof_buf_take(&r.text, why, NULL); /* *why stays NULL if that failed */
+    isoprof_buf_free(&r.text);
     return store_err(rc);
 }

@@ -186,8 +186,9 @@ struct store_put_stats {
  *   store_close); untouched on failure.
  * why: if non-NULL, receives on failure an allocated message for a person,
  *   prefixed with the path, e.g. "isoprof-data: schema version 9, this
- *   build reads 1"; the caller frees it with isoprof_free. Set to NULL on
- *   success (and on failure if the message could not be allocated).
+ *   build reads 4" (STORE_SCHEMA_VERSION); the caller frees it with
+ *   isoprof_free. Set to NULL on success (and on failure if the message
+ *   could not be allocated).
  *
  * A writable open creates the schema in an empty environment and records the
  * budget in it. Data committed before a crash is always there after reopen

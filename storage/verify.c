@@ -322,13 +322,12 @@ static uint64_t ms_left(uint64_t deadline_ns)
     return now >= deadline_ns ? 0 : (deadline_ns - now + 999999) / 1000000;
 }
 
-/* Read what the child writes until it closes the pipe or the deadline
- * passes. 0 (EOF), -ETIMEDOUT, -ENOMEM or -errno. */
-static int child_read(int fd, uint64_t timeout_ms, struct child_out *out, size_t *len)
+/* Read what the child writes into text (capped at VERIFY_TEXT_MAX) until
+ * it closes the pipe or the deadline passes. 0 (EOF), -ETIMEDOUT, -ENOMEM
+ * or -errno. */
+static int child_read(int fd, uint64_t timeout_ms, struct isoprof_buf *text)
 {
     uint64_t deadline = timeout_ms ? isoprof_now_mono_ns() + timeout_ms * 1000000 : 0;
-    size_t cap = 0;
-    int rc = 0;
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int wait = -1;
@@ -352,29 +351,15 @@ static int child_read(int fd, uint64_t timeout_ms, struct child_out *out, size_t
         if (got < 0)
             return -errno;
         if (got == 0)
-            return rc;
-        /* Beyond the cap (and after a failed allocation) the bytes are
-         * read and dropped, so the child never blocks on a full pipe. */
+            return text->err;
+        /* Beyond the cap (and after a failed allocation, which the buffer
+         * keeps as its sticky error) the bytes are read and dropped, so the
+         * child never blocks on a full pipe. */
         size_t take = (size_t)got;
-        if (*len + take > VERIFY_TEXT_MAX)
-            take = VERIFY_TEXT_MAX - *len;
-        if (take == 0 || rc != 0)
-            continue;
-        if (*len + take + 1 > cap) {
-            size_t ncap = cap ? cap * 2 : 4096;
-            while (ncap < *len + take + 1)
-                ncap *= 2;
-            char *nb = isoprof_realloc(out->text, ncap);
-            if (nb == NULL) {
-                rc = -ENOMEM;
-                continue;
-            }
-            out->text = nb;
-            cap = ncap;
-        }
-        memcpy(out->text + *len, buf, take);
-        *len += take;
-        out->text[*len] = '\0';
+        if (take > text->max - text->len)
+            take = text->max - text->len;
+        if (take > 0)
+            isoprof_buf_append(text, buf, take);
     }
 }
 
@@ -414,8 +399,9 @@ static int child_run(const char *path, verify_child_fn fn, void *arg, uint64_t t
         _exit(0);
     }
     close(p[1]);
-    size_t len = 0;
-    rc = child_read(p[0], timeout_ms, out, &len);
+    struct isoprof_buf text;
+    isoprof_buf_init(&text, VERIFY_TEXT_MAX);
+    rc = child_read(p[0], timeout_ms, &text);
     close(p[0]);
     if (rc != 0)
         kill(pid, SIGKILL); /* timed out, or the parent cannot go on */
@@ -431,10 +417,11 @@ static int child_run(const char *path, verify_child_fn fn, void *arg, uint64_t t
     out->where[sizeof(out->where) - 1] = '\0';
     out->records = sh->records;
     out->value = sh->value;
-    if (rc == -ENOMEM) {
-        isoprof_free(out->text);
-        out->text = NULL;
-    }
+    /* No output leaves text NULL; a failed allocation drops it all. */
+    if (rc == -ENOMEM || text.data == NULL)
+        isoprof_buf_free(&text);
+    else
+        isoprof_buf_take(&text, &out->text, NULL);
 fail_pipe:
     munmap(sh, sizeof(*sh));
     return rc;

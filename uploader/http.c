@@ -43,16 +43,15 @@ struct http_req {
     struct http_client *c;
     CURL *easy;
     struct curl_slist *headers;
-    char *buf;
-    size_t len, cap, max;
-    size_t dropped;       /* body bytes past max, read and dropped (drop_excess) */
-    int drop_excess;      /* http_request: past max, drop; http_get: fail */
-    int too_big;          /* http_get: the body passed max */
-    int cut;              /* http_request: stopped reading after HTTP_DROP_MAX dropped */
-    int head_done;        /* the head of a final (not 1xx) answer arrived */
-    int retry_after_seen; /* the answer had a Retry-After header */
-    http_done_cb cb;      /* http_get */
-    http_resp_cb resp_cb; /* http_request */
+    struct isoprof_buf body; /* the response body, capped at the request's max_body */
+    size_t dropped;          /* body bytes past max, read and dropped (drop_excess) */
+    int drop_excess;         /* http_request: past max, drop; http_get: fail */
+    int too_big;             /* http_get: the body passed max */
+    int cut;                 /* http_request: stopped reading after HTTP_DROP_MAX dropped */
+    int head_done;           /* the head of a final (not 1xx) answer arrived */
+    int retry_after_seen;    /* the answer had a Retry-After header */
+    http_done_cb cb;         /* http_get */
+    http_resp_cb resp_cb;    /* http_request */
     void *arg;
     char errbuf[CURL_ERROR_SIZE];
     struct http_req *prev, *next;
@@ -114,7 +113,7 @@ static void req_free(struct http_req *r)
     curl_multi_remove_handle(r->c->multi, r->easy);
     curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->headers);
-    isoprof_free(r->buf);
+    isoprof_buf_free(&r->body);
     isoprof_free(r);
 }
 
@@ -162,11 +161,11 @@ static void check_done(struct http_client *c)
         if (ra == 0 && !r->retry_after_seen)
             ra = -1;
         req_unlink(r);
-        if (r->buf == NULL)
-            r->buf = isoprof_strdup("");
+        if (r->body.data == NULL)
+            isoprof_buf_reserve(&r->body, 0); /* "" rather than NULL, if it can */
         /* The body stays ours until the callback returns. */
-        const char *body = r->buf ? r->buf : "";
-        size_t len = r->buf ? r->len : 0;
+        const char *body = r->body.data ? r->body.data : "";
+        size_t len = r->body.data ? r->body.len : 0;
         if (r->resp_cb != NULL) {
             struct http_resp resp = {.status = status,
                                      .code = code,
@@ -289,30 +288,15 @@ static size_t req_on_write(char *ptr, size_t size, size_t nmemb, void *userp)
 {
     struct http_req *r = userp;
     size_t n = size * nmemb;
-    size_t keep = r->max - r->len; /* len never passes max */
+    size_t keep = r->body.max - r->body.len; /* len never passes max */
     if (keep > n)
         keep = n;
     if (keep < n && !r->drop_excess) {
         r->too_big = 1;
         return 0; /* makes libcurl abort the transfer */
     }
-    if (keep > 0) {
-        if (r->len + keep + 1 > r->cap) {
-            size_t ncap = r->cap ? r->cap : 4096;
-            while (ncap < r->len + keep + 1)
-                ncap *= 2;
-            if (ncap > r->max + 1)
-                ncap = r->max + 1;
-            char *nb = isoprof_realloc(r->buf, ncap);
-            if (nb == NULL)
-                return 0;
-            r->buf = nb;
-            r->cap = ncap;
-        }
-        memcpy(r->buf + r->len, ptr, keep);
-        r->len += keep;
-        r->buf[r->len] = '\0';
-    }
+    if (keep > 0 && isoprof_buf_append(&r->body, ptr, keep) != 0)
+        return 0; /* out of memory: abort the transfer */
     if (keep < n) {
         r->dropped += n - keep;
         if (r->dropped > HTTP_DROP_MAX) {
@@ -356,7 +340,7 @@ static int req_start(struct http_client *c, const char *url, const struct http_o
                      struct http_req *r, struct http_req **out)
 {
     r->c = c;
-    r->max = o->max_body;
+    isoprof_buf_init(&r->body, o->max_body);
     r->easy = curl_easy_init();
     if (r->easy == NULL) {
         isoprof_free(r);

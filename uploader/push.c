@@ -14,48 +14,12 @@
 #include <errno.h>
 #include <string.h>
 
-/* Well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF), no NUL,
- * of at most max bytes. */
+/* Well-formed UTF-8 (isoprof_utf8_valid_prefix), no NUL, of at most max
+ * bytes. */
 static int utf8_ok(const char *s, size_t max)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = 0;
-    while (p[n] != 0) {
-        if (n >= max)
-            return 0;
-        unsigned c = p[n];
-        size_t k;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            n++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-            if (c == 0xE0)
-                lo = 0xA0;
-            else if (c == 0xED)
-                hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-            if (c == 0xF0)
-                lo = 0x90;
-            else if (c == 0xF4)
-                hi = 0x8F;
-        } else {
-            return 0;
-        }
-        if (n + k + 1 > max)
-            return 0;
-        for (size_t i = 1; i <= k; i++) {
-            unsigned d = p[n + i];
-            if (d < (i == 1 ? lo : 0x80) || d > (i == 1 ? hi : 0xBF))
-                return 0;
-        }
-        n += k + 1;
-    }
-    return 1;
+    size_t n = strnlen(s, max + 1);
+    return n <= max && isoprof_utf8_valid_prefix((const uint8_t *)s, n) == n;
 }
 
 int push_label_check(const struct push_label *labels, size_t nlabels, size_t *bad)

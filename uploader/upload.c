@@ -31,7 +31,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <zlib.h>
 
 #define UPL_LABELS_OWN                                                                             \
     8 /* __name__ service_name version host isolate runtime anomaly __delta__                      \
@@ -105,7 +104,7 @@ struct upl {
     struct upl_job *settle_retry; /* an ack or reject that failed, tried again after a backoff */
     void (*closed_cb)(void *arg); /* upl_close_then */
     void *closed_arg;
-    uint64_t rng;
+    struct isoprof_rng rng; /* backoff jitter */
     int closing;
     struct upl_stats st;
 };
@@ -113,16 +112,6 @@ struct upl {
 static void upl_kick(struct upl *u);
 
 /* --- small helpers --------------------------------------------------- */
-
-static uint64_t upl_rand(struct upl *u)
-{
-    uint64_t x = u->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    u->rng = x;
-    return x;
-}
 
 uint64_t upl_backoff_ms(uint64_t min, uint64_t max, unsigned attempt, uint64_t retry_after_ms,
                         uint64_t r)
@@ -136,51 +125,6 @@ uint64_t upl_backoff_ms(uint64_t min, uint64_t max, unsigned attempt, uint64_t r
     if (retry_after_ms > max)
         retry_after_ms = max;
     return d < retry_after_ms ? retry_after_ms : d;
-}
-
-static void *z_alloc(void *opaque, unsigned items, unsigned size)
-{
-    (void)opaque;
-    return isoprof_malloc((size_t)items * size);
-}
-
-static void z_free(void *opaque, void *p)
-{
-    (void)opaque;
-    isoprof_free(p);
-}
-
-int upl_gzip(const void *in, size_t len, uint8_t **out, size_t *outlen)
-{
-    if ((in == NULL && len > 0) || out == NULL || outlen == NULL || len > UINT32_MAX)
-        return -EINVAL;
-    z_stream z;
-    memset(&z, 0, sizeof(z));
-    z.zalloc = z_alloc;
-    z.zfree = z_free;
-    int zr = deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-    if (zr != Z_OK)
-        return zr == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
-    size_t cap = deflateBound(&z, (uLong)len) + 64;
-    uint8_t *buf = isoprof_malloc(cap);
-    if (buf == NULL) {
-        deflateEnd(&z);
-        return -ENOMEM;
-    }
-    z.next_in = (Bytef *)(uintptr_t)in;
-    z.avail_in = (uInt)len;
-    z.next_out = buf;
-    z.avail_out = (uInt)cap;
-    zr = deflate(&z, Z_FINISH);
-    size_t done = cap - z.avail_out;
-    deflateEnd(&z);
-    if (zr != Z_STREAM_END) {
-        isoprof_free(buf);
-        return zr == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
-    }
-    *out = buf;
-    *outlen = done;
-    return 0;
 }
 
 /* A copy of at most cap - 1 bytes of s with every byte that is not
@@ -292,51 +236,30 @@ static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void
     return 0;
 }
 
-/* Append s to the buffer b (len, cap), growing it; the sticky *err. */
-static void buf_put(uint8_t **b, size_t *len, size_t *cap, const void *s, size_t n, int *err)
-{
-    if (*err)
-        return;
-    if (*len + n > *cap) {
-        size_t nc = *cap ? *cap : 1024;
-        while (nc < *len + n)
-            nc *= 2;
-        uint8_t *nb = isoprof_realloc(*b, nc);
-        if (nb == NULL) {
-            *err = -ENOMEM;
-            return;
-        }
-        *b = nb;
-        *cap = nc;
-    }
-    memcpy(*b + *len, s, n);
-    *len += n;
-}
-
-static void buf_str(uint8_t **b, size_t *len, size_t *cap, const char *s, int *err)
-{
-    buf_put(b, len, cap, s, strlen(s), err);
-}
+/* The largest legacy name ingest_name can make: as many labels as
+ * item_labels can return, each name and (cut) value at its longest, with
+ * its '=' and ','. */
+#define UPL_INGEST_NAME_MAX                                                                        \
+    ((size_t)(UPL_LABELS_OWN + PUSH_MAX_LABELS) * (PUSH_MAX_NAME + PUSH_MAX_VALUE + 2) + 2)
 
 /* Percent-encode s into the buffer (RFC 3986 unreserved kept). */
-static void buf_urlenc(uint8_t **b, size_t *len, size_t *cap, const char *s, int *err)
+static void buf_urlenc(struct isoprof_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
             *p == '-' || *p == '.' || *p == '_' || *p == '~') {
-            buf_put(b, len, cap, p, 1, err);
+            isoprof_buf_putc(b, *p);
         } else {
             char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-            buf_put(b, len, cap, e, 3, err);
+            isoprof_buf_append(b, e, 3);
         }
     }
 }
 
 /* The legacy name "app{k=v,...}": the app name keeps [A-Za-z0-9_.-/], label
  * values lose ',' '}' and control bytes (the endpoint cannot escape them). */
-static void ingest_name(uint8_t **b, size_t *len, size_t *cap, const struct push_label *l, size_t n,
-                        int *err)
+static void ingest_name(struct isoprof_buf *b, const struct push_label *l, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         char v[PUSH_MAX_VALUE + 1];
@@ -354,20 +277,22 @@ static void ingest_name(uint8_t **b, size_t *len, size_t *cap, const struct push
         }
         v[vl] = '\0';
         if (i == 0) {
-            buf_str(b, len, cap, v[0] ? v : "unknown_service", err);
-            buf_str(b, len, cap, "{", err);
+            isoprof_buf_puts(b, v[0] ? v : "unknown_service");
+            isoprof_buf_putc(b, '{');
             continue;
         }
         if (i > 1)
-            buf_str(b, len, cap, ",", err);
-        buf_str(b, len, cap, l[i].name, err);
-        buf_str(b, len, cap, "=", err);
-        buf_str(b, len, cap, v, err);
+            isoprof_buf_putc(b, ',');
+        isoprof_buf_puts(b, l[i].name);
+        isoprof_buf_putc(b, '=');
+        isoprof_buf_puts(b, v);
     }
-    buf_str(b, len, cap, "}", err);
+    isoprof_buf_putc(b, '}');
 }
 
-/* Build the /ingest request of one window: url and multipart body. */
+/* Build the /ingest request of one window: url and multipart body. Both
+ * buffers are capped at what the checked labels and the gzip'd window can
+ * make, so the caps only stop a broken invariant, never a real window. */
 static int build_ingest(struct upl_job *j, const struct upl_item *it, const uint8_t *gz,
                         size_t gzlen)
 {
@@ -375,52 +300,52 @@ static int build_ingest(struct upl_job *j, const struct upl_item *it, const uint
     struct push_label l[UPL_LABELS_OWN + PUSH_MAX_LABELS];
     char iso[16];
     size_t n = item_labels(u, it, l, iso, 0); /* l[0] is service_name */
-    uint8_t *url = NULL;
-    size_t ulen = 0, ucap = 0;
-    int err = 0;
-    char num[64];
-    buf_str(&url, &ulen, &ucap, u->url, &err);
-    buf_str(&url, &ulen, &ucap, "/ingest?name=", &err);
-    uint8_t *name = NULL;
-    size_t nlen = 0, ncap = 0;
-    ingest_name(&name, &nlen, &ncap, l, n, &err);
-    buf_put(&name, &nlen, &ncap, "", 1, &err);
+    struct isoprof_buf name, url, body;
+    isoprof_buf_init(&name, UPL_INGEST_NAME_MAX);
+    ingest_name(&name, l, n);
+    isoprof_buf_init(&url, strlen(u->url) + 3 * UPL_INGEST_NAME_MAX + 128);
+    isoprof_buf_puts(&url, u->url);
+    isoprof_buf_puts(&url, "/ingest?name=");
+    int err = name.err;
     if (!err)
-        buf_urlenc(&url, &ulen, &ucap, (const char *)name, &err);
-    isoprof_free(name);
+        buf_urlenc(&url, name.data);
+    isoprof_buf_free(&name);
     uint64_t from = it->start_ns / 1000000000ull;
     uint64_t until = (it->end_ns + 999999999ull) / 1000000000ull;
     if (until <= from)
         until = from + 1;
-    snprintf(num, sizeof(num), "&from=%" PRIu64 "&until=%" PRIu64 "&spyName=isoprof", from, until);
-    buf_str(&url, &ulen, &ucap, num, &err);
-    buf_put(&url, &ulen, &ucap, "", 1, &err);
+    isoprof_buf_printf(&url, "&from=%" PRIu64 "&until=%" PRIu64 "&spyName=isoprof", from, until);
 
     char boundary[40];
     snprintf(boundary, sizeof(boundary), "isoprof-%016" PRIx64 "%08" PRIx32, it->id, it->isolate);
-    size_t blen = 0, bcap = gzlen + 512;
-    uint8_t *body = isoprof_malloc(bcap);
-    if (body == NULL && !err)
-        err = -ENOMEM;
-    buf_str(&body, &blen, &bcap, "--", &err);
-    buf_str(&body, &blen, &bcap, boundary, &err);
-    buf_str(&body, &blen, &bcap,
-            "\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n"
-            "Content-Type: application/octet-stream\r\n\r\n",
-            &err);
-    buf_put(&body, &blen, &bcap, gz, gzlen, &err);
-    buf_str(&body, &blen, &bcap, "\r\n--", &err);
-    buf_str(&body, &blen, &bcap, boundary, &err);
-    buf_str(&body, &blen, &bcap, "--\r\n", &err);
+    /* The multipart frame around the profile is under 512 bytes. */
+    isoprof_buf_init(&body, gzlen + 512);
+    isoprof_buf_reserve(&body, gzlen + 512);
+    isoprof_buf_puts(&body, "--");
+    isoprof_buf_puts(&body, boundary);
+    isoprof_buf_puts(&body, "\r\nContent-Disposition: form-data; name=\"profile\"; "
+                            "filename=\"profile.pprof\"\r\n"
+                            "Content-Type: application/octet-stream\r\n\r\n");
+    isoprof_buf_append(&body, gz, gzlen);
+    isoprof_buf_puts(&body, "\r\n--");
+    isoprof_buf_puts(&body, boundary);
+    isoprof_buf_puts(&body, "--\r\n");
+    char *urls = NULL, *bodys = NULL;
+    size_t blen = 0;
+    if (!err)
+        err = isoprof_buf_take(&url, &urls, NULL);
+    if (!err)
+        err = isoprof_buf_take(&body, &bodys, &blen);
     if (err) {
-        isoprof_free(url);
-        isoprof_free(body);
+        isoprof_free(urls);
+        isoprof_buf_free(&url);
+        isoprof_buf_free(&body);
         return err;
     }
     snprintf(j->ctype, sizeof(j->ctype), "Content-Type: multipart/form-data; boundary=%s",
              boundary);
-    j->url = (char *)url;
-    j->body = body;
+    j->url = urls;
+    j->body = (uint8_t *)bodys;
     j->body_len = blen;
     return 0;
 }
@@ -539,7 +464,7 @@ static void prepare_work(struct upl_job *j)
             j->err = rc;
             goto out_batch;
         }
-        rc = upl_gzip(raw, rawlen, &gz[n], &pp[n].len);
+        rc = isoprof_gzip(raw, rawlen, &gz[n], &pp[n].len);
         isoprof_free(raw);
         if (rc != 0) {
             j->err = rc;
@@ -684,7 +609,7 @@ static void retry_later(struct upl *u, int err, long code, long retry_after_s, s
                         uint64_t bytes, uint64_t first_id, const char *why)
 {
     uint64_t ra = retry_after_s > 0 ? (uint64_t)retry_after_s * 1000 : 0;
-    uint64_t d = upl_backoff_ms(u->bmin, u->bmax, u->attempt, ra, upl_rand(u));
+    uint64_t d = upl_backoff_ms(u->bmin, u->bmax, u->attempt, ra, isoprof_rng_next(&u->rng));
     if (u->attempt < 64)
         u->attempt++;
     emit(u, UPL_EV_RETRY, err, code, profiles, bytes, d, first_id, why);
@@ -851,7 +776,7 @@ static void job_after(uv_work_t *req, int status)
         int err = status != 0 ? status : j->err;
         u->st.store_errors++;
         emit(u, UPL_EV_STORE_ERROR, err, 0, j->n, 0, 0, 0, isoprof_strerror(err));
-        uint64_t d = upl_backoff_ms(u->bmin, u->bmax, u->attempt, 0, upl_rand(u));
+        uint64_t d = upl_backoff_ms(u->bmin, u->bmax, u->attempt, 0, isoprof_rng_next(&u->rng));
         if (u->attempt < 64)
             u->attempt++;
         if (j->kind == JOB_PREPARE) {
@@ -972,9 +897,7 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
     u->bmin = o->backoff_min_ms ? o->backoff_min_ms : UPL_BACKOFF_MIN_MS;
     u->bmax = o->backoff_max_ms ? o->backoff_max_ms : UPL_BACKOFF_MAX_MS;
     u->insecure = o->insecure;
-    u->rng = isoprof_now_mono_ns() ^ (uint64_t)(uintptr_t)u;
-    if (u->rng == 0)
-        u->rng = 1;
+    isoprof_rng_init(&u->rng);
     size_t ul = strlen(o->url);
     while (ul > 0 && o->url[ul - 1] == '/')
         ul--;

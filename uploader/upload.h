@@ -144,8 +144,4 @@ void upl_close_then(struct upl *u, void (*closed)(void *arg), void *arg);
 uint64_t upl_backoff_ms(uint64_t min, uint64_t max, unsigned attempt, uint64_t retry_after_ms,
                         uint64_t r);
 
-/* upl_gzip - gzip in[0..len) into *out (isoprof_free) of *outlen bytes.
- * Errors: -EINVAL, -ENOMEM. Thread: any. */
-int upl_gzip(const void *in, size_t len, uint8_t **out, size_t *outlen);
-
 #endif

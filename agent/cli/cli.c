@@ -70,6 +70,12 @@ __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+/* usage() and parse_ctl_args's --interval message spell the on-demand
+ * limits out. */
+_Static_assert(CFG_OD_SECONDS_MAX == 3600u && CFG_OD_INTERVAL_MIN_NS == 100000ull &&
+                   CFG_OD_INTERVAL_MAX_NS == 1000000000ull,
+               "the on-demand limits changed: update usage() and the --interval message");
+
 static void usage(FILE *f)
 {
     fprintf(
@@ -249,6 +255,38 @@ static int parse_kind(const char *name, uint8_t *kind)
     return 0;
 }
 
+/*
+ * The next option of argv for parse_args and parse_ctl_args: getopt_long
+ * over shortopts (starting with ':', so a missing value is told apart from
+ * an unknown option) and opts; the caller sets optind = 1 and opterr = 0
+ * before the first call. Returns the option's letter; 0 once every option
+ * is read and no argument is left over; or -1 after saying on stderr what
+ * is wrong with the command line. --help prints the usage and exits 0.
+ */
+static int next_option(int argc, char **argv, const char *shortopts, const struct option *opts)
+{
+    int ch = getopt_long(argc, argv, shortopts, opts, NULL);
+    switch (ch) {
+    case -1:
+        if (optind < argc) {
+            die("unexpected argument '%s'", argv[optind]);
+            return -1;
+        }
+        return 0;
+    case 'h':
+        usage(stdout);
+        exit(0);
+    case ':':
+        die("option %s needs a value", argv[optind - 1]);
+        return -1;
+    case '?':
+        die("unknown option '%s'; try 'isoprof --help'", argv[optind - 1]);
+        return -1;
+    default:
+        return ch;
+    }
+}
+
 static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
 {
     int allow_id = (allow & ARG_ID) != 0, allow_out = (allow & ARG_OUT) != 0;
@@ -264,7 +302,7 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
     int ch;
     optind = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":o:n:h", opts, NULL)) != -1) {
+    while ((ch = next_option(argc, argv, ":o:n:h", opts)) > 0) {
         switch (ch) {
         case 's':
             c->store_path = optarg;
@@ -342,17 +380,10 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
                 return die("-n: '%s' is not a count between 1 and 100000", optarg);
             break;
         }
-        case 'h':
-            usage(stdout);
-            exit(0);
-        case ':':
-            return die("option %s needs a value", argv[optind - 1]);
-        default:
-            return die("unknown option '%s'; try 'isoprof --help'", argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return die("unexpected argument '%s'", argv[optind]);
+    if (ch < 0)
+        return EXIT_USAGE;
     if (c->store_path == NULL)
         return die("--store DIR is required");
     if (c->f.since_ns && c->f.until_ns && c->f.until_ns <= c->f.since_ns)
@@ -375,18 +406,18 @@ static int open_store(const struct cli *c, struct store **s)
 
 /* --- windows --- */
 
+/* s as a JSON string on f, escaped as every JSON text isoprof writes
+ * (isoprof_json_str: valid JSON and UTF-8 whatever a label holds). Out of
+ * memory for the copy of one label, the command exits. */
 static void json_str(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
+    struct isoprof_buf b;
+    /* every byte escaped as \u00XX, and the quotes: the cap is never hit */
+    isoprof_buf_init(&b, s != NULL ? 6 * strlen(s) + 2 : 4);
+    if (isoprof_json_str(&b, s) != 0)
+        exit(die("out of memory"));
+    fwrite(b.data, 1, b.len, f);
+    isoprof_buf_free(&b);
 }
 
 struct list_ctx {
@@ -920,7 +951,6 @@ static int cmd_store(int argc, char **argv)
 #define CTL_TIMEOUT_MS 10000L
 #define CTL_MAX_PAGE ((size_t)64 << 20)      /* /status, /metrics, error bodies */
 #define CTL_MAX_PROFILE ((size_t)1024 << 20) /* a merged profile of many isolates */
-#define CTL_RUN_SOCKET "/run/isoprof/isoprof.sock"
 
 struct ctl_cli {
     const char *socket, *store;
@@ -944,7 +974,7 @@ static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
     int profile = cmd == CTL_PROFILE, ch;
     optind = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+    while ((ch = next_option(argc, argv, ":o:h", opts)) > 0) {
         switch (ch) {
         case 'S':
             c->socket = optarg;
@@ -984,17 +1014,10 @@ static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
             else
                 c->out = optarg;
             break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        case ':':
-            return die("option %s needs a value", argv[optind - 1]);
-        default:
-            return die("unknown option '%s'; try 'isoprof --help'", argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return die("unexpected argument '%s'", argv[optind]);
+    if (ch < 0)
+        return EXIT_USAGE;
     if (!profile)
         return 0;
     if (c->worker == NULL || c->worker[0] == '\0')
@@ -1008,12 +1031,14 @@ static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
         errno = 0;
         long v = strtol(c->seconds, &end, 10);
         if (c->seconds[0] < '0' || c->seconds[0] > '9' || *end != '\0' || errno || v < 1 ||
-            v > 3600)
-            return die("--seconds: '%s' is not a whole number from 1 to 3600", c->seconds);
+            v > (long)CFG_OD_SECONDS_MAX)
+            return die("--seconds: '%s' is not a whole number from 1 to %u", c->seconds,
+                       CFG_OD_SECONDS_MAX);
     }
     if (c->interval) {
         uint64_t ns;
-        if (cfg_parse_duration(c->interval, &ns) != 0 || ns < 100000 || ns > 1000000000)
+        if (cfg_parse_duration(c->interval, &ns) != 0 || ns < CFG_OD_INTERVAL_MIN_NS ||
+            ns > CFG_OD_INTERVAL_MAX_NS)
             return die("--interval: '%s' is not a duration from 100us to 1s (like 1ms)",
                        c->interval);
     }
@@ -1027,74 +1052,40 @@ static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
     return 0;
 }
 
-static int path_exists(const char *p)
-{
-    struct stat st;
-    return lstat(p, &st) == 0;
-}
-
 /*
- * The socket to use, into buf: --socket, else $ISOPROF_SOCKET, else the
- * first that exists of $RUNTIME_DIRECTORY/isoprof.sock, DIR/control.sock
- * (--store DIR) and /run/isoprof/isoprof.sock; if none does, the first of
- * those (for the message).
+ * The socket to use, into buf (cap bytes): --socket, else $ISOPROF_SOCKET,
+ * else the first that exists of $RUNTIME_DIRECTORY/isoprof.sock,
+ * DIR/control.sock (--store DIR) and /run/isoprof/isoprof.sock, else the
+ * first of those (for the message); the daemon's rule, from
+ * cfg_control_socket_path. A path longer than buf cannot be a socket's
+ * (sun_path is 108 bytes): it is cut, and connecting fails naming it.
+ * NULL, said on stderr, when memory ran out.
  */
 static const char *ctl_socket(const struct ctl_cli *c, char *buf, size_t cap)
 {
-    if (c->socket)
-        return c->socket;
-    const char *env = getenv("ISOPROF_SOCKET");
-    if (env && *env)
-        return env;
-    char cand[3][4200];
-    int n = 0;
-    const char *rt = getenv("RUNTIME_DIRECTORY");
-    if (rt && *rt)
-        snprintf(cand[n++], sizeof(cand[0]), "%.*s/isoprof.sock", (int)strcspn(rt, ":"), rt);
-    if (c->store)
-        snprintf(cand[n++], sizeof(cand[0]), "%.4000s/control.sock", c->store);
-    snprintf(cand[n++], sizeof(cand[0]), "%s", CTL_RUN_SOCKET);
-    int pick = 0;
-    for (int i = 0; i < n; i++) {
-        if (path_exists(cand[i])) {
-            pick = i;
-            break;
-        }
+    char *p;
+    if (cfg_control_socket_path(c->socket, c->store, CFG_SOCKET_CLIENT, &p) != 0) {
+        die("out of memory");
+        return NULL;
     }
-    snprintf(buf, cap, "%s", cand[pick]);
+    snprintf(buf, cap, "%s", p);
+    isoprof_free(p);
     return buf;
 }
 
-/* An answer, its body capped. */
+/* An answer, its body capped at ctl_request's max (body.data is NULL while
+ * empty, else NUL-terminated). */
 struct ctl_resp {
     long status;
-    char *body;
-    size_t len, cap, max;
-    int overflow;
+    struct isoprof_buf body;
 };
 
 static size_t ctl_on_data(char *p, size_t size, size_t n, void *arg)
 {
     struct ctl_resp *r = arg;
     size_t len = size * n;
-    if (r->len + len + 1 > r->max) {
-        r->overflow = 1;
-        return 0; /* aborts the transfer */
-    }
-    if (r->len + len + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 16384;
-        while (cap < r->len + len + 1)
-            cap *= 2;
-        char *np = isoprof_realloc(r->body, cap);
-        if (np == NULL)
-            return 0;
-        r->body = np;
-        r->cap = cap;
-    }
-    memcpy(r->body + r->len, p, len);
-    r->len += len;
-    r->body[r->len] = '\0';
-    return len;
+    /* 0 aborts the transfer: past the cap (body.err says so), or ENOMEM */
+    return isoprof_buf_append(&r->body, p, len) == 0 ? len : 0;
 }
 
 /* The progress line of `isoprof profile` (stderr is a terminal). */
@@ -1135,7 +1126,7 @@ static int ctl_request(const char *sock, const char *method, const char *path, l
                        size_t max, struct ctl_progress *pr, struct ctl_resp *r)
 {
     memset(r, 0, sizeof(*r));
-    r->max = max;
+    isoprof_buf_init(&r->body, max);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return die("cannot initialise libcurl");
     CURL *h = curl_easy_init();
@@ -1171,7 +1162,9 @@ static int ctl_request(const char *sock, const char *method, const char *path, l
     }
     if (rc == CURLE_OK)
         return 0;
-    if (r->overflow)
+    int too_big = r->body.err == ISOPROF_ETOOBIG;
+    isoprof_buf_free(&r->body);
+    if (too_big)
         return die("%s: the answer is larger than %zu MiB", sock, max >> 20);
     if (rc == CURLE_COULDNT_CONNECT)
         return die("cannot connect to %s: %s (is isoprofd running? --socket)", sock,
@@ -1183,8 +1176,7 @@ static int ctl_request(const char *sock, const char *method, const char *path, l
 
 static void ctl_resp_free(struct ctl_resp *r)
 {
-    isoprof_free(r->body);
-    r->body = NULL;
+    isoprof_buf_free(&r->body);
 }
 
 static const char *jstr(yajl_val v, const char *key)
@@ -1216,8 +1208,10 @@ static int ctl_fail(const struct ctl_resp *r)
     const char *msg = NULL;
     yajl_val root = NULL;
     char err[128];
-    if (r->body != NULL && isoprof_json_depth(r->body, r->len, CLI_JSON_MAX_DEPTH) <= CLI_JSON_MAX_DEPTH)
-        root = yajl_tree_parse(r->body, err, sizeof(err));
+    const struct isoprof_buf *b = &r->body;
+    if (b->data != NULL &&
+        isoprof_json_depth(b->data, b->len, CLI_JSON_MAX_DEPTH) <= CLI_JSON_MAX_DEPTH)
+        root = yajl_tree_parse(b->data, err, sizeof(err));
     if (root != NULL)
         msg = jstr(root, "error");
     if (msg != NULL)
@@ -1385,7 +1379,8 @@ static int ctl_get_page(int argc, char **argv, int kind, const char *path, struc
     int rc = parse_ctl_args(c, argc, argv, kind);
     if (rc)
         return rc;
-    *sock = ctl_socket(c, buf, cap);
+    if ((*sock = ctl_socket(c, buf, cap)) == NULL)
+        return EXIT_USAGE;
     if ((rc = ctl_request(*sock, "GET", path, CTL_TIMEOUT_MS, CTL_MAX_PAGE, NULL, r)) != 0)
         return rc;
     if (r->status != 200) {
@@ -1406,8 +1401,8 @@ static int cmd_status(int argc, char **argv)
     if (rc)
         return rc;
     if (c.json) {
-        fwrite(r.body ? r.body : "", 1, r.len, stdout);
-        if (r.len == 0 || r.body[r.len - 1] != '\n')
+        fwrite(r.body.data ? r.body.data : "", 1, r.body.len, stdout);
+        if (r.body.len == 0 || r.body.data[r.body.len - 1] != '\n')
             putchar('\n');
         ctl_resp_free(&r);
         return fflush(stdout) == 0 ? 0 : die("writing stdout: %s", strerror(errno));
@@ -1415,9 +1410,9 @@ static int cmd_status(int argc, char **argv)
     char err[256];
     /* Whatever answers on the socket, a deep body is refused before yajl
      * builds (and recursively frees) a tree of it. */
-    yajl_val root = r.body && isoprof_json_depth(r.body, r.len, CLI_JSON_MAX_DEPTH) <=
-                                  CLI_JSON_MAX_DEPTH
-                        ? yajl_tree_parse(r.body, err, sizeof(err))
+    yajl_val root = r.body.data && isoprof_json_depth(r.body.data, r.body.len,
+                                                      CLI_JSON_MAX_DEPTH) <= CLI_JSON_MAX_DEPTH
+                        ? yajl_tree_parse(r.body.data, err, sizeof(err))
                         : NULL;
     ctl_resp_free(&r);
     if (root == NULL || !YAJL_IS_OBJECT(root)) {
@@ -1439,7 +1434,7 @@ static int cmd_metrics(int argc, char **argv)
     int rc = ctl_get_page(argc, argv, CTL_METRICS, "/metrics", &c, buf, sizeof(buf), &sock, &r);
     if (rc)
         return rc;
-    fwrite(r.body ? r.body : "", 1, r.len, stdout);
+    fwrite(r.body.data ? r.body.data : "", 1, r.body.len, stdout);
     ctl_resp_free(&r);
     return fflush(stdout) == 0 ? 0 : die("writing stdout: %s", strerror(errno));
 }
@@ -1499,6 +1494,8 @@ static int cmd_profile(int argc, char **argv)
                    "stdout");
     char buf[4300];
     const char *sock = ctl_socket(&c, buf, sizeof(buf));
+    if (sock == NULL)
+        return EXIT_USAGE;
     char q[6000] = "";
     query_add(q, sizeof(q), "worker", c.worker);
     if (c.version)
@@ -1533,10 +1530,11 @@ static int cmd_profile(int argc, char **argv)
         return rc;
     }
     if (c.out != NULL) {
-        rc = write_file(c.out, r.body ? r.body : "", r.len);
+        rc = write_file(c.out, r.body.data ? r.body.data : "", r.body.len);
     } else {
-        size_t wr = fwrite(r.body ? r.body : "", 1, r.len, stdout);
-        rc = wr != r.len || fflush(stdout) != 0 ? die("writing stdout: %s", strerror(errno)) : 0;
+        size_t wr = fwrite(r.body.data ? r.body.data : "", 1, r.body.len, stdout);
+        rc = wr != r.body.len || fflush(stdout) != 0 ? die("writing stdout: %s", strerror(errno))
+                                                     : 0;
     }
     ctl_resp_free(&r);
     return rc;

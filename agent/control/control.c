@@ -61,7 +61,7 @@
  * connections' included.
  */
 #include "control.h"
-#include "internal.h"
+#include "daemon.h"
 #include "log.h"
 
 #include "base.h"
@@ -92,6 +92,11 @@
 #define CTL_LINGER_MS 2000
 #define CTL_READ_BUF 65536
 #define CTL_BACKLOG 128
+/* The bytes of an error message an error body holds; more are cut, "..." */
+#define CTL_ERROR_MAX 600
+/* A JSON string of n bytes of text takes at most this many (each byte
+ * escaped as \u00XX, and the quotes): the caps of the error bodies. */
+#define CTL_JSON_STR_MAX(n) (6 * (size_t)(n) + 2)
 
 #define CT_JSON "application/json"
 #define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
@@ -172,78 +177,30 @@ static void conn_respond(struct ctl_conn *c, int status, const char *ctype, char
 
 /* --- small helpers --- */
 
-/* A growable string with a cap; sticky failure (ok 0). */
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    int ok;
-};
-
-static void sb_put(struct sbuf *b, const char *s, size_t n)
-{
-    if (!b->ok)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = isoprof_realloc(b->p, cap);
-        if (np == NULL) {
-            b->ok = 0;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-/* s as a JSON string, at most max bytes of it (then "..."); bytes that are
- * not printable ASCII are escaped as \u00XX so the result is always valid
- * JSON whatever a label holds. */
-static void sb_json(struct sbuf *b, const char *s, size_t max)
-{
-    sb_put(b, "\"", 1);
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n && i < max; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        char e[8];
-        if (ch == '"' || ch == '\\') {
-            e[0] = '\\';
-            e[1] = (char)ch;
-            sb_put(b, e, 2);
-        } else if (ch < 0x20 || ch >= 0x7f) {
-            snprintf(e, sizeof(e), "\\u%04x", ch);
-            sb_put(b, e, 6);
-        } else {
-            sb_put(b, (const char *)&ch, 1);
-        }
-    }
-    if (n > max)
-        sb_put(b, "...", 3);
-    sb_put(b, "\"", 1);
-}
-
-/* {"error":"msg"} */
+/* {"error":"msg"}, msg cut after CTL_ERROR_MAX bytes (at the start of a
+ * character, then "..."); isoprof_json_str makes it valid JSON whatever a
+ * label in it holds. NULL on ENOMEM. */
 static char *json_error(const char *msg, size_t *len)
 {
-    struct sbuf b = {.ok = 1};
-    sb_str(&b, "{\"error\":");
-    sb_json(&b, msg, 600);
-    sb_str(&b, "}\n");
-    if (!b.ok) {
-        isoprof_free(b.p);
-        return NULL;
+    char cut[CTL_ERROR_MAX + 4];
+    size_t n = strlen(msg);
+    if (n > CTL_ERROR_MAX) {
+        n = CTL_ERROR_MAX;
+        /* msg[n] continuing a character: cut before it (a character is at
+         * most 4 bytes; a longer run of continuation bytes is no text) */
+        for (int k = 0; k < 3 && ((unsigned char)msg[n] & 0xc0) == 0x80; k++)
+            n--;
+        memcpy(cut, msg, n);
+        memcpy(cut + n, "...", 4);
+        msg = cut;
     }
-    *len = b.len;
-    return b.p;
+    struct isoprof_buf b;
+    isoprof_buf_init(&b, CTL_JSON_STR_MAX(sizeof(cut)) + 16);
+    isoprof_buf_puts(&b, "{\"error\":");
+    isoprof_json_str(&b, msg);
+    isoprof_buf_puts(&b, "}\n");
+    char *body;
+    return isoprof_buf_take(&b, &body, len) == 0 ? body : NULL;
 }
 
 /* Answer {"error": ...} with status and the extra header lines (or NULL);
@@ -777,6 +734,10 @@ __attribute__((format(printf, 3, 4))) static int query_refuse(char *why, size_t 
     return -EINVAL;
 }
 
+/* The interval's message spells its limits out. */
+_Static_assert(CFG_OD_INTERVAL_MIN_NS == 100000ull && CFG_OD_INTERVAL_MAX_NS == 1000000000ull,
+               "the on-demand interval limits changed: update the message that names them");
+
 int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct ctl_profile_req *r,
                       char *why, size_t cap)
 {
@@ -851,15 +812,15 @@ int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct c
                 return query_refuse(why, cap, "type must be cpu or heap, not '%s'", val);
             break;
         case P_SECONDS:
-            if (parse_uint(val, CTL_SECONDS_MAX, &v) != 0 || v < 1)
+            if (parse_uint(val, CFG_OD_SECONDS_MAX, &v) != 0 || v < 1)
                 return query_refuse(why, cap,
-                                    "seconds must be a whole number from 1 to %d, not '%s'",
-                                    CTL_SECONDS_MAX, val);
+                                    "seconds must be a whole number from 1 to %u, not '%s'",
+                                    CFG_OD_SECONDS_MAX, val);
             r->seconds = v;
             break;
         case P_INTERVAL:
-            if (cfg_parse_duration(val, &v) != 0 || v < CTL_INTERVAL_MIN_NS ||
-                v > CTL_INTERVAL_MAX_NS)
+            if (cfg_parse_duration(val, &v) != 0 || v < CFG_OD_INTERVAL_MIN_NS ||
+                v > CFG_OD_INTERVAL_MAX_NS)
                 return query_refuse(
                     why, cap, "interval must be a duration from 100us to 1s (like 1ms), not '%s'",
                     val);
@@ -958,28 +919,28 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
         ts[n++] = t;
     }
     if (n > 1 && !r.all) {
-        struct sbuf b = {.ok = 1};
         char msg[CTL_LABEL_MAX + 200];
         snprintf(msg, sizeof(msg),
                  "worker %s has %zu attached isolates: name one with isolate=ID, or ask for "
                  "all=1 (one merged profile)",
                  r.worker, n);
-        sb_str(&b, "{\"error\":");
-        sb_json(&b, msg, sizeof(msg));
-        sb_str(&b, ",\"isolates\":[");
-        for (size_t i = 0; i < n; i++) {
-            char num[16];
-            snprintf(num, sizeof(num), "%s%" PRIu32, i ? "," : "", ts[i]->isolate);
-            sb_str(&b, num);
-        }
-        sb_str(&b, "]}\n");
+        /* The cap holds the message escaped and n ids of 10 digits and a comma. */
+        struct isoprof_buf b;
+        isoprof_buf_init(&b, CTL_JSON_STR_MAX(sizeof(msg)) + 32 + 11 * n);
+        isoprof_buf_puts(&b, "{\"error\":");
+        isoprof_json_str(&b, msg);
+        isoprof_buf_puts(&b, ",\"isolates\":[");
+        for (size_t i = 0; i < n; i++)
+            isoprof_buf_printf(&b, "%s%" PRIu32, i ? "," : "", ts[i]->isolate);
+        isoprof_buf_puts(&b, "]}\n");
         isoprof_free(ts);
-        if (!b.ok) {
-            isoprof_free(b.p);
+        char *body;
+        size_t blen;
+        if (isoprof_buf_take(&b, &body, &blen) != 0) {
             conn_error(c, 500, 0, "out of memory");
             return;
         }
-        conn_respond(c, 409, CT_JSON, b.p, b.len, NULL, 0);
+        conn_respond(c, 409, CT_JSON, body, blen, NULL, 0);
         return;
     }
     struct od_waiter *w = NULL;
@@ -1155,21 +1116,6 @@ static void listener_on_connection(uv_stream_t *server, int status)
 }
 
 /* --- start and stop --- */
-
-/* The socket path control.socket names, or the automatic one; NULL on
- * ENOMEM. */
-static char *socket_path(const struct cfg *cfg)
-{
-    if (cfg->control.socket != NULL && cfg->control.socket[0] != '\0')
-        return isoprof_strdup(cfg->control.socket);
-    const char *rt = getenv("RUNTIME_DIRECTORY");
-    if (rt != NULL && rt[0] != '\0') {
-        /* systemd lists one directory per RuntimeDirectory=, ':'-separated */
-        size_t n = strcspn(rt, ":");
-        return isoprof_asprintf("%.*s/isoprof.sock", (int)n, rt);
-    }
-    return isoprof_asprintf("%s/control.sock", cfg->store.path);
-}
 
 /*
  * What is at path? 0: nothing, a socket nobody listens on (a crashed
@@ -1437,12 +1383,10 @@ int control_start(struct agent *a)
     ctl->a = a;
     ctl->sock.ctl = ctl->metrics.ctl = ctl;
     ctl->metrics.metrics_only = 1;
-    int rc = 0;
-    ctl->path = socket_path(cfg);
-    if (ctl->path == NULL) {
-        rc = -ENOMEM;
+    /* control.socket, else the automatic path (the rule isoprof shares) */
+    int rc = cfg_control_socket_path(cfg->control.socket, cfg->store.path, 0, &ctl->path);
+    if (rc != 0)
         goto fail;
-    }
     struct sockaddr_un sun;
     if (strlen(ctl->path) >= sizeof(sun.sun_path)) {
         log_error("control socket path too long (set control.socket to a shorter path)",

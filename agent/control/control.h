@@ -11,6 +11,8 @@
 #ifndef ISOPROF_AGENT_CONTROL_H
 #define ISOPROF_AGENT_CONTROL_H
 
+#include "config.h"
+
 #include <http_parser.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,9 +22,8 @@
 #define CTL_URL_MAX 4096   /* request target, with its NUL: 414 past it */
 #define CTL_LABEL_MAX 1024 /* a worker or version, with its NUL */
 #define CTL_SECONDS_DEFAULT 10
-#define CTL_SECONDS_MAX 3600
-#define CTL_INTERVAL_MIN_NS 100000ull
-#define CTL_INTERVAL_MAX_NS 1000000000ull
+/* The limits of seconds and interval are config.h's CFG_OD_*, shared with
+ * the CLI and the daemon. */
 
 /* One request being read. Zero it (or ctl_req_init) before its first
  * byte; ctl_req_feed fills it. */

@@ -27,7 +27,7 @@
  * U+FFFD, so the page is always valid JSON in valid UTF-8. Both pages are
  * capped at REPORT_MAX_BODY.
  */
-#include "internal.h"
+#include "daemon.h"
 #include "log.h"
 #include "statsd.h"
 
@@ -36,7 +36,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,257 +219,57 @@ static const char *target_state_name(enum target_state s)
     return "backoff";
 }
 
-static const char *window_state_name(enum window_state w)
+/* --- writing the pages --- */
+
+/* The page b holds, as report_status and report_metrics hand it out: NULL
+ * (the bytes freed) when an append failed (ENOMEM, or past
+ * REPORT_MAX_BODY). */
+static char *report_finish(struct isoprof_buf *b, size_t *len)
 {
-    switch (w) {
-    case WINDOW_NONE:
-        return "none";
-    case WINDOW_QUEUED:
-        return "queued";
-    case WINDOW_STARTING:
-        return "starting";
-    case WINDOW_RUNNING:
-        return "running";
-    case WINDOW_STOPPING:
-        return "stopping";
-    }
-    return "none";
-}
-
-/* Every scalar field of struct agent_counters, by name; the arrays
- * (anomalies, sessions_dropped_by) are written as objects. */
-#define COUNTER(f) #f, offsetof(struct agent_counters, f)
-static const struct {
-    const char *name;
-    size_t off;
-} counter_fields[] = {
-    {COUNTER(windows_started)},
-    {COUNTER(windows_stored)},
-    {COUNTER(windows_lost)},
-    {COUNTER(windows_delayed)},
-    {COUNTER(windows_skipped)},
-    {COUNTER(conversion_errors)},
-    {COUNTER(store_errors)},
-    {COUNTER(windows_evicted)},
-    {COUNTER(windows_dropped)},
-    {COUNTER(sessions_attached)},
-    {COUNTER(sessions_dropped)},
-    {COUNTER(discovery_errors)},
-    {COUNTER(heap_windows)},
-    {COUNTER(heap_restarts)},
-    {COUNTER(memory_polls_failed)},
-    {COUNTER(anomaly_errors)},
-    {COUNTER(windows_stored_cpu)},
-    {COUNTER(windows_stored_heap)},
-    {COUNTER(control_requests)},
-    {COUNTER(control_errors)},
-    {COUNTER(control_rejected_connections)},
-    {COUNTER(latency_refused)},
-};
-#undef COUNTER
-_Static_assert(sizeof(struct agent_counters) ==
-                   sizeof(uint64_t) * (ISOPROF_ARRAY_SIZE(counter_fields) + STORE_ANOMALY_MAX + 1 +
-                                       AGENT_DROP_MAX),
-               "a field of struct agent_counters is missing from counter_fields in report.c");
-
-static uint64_t counter_at(const struct agent_counters *n, size_t off)
-{
-    uint64_t v;
-    memcpy(&v, (const char *)n + off, sizeof(v));
-    return v;
-}
-
-/* --- a growable buffer with a sticky error --- */
-
-struct rbuf {
-    char *p;
-    size_t len, cap;
-    int err;
-};
-
-static int rb_reserve(struct rbuf *b, size_t n)
-{
-    if (b->err)
-        return -1;
-    if (n <= b->cap - b->len)
-        return 0;
-    if (n > REPORT_MAX_BODY - b->len) {
-        b->err = -E2BIG;
-        return -1;
-    }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->len < n)
-        cap *= 2;
-    if (cap > REPORT_MAX_BODY)
-        cap = REPORT_MAX_BODY;
-    char *p = isoprof_realloc(b->p, cap);
-    if (p == NULL) {
-        b->err = -ENOMEM;
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static void rb_put(struct rbuf *b, const void *s, size_t n)
-{
-    if (rb_reserve(b, n) != 0)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
-
-static void rb_str(struct rbuf *b, const char *s)
-{
-    rb_put(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void rb_printf(struct rbuf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->err = b->err ? b->err : -EINVAL;
-        return;
-    }
-    if ((size_t)n < sizeof(tmp)) {
-        rb_put(b, tmp, (size_t)n);
-        return;
-    }
-    if (rb_reserve(b, (size_t)n + 1) != 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-static char *rb_finish(struct rbuf *b, size_t *len)
-{
-    if (b->err) {
-        isoprof_free(b->p);
-        return NULL;
-    }
-    *len = b->len;
-    if (b->p == NULL)
-        return isoprof_calloc(1, 1);
-    return b->p;
-}
-
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
- * overlongs, no surrogates, nothing past U+10FFFF), or 0 if there is none.
- * p is NUL-terminated, and NUL is never a continuation byte. */
-static size_t utf8_len(const unsigned char *p)
-{
-    unsigned c = p[0];
-    unsigned lo = 0x80, hi = 0xbf;
-    size_t n;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4;
-    else
-        return 0;
-    if (c == 0xe0)
-        lo = 0xa0;
-    else if (c == 0xed)
-        hi = 0x9f;
-    else if (c == 0xf0)
-        lo = 0x90;
-    else if (c == 0xf4)
-        hi = 0x8f;
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf)
-            return 0;
-    return n;
-}
-
-/* s (NUL-terminated; NULL writes null) as a JSON string. */
-static void json_str(struct rbuf *b, const char *s)
-{
-    if (s == NULL) {
-        rb_str(b, "null");
-        return;
-    }
-    rb_put(b, "\"", 1);
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        const unsigned char *run = p;
-        while (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
-            p++;
-        rb_put(b, run, (size_t)(p - run));
-        if (*p == '\0')
-            break;
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            rb_put(b, esc, 2);
-            p++;
-        } else if (c < 0x20 || c == 0x7f) {
-            rb_printf(b, "\\u%04x", c);
-            p++;
-        } else {
-            size_t n = utf8_len(p);
-            if (n == 0) {
-                rb_put(b, "\xef\xbf\xbd", 3); /* U+FFFD */
-                p++;
-            } else {
-                rb_put(b, p, n);
-                p += n;
-            }
-        }
-    }
-    rb_put(b, "\"", 1);
+    char *out;
+    return isoprof_buf_take(b, &out, len) == 0 ? out : NULL;
 }
 
 /* "key": (with a leading comma unless first) */
-static void json_key(struct rbuf *b, const char *key, int first)
+static void json_key(struct isoprof_buf *b, const char *key, int first)
 {
     if (!first)
-        rb_put(b, ",", 1);
-    json_str(b, key);
-    rb_put(b, ":", 1);
+        isoprof_buf_putc(b, ',');
+    isoprof_json_str(b, key);
+    isoprof_buf_putc(b, ':');
 }
 
-static void json_u64(struct rbuf *b, const char *key, uint64_t v, int first)
+static void json_u64(struct isoprof_buf *b, const char *key, uint64_t v, int first)
 {
     json_key(b, key, first);
-    rb_printf(b, "%" PRIu64, v);
+    isoprof_buf_printf(b, "%" PRIu64, v);
 }
 
-static void json_u64_or_null(struct rbuf *b, const char *key, int known, uint64_t v)
+static void json_u64_or_null(struct isoprof_buf *b, const char *key, int known, uint64_t v)
 {
     json_key(b, key, 0);
     if (known)
-        rb_printf(b, "%" PRIu64, v);
+        isoprof_buf_printf(b, "%" PRIu64, v);
     else
-        rb_str(b, "null");
+        isoprof_buf_puts(b, "null");
 }
 
 /* Wall ns as RFC 3339 in UTC with milliseconds, or null when 0. */
-static void json_time(struct rbuf *b, const char *key, uint64_t ns, int first)
+static void json_time(struct isoprof_buf *b, const char *key, uint64_t ns, int first)
 {
     json_key(b, key, first);
     if (ns == 0) {
-        rb_str(b, "null");
+        isoprof_buf_puts(b, "null");
         return;
     }
     time_t t = (time_t)(ns / 1000000000ull);
     struct tm tm;
     char base[32];
     if (gmtime_r(&t, &tm) == NULL || strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
-        rb_str(b, "null");
+        isoprof_buf_puts(b, "null");
         return;
     }
-    rb_printf(b, "\"%s.%03uZ\"", base, (unsigned)((ns / 1000000ull) % 1000));
+    isoprof_buf_printf(b, "\"%s.%03uZ\"", base, (unsigned)((ns / 1000000ull) % 1000));
 }
 
 /* --- the figures both pages share --- */
@@ -496,9 +295,8 @@ static void report_view(struct agent *a, struct report_view *v)
     /* The totals across reloads and after the uploader closed. */
     agent_upload_stats(a, &v->up);
     v->upload_on = a->cfg_boot->upload.url != NULL && a->cfg_boot->upload.url[0] != '\0';
-    v->running = sched_running(a);
-    for (const struct target *t = a->queue_head; t; t = t->queue_next)
-        v->queued++;
+    v->running = a->wins.slots;
+    v->queued = win_queued(&a->wins);
     uint64_t now = isoprof_now_mono_ns();
     v->uptime_ns = a->start_mono_ns && now > a->start_mono_ns ? now - a->start_mono_ns : 0;
     if (r != NULL) {
@@ -509,103 +307,127 @@ static void report_view(struct agent *a, struct report_view *v)
 
 /* --- GET /status --- */
 
-static void status_target(struct rbuf *b, const struct target *t)
+static void status_target(struct isoprof_buf *b, const struct target *t)
 {
-    rb_put(b, "{", 1);
+    isoprof_buf_putc(b, '{');
     json_key(b, "worker", 1);
-    json_str(b, t->worker);
+    isoprof_json_str(b, t->worker);
     json_key(b, "version", 0);
-    json_str(b, t->version);
+    isoprof_json_str(b, t->version);
     json_u64(b, "isolate", t->isolate, 0);
     json_key(b, "runtime", 0);
-    json_str(b, target_runtime(t));
+    isoprof_json_str(b, target_runtime(t));
     json_key(b, "endpoint", 0);
-    json_str(b, t->ep->cfg->inspector);
+    isoprof_json_str(b, t->ep->cfg->inspector);
     json_key(b, "state", 0);
-    json_str(b, target_state_name(t->state));
+    isoprof_json_str(b, target_state_name(t->state));
     json_key(b, "memory", 0);
-    rb_put(b, "{", 1);
+    isoprof_buf_putc(b, '{');
     json_key(b, "used", 1);
     if (t->mem_last > 0)
-        rb_printf(b, "%" PRIu64, t->mem_last);
+        isoprof_buf_printf(b, "%" PRIu64, t->mem_last);
     else
-        rb_str(b, "null");
+        isoprof_buf_puts(b, "null");
     json_u64(b, "limit", t->ep->cfg->memory_limit, 0);
-    rb_put(b, "}", 1);
+    isoprof_buf_putc(b, '}');
     json_key(b, "last_window", 0);
-    rb_put(b, "{", 1);
+    isoprof_buf_putc(b, '{');
     json_time(b, "cpu", t->last_cpu_ns, 1);
     json_time(b, "heap", t->last_heap_ns, 0);
-    rb_put(b, "}", 1);
+    isoprof_buf_putc(b, '}');
     json_key(b, "window", 0);
-    json_str(b, window_state_name(t->win));
+    isoprof_json_str(b, win_state_name(t->w.cpu));
     json_key(b, "anomaly", 0);
     if (t->mem_ep != NULL) {
-        rb_put(b, "{", 1);
+        isoprof_buf_putc(b, '{');
         json_key(b, "kind", 1);
-        json_str(b, store_anomaly_name(t->mem_ep->kind));
+        isoprof_json_str(b, store_anomaly_name(t->mem_ep->kind));
         json_time(b, "since", t->mem_ep->start_ns, 0);
-        rb_put(b, "}", 1);
+        isoprof_buf_putc(b, '}');
     } else {
-        rb_str(b, "null");
+        isoprof_buf_puts(b, "null");
     }
-    rb_put(b, "}", 1);
+    isoprof_buf_putc(b, '}');
+}
+
+/* The "counters" object: every row of counters.h by its key, in the
+ * table's order; an array row as an object of its names. */
+static void status_counters(struct isoprof_buf *b, const struct agent_counters *n)
+{
+    int first = 1;
+    isoprof_buf_putc(b, '{');
+#define STATUS_SCALAR(field, key, metric, labels, help)                                            \
+    json_u64(b, key, n->field, first);                                                             \
+    first = 0;
+    AGENT_COUNTERS(STATUS_SCALAR)
+#undef STATUS_SCALAR
+#define STATUS_ARRAY(field, size, lo, key, metric, label, name, log_prefix, help)                  \
+    json_key(b, key, first);                                                                       \
+    first = 0;                                                                                     \
+    isoprof_buf_putc(b, '{');                                                                      \
+    for (unsigned i = (lo); i < (size); i++)                                                       \
+        json_u64(b, name(i), n->field[i], i == (lo));                                              \
+    isoprof_buf_putc(b, '}');
+    AGENT_COUNTER_ARRAYS(STATUS_ARRAY)
+#undef STATUS_ARRAY
+    isoprof_buf_putc(b, '}');
 }
 
 char *report_status(struct agent *a, size_t *len)
 {
-    struct rbuf b = {0};
+    struct isoprof_buf b;
+    isoprof_buf_init(&b, REPORT_MAX_BODY);
     struct report_view v;
     report_view(a, &v);
     const struct cfg *c = a->cfg;
 
-    rb_put(&b, "{", 1);
+    isoprof_buf_putc(&b, '{');
     json_key(&b, "version", 1);
-    json_str(&b, ISOPROF_VERSION);
+    isoprof_json_str(&b, ISOPROF_VERSION);
     json_u64(&b, "pid", (uint64_t)getpid(), 0);
     json_u64(&b, "uptime_s", v.uptime_ns / 1000000000ull, 0);
     json_key(&b, "config", 0);
-    json_str(&b, c->source);
+    isoprof_json_str(&b, c->source);
 
     json_key(&b, "targets", 0);
-    rb_put(&b, "[", 1);
+    isoprof_buf_putc(&b, '[');
     int first = 1;
     for (const struct target *t = a->targets; t; t = t->next) {
         if (t->removing)
             continue;
         if (!first)
-            rb_put(&b, ",", 1);
+            isoprof_buf_putc(&b, ',');
         first = 0;
         status_target(&b, t);
     }
-    rb_put(&b, "]", 1);
+    isoprof_buf_putc(&b, ']');
 
     json_key(&b, "schedule", 0);
-    rb_put(&b, "{", 1);
+    isoprof_buf_putc(&b, '{');
     json_u64(&b, "running", v.running, 1);
     json_u64(&b, "delayed", v.queued, 0);
     json_u64(&b, "max_concurrent", c->sampling.cpu.max_concurrent, 0);
-    rb_put(&b, "}", 1);
+    isoprof_buf_putc(&b, '}');
 
     const struct store_stat *st = v.st;
     json_key(&b, "store", 0);
-    rb_put(&b, "{", 1);
+    isoprof_buf_putc(&b, '{');
     json_key(&b, "path", 1);
-    json_str(&b, c->store.path);
+    isoprof_json_str(&b, c->store.path);
     json_u64_or_null(&b, "windows", st != NULL, st ? st->windows : 0);
     json_u64_or_null(&b, "bytes", st != NULL, st ? st->stored_bytes : 0);
     json_u64(&b, "budget", st ? st->budget : c->store.max_size, 0);
     json_u64_or_null(&b, "evicted_total", st != NULL, st ? st->evicted_total : 0);
     json_time(&b, "as_of", v.st_ns, 0);
-    rb_put(&b, "}", 1);
+    isoprof_buf_putc(&b, '}');
 
     json_key(&b, "outbox", 0);
-    rb_put(&b, "{", 1);
+    isoprof_buf_putc(&b, '{');
     json_key(&b, "pending", 1);
     if (st)
-        rb_printf(&b, "%" PRIu64, st->outbox_pending);
+        isoprof_buf_printf(&b, "%" PRIu64, st->outbox_pending);
     else
-        rb_str(&b, "null");
+        isoprof_buf_puts(&b, "null");
     uint64_t now = isoprof_now_wall_ns();
     int has_oldest = st != NULL && st->outbox_pending > 0 && st->outbox_oldest_ns != 0;
     json_u64_or_null(&b, "oldest_age_s", has_oldest,
@@ -615,69 +437,53 @@ char *report_status(struct agent *a, size_t *len)
     json_u64_or_null(&b, "rejected", st != NULL, st ? st->outbox_rejected : 0);
     json_u64_or_null(&b, "uploaded", st != NULL, st ? st->outbox_uploaded : 0);
     json_u64_or_null(&b, "evicted", st != NULL, st ? st->outbox_evicted : 0);
-    rb_put(&b, "}", 1);
+    isoprof_buf_putc(&b, '}');
 
     json_key(&b, "upload", 0);
-    rb_put(&b, "{", 1);
+    isoprof_buf_putc(&b, '{');
     json_key(&b, "enabled", 1);
-    rb_str(&b, v.upload_on ? "true" : "false");
+    isoprof_buf_puts(&b, v.upload_on ? "true" : "false");
     json_key(&b, "url", 0);
-    json_str(&b, a->cfg_boot->upload.url ? a->cfg_boot->upload.url : ""); /* restart-only */
+    isoprof_json_str(&b, a->cfg_boot->upload.url ? a->cfg_boot->upload.url : ""); /* restart-only */
     json_u64(&b, "requests", v.up.requests, 0);
     json_u64(&b, "requests_ok", v.up.requests_ok, 0);
     json_u64(&b, "requests_failed", v.up.requests_failed, 0);
     json_u64(&b, "profiles_sent", v.up.profiles_sent, 0);
     json_u64(&b, "profiles_rejected", v.up.profiles_rejected, 0);
-    rb_put(&b, "}", 1);
+    isoprof_buf_putc(&b, '}');
 
     json_key(&b, "counters", 0);
-    rb_put(&b, "{", 1);
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(counter_fields); i++)
-        json_u64(&b, counter_fields[i].name, counter_at(&a->n, counter_fields[i].off), i == 0);
-    json_key(&b, "anomalies", 0);
-    rb_put(&b, "{", 1);
-    for (unsigned k = 1; k <= STORE_ANOMALY_MAX; k++)
-        json_u64(&b, store_anomaly_name(k), a->n.anomalies[k], k == 1);
-    rb_put(&b, "}", 1);
-    json_key(&b, "sessions_dropped_by", 0);
-    rb_put(&b, "{", 1);
-    for (unsigned r = 0; r < AGENT_DROP_MAX; r++)
-        json_u64(&b, report_drop_name(r), a->n.sessions_dropped_by[r], r == 0);
-    rb_put(&b, "}", 1);
-    rb_put(&b, "}", 1);
+    status_counters(&b, &a->n);
 
-    rb_put(&b, "}\n", 2);
-    return rb_finish(&b, len);
+    isoprof_buf_append(&b, "}\n", 2);
+    return report_finish(&b, len);
 }
 
 /* --- GET /metrics --- */
 
 /* A label value: \ " and newline escaped (text format 0.0.4), bytes that
  * are not UTF-8 replaced by U+FFFD. */
-static void prom_label_value(struct rbuf *b, const char *s)
+static void prom_label_value(struct isoprof_buf *b, const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
+    const uint8_t *p = (const uint8_t *)s, *end = p + strlen(s);
+    while (p < end) {
         unsigned c = *p;
         if (c == '\\') {
-            rb_put(b, "\\\\", 2);
+            isoprof_buf_append(b, "\\\\", 2);
             p++;
         } else if (c == '"') {
-            rb_put(b, "\\\"", 2);
+            isoprof_buf_append(b, "\\\"", 2);
             p++;
         } else if (c == '\n') {
-            rb_put(b, "\\n", 2);
-            p++;
-        } else if (c < 0x80) {
-            rb_put(b, p, 1);
+            isoprof_buf_append(b, "\\n", 2);
             p++;
         } else {
-            size_t n = utf8_len(p);
+            size_t n = isoprof_utf8_seq(p, (size_t)(end - p));
             if (n == 0) {
-                rb_put(b, "\xef\xbf\xbd", 3);
+                isoprof_buf_append(b, "\xef\xbf\xbd", 3); /* U+FFFD */
                 p++;
             } else {
-                rb_put(b, p, n);
+                isoprof_buf_append(b, p, n);
                 p += n;
             }
         }
@@ -685,45 +491,76 @@ static void prom_label_value(struct rbuf *b, const char *s)
 }
 
 /* # HELP and # TYPE of one family; help is plain text without \ or newline. */
-static void prom_family(struct rbuf *b, const char *name, const char *type, const char *help)
+static void prom_family(struct isoprof_buf *b, const char *name, const char *type, const char *help)
 {
-    rb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    isoprof_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void prom_name(struct rbuf *b, const char *name, const char *label, const char *value)
+static void prom_name(struct isoprof_buf *b, const char *name, const char *label, const char *value)
 {
-    rb_str(b, name);
+    isoprof_buf_puts(b, name);
     if (label != NULL) {
-        rb_printf(b, "{%s=\"", label);
+        isoprof_buf_printf(b, "{%s=\"", label);
         prom_label_value(b, value);
-        rb_put(b, "\"}", 2);
+        isoprof_buf_append(b, "\"}", 2);
     }
 }
 
 /* One sample; label NULL for none. */
-static void prom_u64(struct rbuf *b, const char *name, const char *label, const char *value,
+static void prom_u64(struct isoprof_buf *b, const char *name, const char *label, const char *value,
                      uint64_t v)
 {
     prom_name(b, name, label, value);
-    rb_printf(b, " %" PRIu64 "\n", v);
+    isoprof_buf_printf(b, " %" PRIu64 "\n", v);
 }
 
-static void prom_sec(struct rbuf *b, const char *name, uint64_t ms)
+static void prom_sec(struct isoprof_buf *b, const char *name, uint64_t ms)
 {
-    rb_printf(b, "%s %" PRIu64 ".%03u\n", name, ms / 1000, (unsigned)(ms % 1000));
+    isoprof_buf_printf(b, "%s %" PRIu64 ".%03u\n", name, ms / 1000, (unsigned)(ms % 1000));
 }
 
 /* A family of one unlabelled counter. */
-static void prom_counter(struct rbuf *b, const char *name, const char *help, uint64_t v)
+static void prom_counter(struct isoprof_buf *b, const char *name, const char *help, uint64_t v)
 {
     prom_family(b, name, "counter", help);
     prom_u64(b, name, NULL, NULL, v);
 }
 
-static void prom_gauge(struct rbuf *b, const char *name, const char *help, uint64_t v)
+static void prom_gauge(struct isoprof_buf *b, const char *name, const char *help, uint64_t v)
 {
     prom_family(b, name, "gauge", help);
     prom_u64(b, name, NULL, NULL, v);
+}
+
+/* One row of counters.h: its sample, after its family's HELP and TYPE if
+ * the row before was of another family. metric NULL: not shown. */
+static void metrics_counter_row(struct isoprof_buf *b, const char **family, const char *metric,
+                                const char *labels, const char *help, uint64_t v)
+{
+    if (metric == NULL)
+        return;
+    if (*family == NULL || strcmp(*family, metric) != 0) {
+        ISOPROF_ASSERT(help != NULL); /* the first row of a family carries its help */
+        prom_family(b, metric, "counter", help);
+        *family = metric;
+    }
+    isoprof_buf_printf(b, "%s%s %" PRIu64 "\n", metric, labels, v);
+}
+
+/* Every counter family of counters.h, in the table's order. */
+static void metrics_counters(struct isoprof_buf *b, const struct agent_counters *n)
+{
+    const char *family = NULL;
+#define METRICS_SCALAR(field, key, metric, labels, help)                                           \
+    metrics_counter_row(b, &family, metric, labels, help, n->field);
+    AGENT_COUNTERS(METRICS_SCALAR)
+#undef METRICS_SCALAR
+#define METRICS_ARRAY(field, size, lo, key, metric, label, name, log_prefix, help)                 \
+    prom_family(b, metric, "counter", help);                                                       \
+    for (unsigned i = (lo); i < (size); i++)                                                       \
+        prom_u64(b, metric, label, name(i), n->field[i]);
+    AGENT_COUNTER_ARRAYS(METRICS_ARRAY)
+#undef METRICS_ARRAY
 }
 
 /* The process's resident set (bytes), 0 when /proc cannot tell. A read of
@@ -753,10 +590,10 @@ static uint64_t resident_bytes(void)
 
 char *report_metrics(struct agent *a, size_t *len)
 {
-    struct rbuf b = {0};
+    struct isoprof_buf b;
+    isoprof_buf_init(&b, REPORT_MAX_BODY);
     struct report_view v;
     report_view(a, &v);
-    const struct agent_counters *n = &a->n;
 
     prom_family(&b, "isoprof_build_info", "gauge", "The agent's version, always 1.");
     prom_u64(&b, "isoprof_build_info", "version", ISOPROF_VERSION, 1);
@@ -785,55 +622,10 @@ char *report_metrics(struct agent *a, size_t *len)
     prom_gauge(&b, "isoprof_windows_queued",
                "CPU windows due and waiting for a free slot under max_concurrent.", v.queued);
 
-    /* windows */
-    prom_counter(&b, "isoprof_windows_started_total",
-                 "CPU windows started (scheduled, anomaly and on-demand).", n->windows_started);
-    prom_family(&b, "isoprof_windows_stored_total", "counter",
-                "Windows converted and committed to the store, by type.");
-    prom_u64(&b, "isoprof_windows_stored_total", "type", "cpu", n->windows_stored_cpu);
-    prom_u64(&b, "isoprof_windows_stored_total", "type", "heap", n->windows_stored_heap);
-    prom_counter(&b, "isoprof_windows_evicted_total",
-                 "Windows the store evicted to stay within its budget.", n->windows_evicted);
-    prom_counter(&b, "isoprof_windows_delayed_total",
-                 "CPU windows that waited for a slot under max_concurrent.", n->windows_delayed);
-    prom_counter(&b, "isoprof_windows_lost_total",
-                 "Windows started but never received (session gone, call failed, shutdown).",
-                 n->windows_lost);
-    prom_counter(&b, "isoprof_windows_skipped_total",
-                 "CPU windows not started (another client was profiling, a call failed).",
-                 n->windows_skipped);
-    prom_counter(&b, "isoprof_windows_dropped_total",
-                 "Windows received but not stored (queue full, refused by the store).",
-                 n->windows_dropped);
-    prom_counter(&b, "isoprof_heap_windows_total",
-                 "Heap windows received (HeapProfiler.getSamplingProfile).", n->heap_windows);
-    prom_counter(&b, "isoprof_heap_sampler_restarts_total",
-                 "Times the heap sampler had been stopped by another client and was restarted.",
-                 n->heap_restarts);
-    prom_counter(&b, "isoprof_conversion_errors_total",
-                 "Profiles that could not be converted to pprof.", n->conversion_errors);
-    prom_counter(&b, "isoprof_store_errors_total", "Store writes that failed.", n->store_errors);
-    prom_counter(&b, "isoprof_memory_polls_failed_total", "Runtime.getHeapUsage calls that failed.",
-                 n->memory_polls_failed);
+    /* the daemon's counters (counters.h) */
+    metrics_counters(&b, &a->n);
 
-    /* sessions and discovery */
-    prom_counter(&b, "isoprof_sessions_attached_total", "Inspector sessions attached.",
-                 n->sessions_attached);
-    prom_family(&b, "isoprof_sessions_dropped_total", "counter",
-                "Inspector sessions that ended without the agent wanting it, by reason.");
-    for (unsigned r = 0; r < AGENT_DROP_MAX; r++)
-        prom_u64(&b, "isoprof_sessions_dropped_total", "reason", report_drop_name(r),
-                 n->sessions_dropped_by[r]);
-    prom_counter(&b, "isoprof_discovery_errors_total",
-                 "Inspector endpoint polls that failed (refused, timed out, bad answer).",
-                 n->discovery_errors);
-
-    /* anomalies */
-    prom_family(&b, "isoprof_anomalies_total", "counter", "Anomaly episodes flagged, by kind.");
-    for (unsigned k = 1; k <= STORE_ANOMALY_MAX; k++)
-        prom_u64(&b, "isoprof_anomalies_total", "kind", store_anomaly_name(k), n->anomalies[k]);
-    prom_counter(&b, "isoprof_anomaly_record_errors_total", "Anomalies the store could not record.",
-                 n->anomaly_errors);
+    /* DogStatsD */
     struct statsd_counts sc = {0};
     if (a->statsd != NULL)
         sc = statsd_counts(a->statsd);
@@ -845,10 +637,6 @@ char *report_metrics(struct agent *a, size_t *len)
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "ignored", sc.ignored);
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "unattributed", sc.unattributed);
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "garbage", sc.garbage);
-    prom_counter(&b, "isoprof_latency_refused_total",
-                 "DogStatsD latency lines dropped: no room for a new worker/version series "
-                 "(the detector's table full of series seen recently).",
-                 n->latency_refused);
 
     /* the store (as of the last refresh) */
     const struct store_stat *st = v.st;
@@ -898,14 +686,5 @@ char *report_metrics(struct agent *a, size_t *len)
                  v.up.bytes_sent);
     prom_counter(&b, "isoprof_upload_store_errors_total",
                  "Outbox reads or updates of the uploader that failed.", v.up.store_errors);
-
-    /* the control socket */
-    prom_counter(&b, "isoprof_control_requests_total",
-                 "Requests on the control socket and the metrics listener.", n->control_requests);
-    prom_counter(&b, "isoprof_control_errors_total", "Control requests answered with an error.",
-                 n->control_errors);
-    prom_counter(&b, "isoprof_control_rejected_connections_total",
-                 "Control connections refused or evicted at the connection limit (an idle or slow one gives way to a new one).",
-                 n->control_rejected_connections);
-    return rb_finish(&b, len);
+    return report_finish(&b, len);
 }

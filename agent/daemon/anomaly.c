@@ -7,8 +7,8 @@
  * episode of memory_near_limit starts, unless one started on this isolate
  * less than anomaly.cooldown ago: it is recorded, and at once a heap window
  * and a CPU window at anomaly.cpu_interval are taken, both pinned to it;
- * while memory stays up, the heap timer takes a pinned heap window every
- * anomaly.memory.heap_period (target.c). The episode ends once memory has
+ * while memory stays up, a pinned heap window comes every
+ * anomaly.memory.heap_period (windows.c). The episode ends once memory has
  * been back under the threshold for the cooldown. A session that ends by
  * itself (the target closed it, or left /json/list) while the last poll
  * was at or above the threshold, or while a memory_near_limit episode was
@@ -27,7 +27,7 @@
  * Episodes are recorded through the writer (writer_episode), so the store
  * sees them in order with the windows.
  */
-#include "internal.h"
+#include "daemon.h"
 #include "latency.h"
 #include "log.h"
 #include "statsd.h"
@@ -37,48 +37,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct episode *episode_new(struct agent *a, uint8_t kind, const char *worker, const char *version,
-                            uint32_t isolate, uint64_t value, uint64_t threshold)
-{
-    (void)a;
-    struct episode *e = isoprof_calloc(1, sizeof(*e));
-    if (e == NULL)
-        return NULL;
-    e->worker = isoprof_strdup(worker);
-    e->version = isoprof_strdup(version);
-    if (e->worker == NULL || e->version == NULL) {
-        isoprof_free(e->worker);
-        isoprof_free(e->version);
-        isoprof_free(e);
-        return NULL;
-    }
-    e->refs = 1;
-    e->kind = kind;
-    e->isolate = isolate;
-    e->start_ns = e->end_ns = isoprof_now_wall_ns();
-    e->value = value;
-    e->threshold = threshold;
-    e->open = 1;
-    return e;
-}
-
-struct episode *episode_ref(struct episode *e)
-{
-    e->refs++;
-    return e;
-}
-
-void episode_unref(struct episode *e)
-{
-    if (e == NULL || --e->refs > 0)
-        return;
-    isoprof_free(e->worker);
-    isoprof_free(e->version);
-    isoprof_free(e);
-}
-
-/* --- memory figures of a window --- */
 
 void memacc_reset(struct memacc *m)
 {
@@ -159,6 +117,7 @@ static void memory_episode_end(struct target *t)
     struct agent *a = t->a;
     t->mem_ep = NULL;
     t->mem_below_mono_ns = 0;
+    win_memory_episode(&t->w, isoprof_now_mono_ns(), NULL);
     e->open = 0;
     episode_record(a, e, WRITER_EP_UPDATE);
     log_info("anomaly ended", "kind=%s worker=%s version=%s isolate=%u peak=%U threshold=%U",
@@ -194,8 +153,8 @@ void anomaly_memory(struct target *t, uint64_t used)
     }
     if (t->last_trigger_mono_ns && now - t->last_trigger_mono_ns < c->anomaly.cooldown_ns)
         return; /* rate-limited: one trigger per isolate per cooldown */
-    struct episode *e = episode_new(a, STORE_ANOMALY_MEMORY_NEAR_LIMIT, t->worker, t->version,
-                                    t->isolate, used, thr);
+    struct episode *e =
+        episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, t->worker, t->version, t->isolate, used, thr);
     if (e == NULL) {
         log_error("out of memory flagging an anomaly", "worker=%s isolate=%u", t->worker,
                   t->isolate);
@@ -203,14 +162,15 @@ void anomaly_memory(struct target *t, uint64_t used)
     }
     t->mem_ep = e;
     t->last_trigger_mono_ns = now;
+    win_memory_episode(&t->w, now, e);
     a->n.anomalies[e->kind]++;
     log_warn("anomaly flagged",
              "kind=%s worker=%s version=%s isolate=%u used=%U limit=%U threshold=%U",
              store_anomaly_name(e->kind), t->worker, t->version, t->isolate, used,
              t->ep->cfg->memory_limit, thr);
     episode_record(a, e, WRITER_EP_NEW);
-    target_heap_window(t, e->kind, e);
-    sched_anomaly_window(t, e);
+    win_anomaly_heap(&t->w, now, e);
+    win_anomaly_cpu(&t->w, now, e);
 }
 
 void anomaly_target_gone(struct target *t, int gone_by_itself)
@@ -221,7 +181,7 @@ void anomaly_target_gone(struct target *t, int gone_by_itself)
      * poll may have caught the heap just after a GC). */
     int near = (t->mem_last > 0 && t->mem_last >= thr) || t->mem_ep != NULL;
     if (gone_by_itself && !a->stopping && near) {
-        struct episode *e = episode_new(a, STORE_ANOMALY_OOM_SUSPECTED, t->worker, t->version,
+        struct episode *e = episode_new(STORE_ANOMALY_OOM_SUSPECTED, t->worker, t->version,
                                         t->isolate, t->mem_last, thr);
         if (e != NULL) {
             e->open = 0;
@@ -316,7 +276,7 @@ static void latency_on_start(struct agent *a, const struct latency_event *ev)
     snprintf(worker, sizeof(worker), "%.*s", (int)ev->worker_len, ev->worker);
     snprintf(version, sizeof(version), "%.*s", (int)ev->version_len, ev->version);
     struct lat_open *o = isoprof_calloc(1, sizeof(*o));
-    struct episode *e = o ? episode_new(a, STORE_ANOMALY_LATENCY_P999_SPIKE, worker, version, 0,
+    struct episode *e = o ? episode_new(STORE_ANOMALY_LATENCY_P999_SPIKE, worker, version, 0,
                                         ev->p999_ns, ev->threshold_ns)
                           : NULL;
     if (e == NULL) {
@@ -339,7 +299,7 @@ static void latency_on_start(struct agent *a, const struct latency_event *ev)
     episode_record(a, e, WRITER_EP_NEW);
     for (struct target *t = a->targets; t; t = t->next)
         if (serves(t, worker, version))
-            sched_anomaly_window(t, e);
+            win_anomaly_cpu(&t->w, isoprof_now_mono_ns(), e);
 }
 
 static void latency_on_end(struct agent *a, const struct latency_event *ev)

@@ -9,8 +9,8 @@
  * answered by then are given up (and counted) so the process exits in
  * time. A second signal skips the wait.
  */
+#include "daemon.h"
 #include "agent.h"
-#include "internal.h"
 #include "log.h"
 
 #include "base.h"
@@ -19,7 +19,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -27,29 +26,6 @@
 #include <unistd.h>
 
 #define SHUTDOWN_DEADLINE_MS 800
-
-uint64_t agent_rand(struct agent *a)
-{
-    uint64_t x = a->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    a->rng = x;
-    return x;
-}
-
-double agent_rand_unit(struct agent *a)
-{
-    return (double)(agent_rand(a) >> 11) / 9007199254740992.0;
-}
-
-static int windows_open(const struct agent *a)
-{
-    for (const struct target *t = a->targets; t; t = t->next)
-        if (t->win == WINDOW_STARTING || t->win == WINDOW_RUNNING || t->win == WINDOW_STOPPING)
-            return 1;
-    return 0;
-}
 
 static void agent_close_all(struct agent *a)
 {
@@ -81,24 +57,77 @@ static void agent_close_all(struct agent *a)
     if (a->notify_on)
         uv_close((uv_handle_t *)&a->notify_timer, NULL);
     uv_close((uv_handle_t *)&a->shutdown_timer, NULL);
+    uv_close((uv_handle_t *)&a->drained_timer, NULL);
 }
 
-void agent_maybe_finish(struct agent *a)
+/* Stopping, and the last open window and the last writer job are done:
+ * close everything (the loop then runs dry). */
+static void agent_on_drained(uv_timer_t *timer)
 {
-    if (!a->stopping)
-        return;
-    if (windows_open(a) || writer_busy(a->writer))
-        return;
-    agent_close_all(a);
+    struct agent *a = container_of(timer, struct agent, drained_timer);
+    if (a->stopping && a->wins.open == 0 && !writer_busy(a->writer))
+        agent_close_all(a);
 }
+
+/* A piece of work went idle (windows.c, the writer): check a loop turn
+ * later, once the callback that told us has finished its own work (a
+ * window's end is told before its profile reaches the writer). */
+static void agent_check_drained(struct agent *a)
+{
+    if (a->stopping && !uv_is_closing((uv_handle_t *)&a->drained_timer))
+        uv_timer_start(&a->drained_timer, agent_on_drained, 0, 0);
+}
+
+static void agent_on_windows_idle(struct win_sched *s)
+{
+    agent_check_drained(container_of(s, struct agent, wins));
+}
+
+static void agent_on_writer_idle(struct agent *a)
+{
+    agent_check_drained(a);
+}
+
+/* A window left the writer: the target learns when its last one was
+ * stored, the on-demand request it was for gets its answer. */
+static void agent_on_window_written(struct agent *a, const struct writer_done *d)
+{
+    if (d->err == 0) {
+        for (struct target *t = a->targets; t; t = t->next) {
+            if (t->isolate != d->isolate)
+                continue;
+            if (d->type == STORE_TYPE_HEAP)
+                t->last_heap_ns = d->start_ns;
+            else
+                t->last_cpu_ns = d->start_ns;
+            break;
+        }
+    }
+    ondemand_window_done(d->od, d->err, d->pprof, d->why);
+}
+
+static const struct writer_hooks agent_writer_hooks = {
+    .window_done = agent_on_window_written,
+    .idle = agent_on_writer_idle,
+};
+
+static const struct win_ops agent_win_ops = {
+    .cpu_start = target_win_cpu_start,
+    .cpu_stop = target_win_cpu_stop,
+    .heap_take = target_win_heap_take,
+    .arm = target_win_arm,
+    .idle = agent_on_windows_idle,
+    .od_ref = ondemand_win_ref,
+    .od_unref = ondemand_win_unref,
+    .od_fail = ondemand_win_fail,
+    .label = target_win_label,
+};
 
 static void agent_on_deadline(uv_timer_t *t)
 {
     struct agent *a = container_of(t, struct agent, shutdown_timer);
-    for (struct target *x = a->targets; x; x = x->next)
-        if (x->win != WINDOW_NONE)
-            a->n.windows_lost++;
-    log_warn("shutdown deadline reached", "open_windows=%d", windows_open(a));
+    /* The windows still open are counted lost as their targets go. */
+    log_warn("shutdown deadline reached", "open_windows=%u", a->wins.open);
     agent_close_all(a);
 }
 
@@ -116,11 +145,11 @@ static void agent_stop(struct agent *a, int signum)
     a->stopping = 1;
     a->stop_mono_ns = isoprof_now_mono_ns();
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: storing the open windows");
-    log_info("stopping", "signal=%d open_windows=%u", signum, sched_running(a));
+    log_info("stopping", "signal=%d open_windows=%u", signum, a->wins.slots);
     discover_stop(a);
-    sched_stop_all(a);
     uv_timer_start(&a->shutdown_timer, agent_on_deadline, SHUTDOWN_DEADLINE_MS, 0);
-    agent_maybe_finish(a);
+    win_stop_all(&a->wins, isoprof_now_mono_ns()); /* its idle callback says when all closed */
+    agent_check_drained(a);                        /* the writer may be idle already */
 }
 
 static void agent_on_signal(uv_signal_t *s, int signum)
@@ -193,7 +222,7 @@ static void agent_reload(struct agent *a)
     agent_log_set_level(next->log.level);
     if (discover_reload(a, next) != 0)
         log_error("reload: out of memory adding endpoints", "");
-    sched_reconfigure(a);
+    win_reconfigure(&a->wins, next, isoprof_now_mono_ns());
     if (agent_upload_reload(a, old) != 0)
         log_error("reload: the uploader did not restart; windows stay queued", "");
     log_info("config reloaded", "path=%s targets=%U", path, (uint64_t)next->ntargets);
@@ -213,7 +242,7 @@ static void agent_on_notify_timer(uv_timer_t *timer)
         ready += t->state == TARGET_READY;
     }
     sd_notifyf(0, "STATUS=running: %u of %u targets attached, %u windows open, %llu stored", ready,
-               total, sched_running(a), (unsigned long long)a->n.windows_stored);
+               total, a->wins.slots, (unsigned long long)a->n.windows_stored);
 }
 
 static void agent_on_sighup(uv_signal_t *s, int signum)
@@ -239,20 +268,7 @@ static void agent_free_configs(struct agent *a)
 
 static void log_counters(const struct agent *a)
 {
-    const struct agent_counters *n = &a->n;
-    log_info("counters",
-             "windows_started=%U windows_stored=%U windows_lost=%U windows_delayed=%U "
-             "windows_skipped=%U windows_evicted=%U windows_dropped=%U conversion_errors=%U "
-             "store_errors=%U sessions_attached=%U sessions_dropped=%U discovery_errors=%U "
-             "heap_windows=%U heap_restarts=%U memory_polls_failed=%U memory_near_limit=%U "
-             "oom_suspected=%U latency_p999_spike=%U anomaly_errors=%U",
-             n->windows_started, n->windows_stored, n->windows_lost, n->windows_delayed,
-             n->windows_skipped, n->windows_evicted, n->windows_dropped, n->conversion_errors,
-             n->store_errors, n->sessions_attached, n->sessions_dropped, n->discovery_errors,
-             n->heap_windows, n->heap_restarts, n->memory_polls_failed,
-             n->anomalies[STORE_ANOMALY_MEMORY_NEAR_LIMIT],
-             n->anomalies[STORE_ANOMALY_OOM_SUSPECTED],
-             n->anomalies[STORE_ANOMALY_LATENCY_P999_SPIKE], n->anomaly_errors);
+    agent_counters_log(&a->n);
     if (a->cfg_boot->upload.url != NULL && a->cfg_boot->upload.url[0] != '\0') {
         struct upl_stats ust;
         const struct upl_stats *u = &ust;
@@ -429,9 +445,9 @@ int agent_run(struct cfg *cfg)
     a->msg_budget.reserve = AGENT_MSG_RESERVE;
     a->start_mono_ns = isoprof_now_mono_ns();
     a->loop = &loop;
-    if (getrandom(&a->rng, sizeof(a->rng), 0) != sizeof(a->rng) || a->rng == 0)
-        a->rng = isoprof_now_mono_ns() | 1;
-    a->isolate_base = (uint32_t)(agent_rand(a) & 0xfff00000u);
+    isoprof_rng_init(&a->rng);
+    a->isolate_base = (uint32_t)(isoprof_rng_next(&a->rng) & 0xfff00000u);
+    win_sched_init(&a->wins, cfg, &agent_win_ops, &a->rng, &a->n);
     agent_log_set_level(cfg->log.level);
     signal(SIGPIPE, SIG_IGN);
     agent_raise_nofile();
@@ -446,7 +462,7 @@ int agent_run(struct cfg *cfg)
     rc = http_client_init(&loop, &a->http);
     if (rc != 0)
         goto fail_http;
-    rc = writer_init(a, &a->writer);
+    rc = writer_init(a, &agent_writer_hooks, &a->writer);
     if (rc != 0)
         goto fail_writer;
     rc = agent_upload_start(a);
@@ -471,6 +487,7 @@ int agent_run(struct cfg *cfg)
     uv_signal_start(&a->sigterm, agent_on_signal, SIGTERM);
     uv_signal_start(&a->sighup, agent_on_sighup, SIGHUP);
     uv_timer_init(&loop, &a->shutdown_timer);
+    uv_timer_init(&loop, &a->drained_timer);
 
     log_info("isoprofd started", "version=%s store=%s targets=%U config=%s", ISOPROF_VERSION,
              cfg->store.path, (uint64_t)cfg->ntargets, cfg->source);

@@ -10,7 +10,7 @@
  * webSocketDebuggerUrl is used: the agent always connects to the endpoint
  * the config names, never to a host a target advertises.
  */
-#include "internal.h"
+#include "daemon.h"
 #include "log.h"
 
 #include "base.h"
@@ -65,7 +65,7 @@ static void ep_failed(struct endpoint *ep, const char *what, int err, const char
         ep->backoff_ms = DISCOVER_BACKOFF_MIN_MS;
     uint64_t delay = ep->backoff_ms;
     /* Full jitter on the upper half, so many agents do not retry in step. */
-    delay = delay / 2 + (uint64_t)(agent_rand_unit(ep->a) * (double)(delay / 2));
+    delay = delay / 2 + (uint64_t)(isoprof_rng_unit(&ep->a->rng) * (double)(delay / 2));
     ep->backoff_ms *= 2;
     if (ep->backoff_ms > DISCOVER_BACKOFF_MAX_MS)
         ep->backoff_ms = DISCOVER_BACKOFF_MAX_MS;

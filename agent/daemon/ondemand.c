@@ -2,21 +2,20 @@
  * ondemand.c - windows a person asked for (POST /profile on the control
  * socket, `isoprof profile`).
  *
- * Two objects. An od_req is one window on one target: it is queued on the
- * target (t->od_cpu for CPU windows, t->heap_od for the heap), taken like
- * any window, flagged STORE_FLAG_ON_DEMAND, converted and stored by the
- * writer, which hands the converted pprof back here. An od_waiter is one
+ * Two objects. An od_req is one window on one target: windows.c queues it
+ * on the target's windows (win_ondemand_cpu, win_ondemand_heap), it is
+ * taken like any window, flagged STORE_FLAG_ON_DEMAND, converted and stored
+ * by the writer, and the converted pprof comes back here through the
+ * daemon (ondemand_window_done). An od_waiter is one
  * request: it holds a reference to the od_req of each target it asked for
  * and is answered once all of them ended; requests for the same target and
  * the same window (type, duration, interval) share one od_req, so two
  * people asking at once cost the target one window.
  *
- * A CPU od_req starts at once, outside max_concurrent, unless the target is
- * recording: then it waits for that window to end (sched_window_done asks
- * ondemand_next first) and starts then, so the schedule is never broken
- * and the target never runs two profiles. The schedule carries on from the
- * on-demand window's start. A heap od_req joins the getSamplingProfile in
- * flight, if any, else takes one now.
+ * Which window an od_req gets, and when, is windows.c's rule: a CPU one
+ * starts at once, outside max_concurrent, unless the target is recording,
+ * then it waits for that window to end; a heap one joins the
+ * getSamplingProfile in flight, if any, else takes one now.
  *
  * Merging (several isolates, all=1) and gzip run in the thread pool; the
  * loop only moves buffers.
@@ -25,7 +24,7 @@
  * od_reqs' buffers (they are complete and no longer written) and writes
  * only its own fields.
  */
-#include "internal.h"
+#include "daemon.h"
 #include "log.h"
 #include "pprof.h"
 
@@ -34,12 +33,11 @@
 #include <errno.h>
 #include <string.h>
 
-enum od_state { OD_WAITING, OD_RUNNING, OD_DONE };
+enum od_state { OD_WAITING, OD_DONE };
 
 struct od_req {
     unsigned refs;
     struct agent *a;
-    struct target *t; /* until the window ended */
     uint8_t type;
     uint64_t duration_ns, interval_ns;
     enum od_state state;
@@ -48,7 +46,6 @@ struct od_req {
     struct pprof_buf pprof; /* the converted window, once done */
     struct od_waiter **waiters;
     size_t nwaiters;
-    struct od_req *next; /* t->od_cpu queue */
 };
 
 struct od_waiter {
@@ -184,7 +181,6 @@ static void req_finish(struct od_req *r, int err, const char *why)
     if (r->state == OD_DONE)
         return;
     r->state = OD_DONE;
-    r->t = NULL;
     r->err = err;
     if (err && why)
         snprintf(r->why, sizeof(r->why), "%s", why);
@@ -218,70 +214,19 @@ void ondemand_window_done(struct od_req *r, int err, struct pprof_buf *pprof, co
     ondemand_unref(r); /* the writer's (or the target's) reference */
 }
 
-uint64_t ondemand_duration_ns(const struct od_req *r)
+void ondemand_win_ref(void *od)
 {
-    return r->duration_ns;
+    ondemand_ref(od);
 }
 
-uint64_t ondemand_interval_ns(const struct od_req *r)
+void ondemand_win_unref(void *od)
 {
-    return r->interval_ns;
+    ondemand_unref(od);
 }
 
-int ondemand_next(struct target *t)
+void ondemand_win_fail(void *od, int err, const char *why)
 {
-    struct od_req *r = t->od_cpu;
-    if (r == NULL || t->state != TARGET_READY || t->a->stopping)
-        return 0;
-    /* Started by sched_ondemand_window, which takes its own reference for
-     * the window; the queue's goes. */
-    t->od_cpu = r->next;
-    r->next = NULL;
-    r->state = OD_RUNNING;
-    int started = sched_ondemand_window(t, r);
-    if (!started)
-        req_finish(r, -EAGAIN, "the window could not be started (see the daemon's log)");
-    ondemand_unref(r);
-    return started;
-}
-
-void ondemand_target_gone(struct target *t)
-{
-    while (t->od_cpu) {
-        struct od_req *r = t->od_cpu;
-        t->od_cpu = r->next;
-        r->next = NULL;
-        req_finish(r, -ECONNRESET, "the target went away");
-        ondemand_unref(r);
-    }
-    if (t->win_od) {
-        struct od_req *r = t->win_od;
-        t->win_od = NULL;
-        req_finish(r, -ECONNRESET, "the target went away during the window");
-        ondemand_unref(r);
-    }
-    if (t->heap_od) {
-        struct od_req *r = t->heap_od;
-        t->heap_od = NULL;
-        req_finish(r, -ECONNRESET, "the target went away");
-        ondemand_unref(r);
-    }
-}
-
-/* The od_req of t that a new request for (type, duration, interval) can
- * share, or NULL. */
-static struct od_req *find_shared(struct target *t, uint8_t type, uint64_t duration_ns,
-                                  uint64_t interval_ns)
-{
-    if (type == STORE_TYPE_HEAP)
-        return t->heap_od;
-    if (t->win_od && t->win_od->duration_ns == duration_ns &&
-        t->win_od->interval_ns == interval_ns && t->win == WINDOW_STARTING)
-        return t->win_od; /* not recording yet: joining loses nothing */
-    for (struct od_req *r = t->od_cpu; r; r = r->next)
-        if (r->duration_ns == duration_ns && r->interval_ns == interval_ns)
-            return r;
-    return NULL;
+    ondemand_window_done(od, err, NULL, why);
 }
 
 static int req_add_waiter(struct od_req *r, struct od_waiter *w)
@@ -294,8 +239,9 @@ static int req_add_waiter(struct od_req *r, struct od_waiter *w)
     return 0;
 }
 
-/* A new od_req for t, queued or started. NULL on ENOMEM (or a start that
- * failed at once, with *err set). */
+/* A new od_req for t, handed to its windows: started, waiting, or already
+ * answered (r->state OD_DONE). NULL with *err set when t's windows would
+ * not take it. */
 static struct od_req *req_new(struct agent *a, struct target *t, uint8_t type, uint64_t duration_ns,
                               uint64_t interval_ns, int *err)
 {
@@ -306,29 +252,18 @@ static struct od_req *req_new(struct agent *a, struct target *t, uint8_t type, u
     }
     r->refs = 1; /* the caller's (handed to the waiter) */
     r->a = a;
-    r->t = t;
     r->type = type;
     r->duration_ns = duration_ns;
     r->interval_ns = interval_ns;
     r->state = OD_WAITING;
-    if (type == STORE_TYPE_HEAP) {
-        t->heap_od = ondemand_ref(r); /* taken with the next (or the running) heap window */
-        if (target_heap_window(t, 0, NULL) != 0 && t->heap_od == r) {
-            t->heap_od = NULL;
-            ondemand_unref(r);
-            ondemand_unref(r);
-            *err = -EAGAIN;
-            return NULL;
-        }
-        return r;
+    uint64_t now = isoprof_now_mono_ns();
+    int rc = type == STORE_TYPE_HEAP ? win_ondemand_heap(&t->w, now, r)
+                                     : win_ondemand_cpu(&t->w, now, r, duration_ns, interval_ns);
+    if (rc != 0) {
+        ondemand_unref(r);
+        *err = rc == -EBUSY || rc == -ENOMEM ? rc : -EAGAIN;
+        return NULL;
     }
-    /* Queue behind other on-demand windows of t. */
-    struct od_req **p = &t->od_cpu;
-    while (*p)
-        p = &(*p)->next;
-    *p = ondemand_ref(r);
-    if (t->win == WINDOW_NONE || t->win == WINDOW_QUEUED)
-        ondemand_next(t); /* not recording: start now */
     return r;
 }
 
@@ -338,13 +273,13 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
 {
     if (a == NULL || t == NULL || n == 0 || cb == NULL ||
         (type != STORE_TYPE_CPU && type != STORE_TYPE_HEAP) ||
-        (type == STORE_TYPE_CPU && (duration_ns == 0 || interval_ns < 100000)))
+        (type == STORE_TYPE_CPU && (duration_ns == 0 || interval_ns < CFG_OD_INTERVAL_MIN_NS)))
         return -EINVAL;
     if (a->stopping)
         return -ESHUTDOWN;
     for (size_t i = 0; i < n; i++)
         if (t[i]->state != TARGET_READY || t[i]->removing ||
-            (type == STORE_TYPE_HEAP && !t[i]->heap_on))
+            (type == STORE_TYPE_HEAP && !t[i]->w.heap_on))
             return -EAGAIN;
     struct od_waiter *w = isoprof_calloc(1, sizeof(*w));
     if (w == NULL)
@@ -365,7 +300,8 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
         duration_ns = interval_ns = 0;
     int err = 0;
     for (size_t i = 0; i < n; i++) {
-        struct od_req *r = find_shared(t[i], type, duration_ns, interval_ns);
+        struct od_req *r =
+            win_ondemand_shared(&t[i]->w, type == STORE_TYPE_HEAP, duration_ns, interval_ns);
         if (r != NULL)
             ondemand_ref(r);
         else

@@ -11,20 +11,23 @@
  * taken as an eviction (a person with DevTools, most likely) and backs off
  * for much longer: the agent yields, it does not fight.
  *
- * A window is Profiler.setSamplingInterval, Profiler.start, a timer of
- * sampling.cpu.duration, then Profiler.stop, whose reply (possibly many
- * MB) is taken raw and handed to the writer without being parsed here.
+ * The target is the CDP driver of its isolate; it decides nothing about
+ * windows. windows.c does (when, how long, at which interval, for whom) and
+ * asks through win_ops: a CPU window is Profiler.setSamplingInterval and
+ * Profiler.start, later Profiler.stop, whose reply (possibly many MB) is
+ * taken raw and handed to the writer without being parsed here; a heap
+ * window is a HeapProfiler.getSamplingProfile, raw too. The target reports
+ * every answer back to windows.c, which owns the window's state and its
+ * timer (t->win_timer; t->timer only paces reattaching).
  *
  * At attach the target also starts V8's sampling heap profiler, once, and
- * never stops it: a heap window is a HeapProfiler.getSamplingProfile (raw,
- * like Profiler.stop) every sampling.heap.period, or every
- * anomaly.memory.heap_period while memory is near the limit. The sampler
- * is shared by every session of the isolate; if another client stopped it,
- * the next heap window finds it "not started", and it is started again
- * (logged once per session). Runtime.getHeapUsage every
- * sampling.memory_poll feeds the memory watch (anomaly.c).
+ * never stops it. The sampler is shared by every session of the isolate;
+ * if another client stopped it, the next heap window finds it "not
+ * started", and it is started again (logged once per session).
+ * Runtime.getHeapUsage every sampling.memory_poll feeds the memory watch
+ * (anomaly.c).
  */
-#include "internal.h"
+#include "daemon.h"
 #include "log.h"
 
 #include "base.h"
@@ -48,7 +51,6 @@
 #define TARGET_LABEL_MAX 255
 
 static void target_connect(struct target *t);
-static void target_on_heap_timer(uv_timer_t *timer);
 static void target_on_mem_timer(uv_timer_t *timer);
 
 const char *target_runtime(const struct target *t)
@@ -105,14 +107,12 @@ static void target_free_if_closed(struct target *t)
             break;
         }
     }
-    episode_unref(t->win_pin);
-    episode_unref(t->heap_pin);
+    win_iso_free(&t->w, isoprof_now_mono_ns());
     isoprof_free(t->id);
     isoprof_free(t->ws_path);
     isoprof_free(t->worker);
     isoprof_free(t->version);
     isoprof_free(t);
-    agent_maybe_finish(a);
 }
 
 static void target_on_timer_close(uv_handle_t *h)
@@ -122,19 +122,14 @@ static void target_on_timer_close(uv_handle_t *h)
     target_free_if_closed(t);
 }
 
-/* The session is gone: heap sampling and memory polls stop with it. */
+/* The session is gone: its windows (windows.c: an open one is lost,
+ * waiting requests fail), heap sampling and memory polls stop with it. */
 static void target_session_ended(struct target *t)
 {
-    uv_timer_stop(&t->heap_timer);
+    win_detached(&t->w, isoprof_now_mono_ns());
     uv_timer_stop(&t->mem_timer);
-    t->heap_on = 0;
-    t->heap_inflight = 0;
     t->mem_inflight = 0;
     t->heap_restart_logged = 0;
-    t->heap_anomaly = 0;
-    episode_unref(t->heap_pin);
-    t->heap_pin = NULL;
-    ondemand_target_gone(t);
 }
 
 static void target_on_backoff(uv_timer_t *timer)
@@ -150,7 +145,7 @@ static void target_backoff(struct target *t, int evicted)
     if (t->backoff_ms < lo)
         t->backoff_ms = lo;
     uint64_t delay =
-        t->backoff_ms / 2 + (uint64_t)(agent_rand_unit(t->a) * (double)(t->backoff_ms / 2));
+        t->backoff_ms / 2 + (uint64_t)(isoprof_rng_unit(&t->a->rng) * (double)(t->backoff_ms / 2));
     t->backoff_ms *= 2;
     if (t->backoff_ms > hi)
         t->backoff_ms = hi;
@@ -203,11 +198,6 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
         t->close_reason != NULL || (status != 0 && status != ISOPROF_ECLOSED);
     t->close_reason = NULL;
     t->cdp = NULL;
-    if (t->win != WINDOW_NONE) {
-        if (t->win != WINDOW_QUEUED)
-            a->n.windows_lost++;
-        sched_target_gone(t);
-    }
     uv_timer_stop(&t->timer);
     target_session_ended(t);
     if (was_ready)
@@ -226,7 +216,6 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
     t->state = TARGET_BACKOFF;
     if (t->removing || a->stopping) {
         target_free_if_closed(t);
-        agent_maybe_finish(a);
         return;
     }
     if (evicted)
@@ -242,46 +231,72 @@ static void target_on_event(struct cdp_session *s, const char *method, yajl_val 
     log_debug("cdp event", "worker=%s method=%s", t->worker, method);
 }
 
+/* --- windows taken --- */
+
+/* Hand a window's raw profile (transferred) to the writer with what it was
+ * taken for (tags: their references are released here) and the memory
+ * polls that fell inside it (mem, reset for the next window). A window the
+ * writer cannot queue is dropped, and its requester told why. */
+static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
+                          struct win_tags *tags, struct memacc *mem)
+{
+    struct agent *a = t->a;
+    struct od_req *od = tags->od;
+    struct writer_meta m = {
+        .worker = t->worker,
+        .version = t->version,
+        .runtime = target_runtime(t),
+        .isolate = t->isolate,
+        .type = type,
+        .flags = od ? STORE_FLAG_ON_DEMAND : 0,
+        /* heap: the sampling interval in bytes, restart-only */
+        .interval_ns =
+            type == STORE_TYPE_HEAP ? a->cfg_boot->sampling.heap.interval : tags->interval_ns,
+        .anomaly = tags->anomaly,
+        .pin = tags->pin,
+        .od = od,
+    };
+    memacc_figures(mem, &m.mem);
+    memacc_reset(mem);
+    int rc = writer_submit(a->writer, raw, len, &m);
+    episode_unref(tags->pin);
+    if (rc != 0) {
+        a->n.windows_dropped++;
+        log_error("window dropped", "worker=%s isolate=%u type=%s err=%e", t->worker, t->isolate,
+                  type == STORE_TYPE_HEAP ? "heap" : "cpu", rc);
+        ondemand_window_done(od, rc, NULL, "the window could not be queued for storage");
+    }
+    memset(tags, 0, sizeof(*tags));
+}
+
 /* --- heap sampling and memory polls --- */
 
-static void target_heap_plan(struct target *t)
+/* A reply on the way to a running heap sampler: 1 if it succeeded; 0 if
+ * the session is gone, or it failed (logged). */
+static int target_heap_step_ok(const struct target *t, const struct cdp_reply *r)
 {
-    const struct cfg *c = t->a->cfg;
-    uint64_t period = t->mem_ep ? c->anomaly.memory.heap_period_ns : c->sampling.heap.period_ns;
-    if (!t->mem_ep) {
-        double j = (agent_rand_unit(t->a) * 2.0 - 1.0) * c->sampling.cpu.jitter * (double)period;
-        period = (uint64_t)((double)period + j);
+    if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
+        return 0;
+    if (r->status != 0) {
+        log_warn("heap sampling not started", "worker=%s isolate=%u err=%e why=%s", t->worker,
+                 t->isolate, r->status, r->error_message ? r->error_message : "");
+        return 0;
     }
-    uv_timer_start(&t->heap_timer, target_on_heap_timer, period / 1000000u, 0);
+    return 1;
 }
 
 static void target_on_heap_started(struct cdp_session *s, struct cdp_reply *r, void *arg)
 {
     (void)s;
     struct target *t = arg;
-    if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
-        return;
-    t->heap_inflight = 0;
-    if (r->status != 0) {
-        log_warn("heap sampling not started", "worker=%s isolate=%u err=%e why=%s", t->worker,
-                 t->isolate, r->status, r->error_message ? r->error_message : "");
-        struct od_req *od = t->heap_od;
-        t->heap_od = NULL;
-        ondemand_window_done(od, r->status, NULL, "the heap sampler could not be started");
+    if (!target_heap_step_ok(t, r)) {
+        if (r->status != ISOPROF_ECLOSED && t->state == TARGET_READY)
+            win_heap_off(&t->w, r->status);
         return;
     }
-    t->heap_on = 1;
     log_debug("heap sampling started", "worker=%s isolate=%u interval=%U", t->worker, t->isolate,
               t->a->cfg_boot->sampling.heap.interval);
-    if (!uv_is_active((uv_handle_t *)&t->heap_timer))
-        target_heap_plan(t);
-    /* A request that joined while the sampler was (re)starting gets the
-     * heap window it asked for now. */
-    if (t->heap_od != NULL && target_heap_window(t, 0, NULL) != 0) {
-        struct od_req *od = t->heap_od;
-        t->heap_od = NULL;
-        ondemand_window_done(od, -EAGAIN, NULL, "the heap window could not be taken");
-    }
+    win_heap_on(&t->w, isoprof_now_mono_ns());
 }
 
 static void target_heap_start(struct target *t)
@@ -291,27 +306,18 @@ static void target_heap_start(struct target *t)
              "{\"samplingInterval\":%llu,\"includeObjectsCollectedByMajorGC\":false,"
              "\"includeObjectsCollectedByMinorGC\":false}",
              (unsigned long long)t->a->cfg_boot->sampling.heap.interval);
-    t->heap_inflight = 1;
     if (cdp_call(t->cdp, "HeapProfiler.startSampling", params, TARGET_CALL_TIMEOUT_MS, 0,
-                 target_on_heap_started, t) != 0) {
-        t->heap_inflight = 0;
+                 target_on_heap_started, t) != 0)
         log_warn("heap sampling not started", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
                  "HeapProfiler.startSampling not sent");
-    }
 }
 
 static void target_on_heap_enabled(struct cdp_session *s, struct cdp_reply *r, void *arg)
 {
     (void)s;
     struct target *t = arg;
-    if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
-        return;
-    if (r->status != 0) {
-        log_warn("heap sampling not started", "worker=%s isolate=%u err=%e why=%s", t->worker,
-                 t->isolate, r->status, r->error_message ? r->error_message : "");
-        return;
-    }
-    target_heap_start(t);
+    if (target_heap_step_ok(t, r))
+        target_heap_start(t);
 }
 
 static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, void *arg)
@@ -319,23 +325,19 @@ static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, v
     (void)s;
     struct target *t = arg;
     struct agent *a = t->a;
-    struct episode *pin = t->heap_pin;
-    uint8_t kind = t->heap_anomaly;
-    struct od_req *od = t->heap_od;
-    t->heap_pin = NULL;
-    t->heap_anomaly = 0;
-    t->heap_od = NULL;
+    struct win_tags tags;
+    win_heap_done(&t->w, &tags);
+    struct od_req *od = tags.od;
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY) {
-        episode_unref(pin);
+        episode_unref(tags.pin);
         ondemand_window_done(od, -ECONNRESET, NULL, "the target went away");
         return;
     }
-    t->heap_inflight = 0;
     if (r->status != 0 || r->raw == NULL) {
         const char *why = r->error_message ? r->error_message : "";
         if (r->status == ISOPROF_ECDP && strstr(why, "not started") != NULL) {
             /* Another client stopped the shared sampler. */
-            t->heap_on = 0;
+            win_heap_off(&t->w, 0);
             a->n.heap_restarts++;
             if (!t->heap_restart_logged)
                 log_warn("heap sampler was stopped by another client, restarting it",
@@ -352,77 +354,26 @@ static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, v
             ondemand_window_done(od, r->status ? r->status : -EIO, NULL,
                                  "HeapProfiler.getSamplingProfile failed (see the daemon's log)");
         }
-        episode_unref(pin);
+        episode_unref(tags.pin);
         return;
     }
-    struct writer_meta m = {
-        .worker = t->worker,
-        .version = t->version,
-        .runtime = target_runtime(t),
-        .isolate = t->isolate,
-        .type = STORE_TYPE_HEAP,
-        .flags = od ? STORE_FLAG_ON_DEMAND : 0,
-        .interval_ns = a->cfg_boot->sampling.heap.interval, /* restart-only */
-        .anomaly = kind,
-        .pin = pin,
-        .od = od,
-    };
-    memacc_figures(&t->mem_heap, &m.mem);
-    memacc_reset(&t->mem_heap);
     char *raw = r->raw;
     r->raw = NULL;
     a->n.heap_windows++;
-    int rc = writer_submit(a->writer, raw, r->raw_len, &m);
-    episode_unref(pin);
-    if (rc != 0) {
-        a->n.windows_dropped++;
-        log_error("window dropped", "worker=%s isolate=%u type=heap err=%e", t->worker, t->isolate,
-                  rc);
-        ondemand_window_done(od, rc, NULL, "the window could not be queued for storage");
-    } else {
-        ondemand_unref(od); /* the writer holds its own */
-    }
+    target_submit(t, STORE_TYPE_HEAP, raw, r->raw_len, &tags, &t->mem_heap);
 }
 
-int target_heap_window(struct target *t, uint8_t kind, struct episode *ep)
+int target_win_heap_take(struct win_iso *w)
 {
-    if (t->state != TARGET_READY || t->cdp == NULL || t->a->stopping)
-        return -EAGAIN;
-    if (t->heap_inflight) {
-        /* One is being taken: let it carry the anomaly if it has none. */
-        if (ep && t->heap_pin == NULL) {
-            t->heap_pin = episode_ref(ep);
-            t->heap_anomaly = kind;
-        }
-        return 0;
-    }
-    if (!t->heap_on)
-        return -EAGAIN; /* not started (yet, or the runtime refused it) */
-    t->heap_inflight = 1;
-    t->heap_anomaly = kind;
-    t->heap_pin = ep ? episode_ref(ep) : NULL;
-    if (cdp_call(t->cdp, "HeapProfiler.getSamplingProfile", NULL, TARGET_HEAP_TIMEOUT_MS, CDP_RAW,
+    struct target *t = container_of(w, struct target, w);
+    if (t->cdp == NULL ||
+        cdp_call(t->cdp, "HeapProfiler.getSamplingProfile", NULL, TARGET_HEAP_TIMEOUT_MS, CDP_RAW,
                  target_on_heap_profile, t) != 0) {
-        t->heap_inflight = 0;
-        episode_unref(t->heap_pin);
-        t->heap_pin = NULL;
-        t->heap_anomaly = 0;
         log_error("HeapProfiler.getSamplingProfile not sent", "worker=%s isolate=%u", t->worker,
                   t->isolate);
         return -EAGAIN;
     }
-    if (ep)
-        target_heap_plan(t); /* the next one a heap_period from now */
     return 0;
-}
-
-static void target_on_heap_timer(uv_timer_t *timer)
-{
-    struct target *t = timer->data;
-    struct episode *ep = t->mem_ep;
-    target_heap_window(t, ep ? ep->kind : 0, ep);
-    if (ep == NULL && t->state == TARGET_READY)
-        target_heap_plan(t);
 }
 
 /* A JSON number field of obj, 0 when absent or not a number. */
@@ -493,7 +444,7 @@ static void target_on_enabled(struct cdp_session *s, struct cdp_reply *r, void *
     memacc_reset(&t->mem_heap);
     t->mem_last = 0;
     t->last_trigger_mono_ns = 0;
-    sched_target_ready(t);
+    win_attached(&t->w, isoprof_now_mono_ns());
     uint64_t poll_ms = a->cfg->sampling.memory_poll_ns / 1000000u;
     uv_timer_start(&t->mem_timer, target_on_mem_timer, poll_ms, poll_ms);
     if (cdp_call(s, "HeapProfiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_heap_enabled,
@@ -576,9 +527,10 @@ static struct target *target_new(struct endpoint *ep, const struct discovered *d
         return NULL;
     }
     uv_timer_init(a->loop, &t->timer);
-    uv_timer_init(a->loop, &t->heap_timer);
+    uv_timer_init(a->loop, &t->win_timer);
     uv_timer_init(a->loop, &t->mem_timer);
-    t->timer.data = t->heap_timer.data = t->mem_timer.data = t;
+    t->timer.data = t->win_timer.data = t->mem_timer.data = t;
+    win_iso_init(&t->w, &a->wins);
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
     t->next = a->targets;
@@ -591,18 +543,14 @@ void target_remove(struct target *t)
     if (t->removing)
         return;
     t->removing = 1;
-    if (t->win != WINDOW_NONE) {
-        if (t->win != WINDOW_QUEUED)
-            t->a->n.windows_lost++;
-        sched_target_gone(t);
-    }
-    if (t->state == TARGET_READY)
-        anomaly_target_gone(t, !t->a->stopping); /* it left /json/list */
+    int was_ready = t->state == TARGET_READY;
     uv_timer_stop(&t->timer);
     target_session_ended(t);
+    if (was_ready)
+        anomaly_target_gone(t, !t->a->stopping); /* it left /json/list */
     t->pending_closes += 3;
     uv_close((uv_handle_t *)&t->timer, target_on_timer_close);
-    uv_close((uv_handle_t *)&t->heap_timer, target_on_timer_close);
+    uv_close((uv_handle_t *)&t->win_timer, target_on_timer_close);
     uv_close((uv_handle_t *)&t->mem_timer, target_on_timer_close);
     if (t->cdp)
         cdp_close(t->cdp);
@@ -643,7 +591,34 @@ void target_sync(struct endpoint *ep, const struct discovered *d, size_t n)
     }
 }
 
-/* --- windows --- */
+/* --- windows (asked for by windows.c) --- */
+
+void target_win_label(const struct win_iso *w, const char **worker, uint32_t *isolate)
+{
+    const struct target *t = container_of(w, const struct target, w);
+    *worker = t->worker;
+    *isolate = t->isolate;
+}
+
+static void target_on_win_timer(uv_timer_t *timer)
+{
+    struct target *t = container_of(timer, struct target, win_timer);
+    win_wake(&t->w, isoprof_now_mono_ns());
+}
+
+void target_win_arm(struct win_iso *w, uint64_t due_ns)
+{
+    struct target *t = container_of(w, struct target, w);
+    if (due_ns == 0) {
+        uv_timer_stop(&t->win_timer);
+        return;
+    }
+    uint64_t now = isoprof_now_mono_ns();
+    /* Rounded up: a wake-up a fraction of a ms early would find nothing
+     * due and sleep again for 0 ms. */
+    uint64_t ms = due_ns > now ? (due_ns - now + 999999u) / 1000000u : 0;
+    uv_timer_start(&t->win_timer, target_on_win_timer, ms, 0);
+}
 
 static void target_window_failed(struct target *t, const char *step, struct cdp_reply *r)
 {
@@ -668,128 +643,73 @@ static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *
 {
     (void)s;
     struct target *t = arg;
-    struct agent *a = t->a;
-    if (t->win != WINDOW_STOPPING)
-        return;               /* the session went away first; already accounted */
-    uv_timer_stop(&t->timer); /* the slot's grace */
-    if (r->status != 0 || r->raw == NULL) {
-        a->n.windows_lost++;
+    int ok = r->status == 0 && r->raw != NULL;
+    struct win_tags tags;
+    if (win_cpu_stopped(&t->w, isoprof_now_mono_ns(), ok, &tags) != 0)
+        return; /* the session went away first; already accounted */
+    if (!ok) {
         target_window_failed(t, "Profiler.stop", r);
-    } else {
-        t->stalls = 0;
-        struct writer_meta m = {
-            .worker = t->worker,
-            .version = t->version,
-            .runtime = target_runtime(t),
-            .isolate = t->isolate,
-            .type = STORE_TYPE_CPU,
-            .flags = t->win_od ? STORE_FLAG_ON_DEMAND : 0,
-            .interval_ns = t->win_interval_ns,
-            .anomaly = t->win_anomaly,
-            .pin = t->win_pin,
-            .od = t->win_od,
-        };
-        memacc_figures(&t->mem_cpu, &m.mem);
-        char *raw = r->raw;
-        r->raw = NULL;
-        int rc = writer_submit(a->writer, raw, r->raw_len, &m);
-        if (rc != 0) {
-            a->n.windows_dropped++;
-            log_error("window dropped", "worker=%s isolate=%u err=%e", t->worker, t->isolate, rc);
-        } else {
-            ondemand_unref(t->win_od); /* the writer answers it */
-            t->win_od = NULL;
-        }
+        return;
     }
-    sched_window_done(t);
-    agent_maybe_finish(a);
+    t->stalls = 0;
+    char *raw = r->raw;
+    r->raw = NULL;
+    target_submit(t, STORE_TYPE_CPU, raw, r->raw_len, &tags, &t->mem_cpu);
 }
 
-static void target_on_stop_grace(uv_timer_t *timer)
+int target_win_cpu_stop(struct win_iso *w)
 {
-    sched_release_slot(container_of(timer, struct target, timer));
-}
-
-int target_stop_window_now(struct target *t)
-{
-    if (t->win != WINDOW_RUNNING || t->cdp == NULL)
-        return 0;
-    uv_timer_stop(&t->timer);
-    t->win = WINDOW_STOPPING;
-    int rc = cdp_call(t->cdp, "Profiler.stop", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW,
-                      target_on_stopped, t);
-    if (rc != 0) {
-        t->a->n.windows_lost++;
+    struct target *t = container_of(w, struct target, w);
+    int rc = t->cdp ? cdp_call(t->cdp, "Profiler.stop", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW,
+                               target_on_stopped, t)
+                    : -ENOTCONN;
+    if (rc != 0)
         log_error("Profiler.stop not sent", "worker=%s err=%e", t->worker, rc);
-        sched_window_done(t);
-        return rc;
-    }
-    uv_timer_start(&t->timer, target_on_stop_grace, SCHED_STOP_GRACE_MS, 0);
     return rc;
-}
-
-static void target_on_window_end(uv_timer_t *timer)
-{
-    struct target *t = container_of(timer, struct target, timer);
-    target_stop_window_now(t);
 }
 
 static void target_on_started(struct cdp_session *s, struct cdp_reply *r, void *arg)
 {
     (void)s;
     struct target *t = arg;
-    if (t->win != WINDOW_STARTING)
+    if (t->w.cpu != WIN_STARTING)
         return;
     if (r->status != 0) {
-        t->a->n.windows_skipped++;
         target_window_failed(t, "Profiler.start", r);
-        sched_window_done(t);
+        win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
         return;
     }
-    t->win = WINDOW_RUNNING;
-    t->win_start_mono_ns = isoprof_now_mono_ns();
     log_debug("window started", "worker=%s isolate=%u interval_ns=%U", t->worker, t->isolate,
-              t->win_interval_ns);
-    if (t->a->stopping) {
-        target_stop_window_now(t);
-        return;
-    }
-    uv_timer_start(&t->timer, target_on_window_end, t->win_duration_ns / 1000000u, 0);
+              t->w.tags.interval_ns);
+    win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
 }
 
 static void target_on_interval(struct cdp_session *s, struct cdp_reply *r, void *arg)
 {
     struct target *t = arg;
-    if (t->win != WINDOW_STARTING)
+    if (t->w.cpu != WIN_STARTING)
         return;
     if (r->status != 0) {
         /* "Cannot change sampling interval when profiling.": another client
          * is profiling this isolate. Starting now would share (and our stop
          * would end) its recording, so this window is skipped. */
-        t->a->n.windows_skipped++;
         target_window_failed(t, "Profiler.setSamplingInterval", r);
-        sched_window_done(t);
+        win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
         return;
     }
-    if (cdp_call(s, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started, t) != 0) {
-        t->a->n.windows_skipped++;
-        sched_window_done(t);
-    }
+    if (cdp_call(s, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started, t) != 0)
+        win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
 }
 
-int target_start_window(struct target *t, uint64_t interval_ns)
+int target_win_cpu_start(struct win_iso *w, uint64_t interval_ns)
 {
+    struct target *t = container_of(w, struct target, w);
     char params[64];
-    uint64_t us = interval_ns / 1000u;
-    if (us < 100)
-        us = 100; /* config rejects less; a negative or tiny value makes V8's sampler spin */
-    snprintf(params, sizeof(params), "{\"interval\":%llu}", (unsigned long long)us);
-    t->win = WINDOW_STARTING;
-    t->win_interval_ns = us * 1000u;
+    snprintf(params, sizeof(params), "{\"interval\":%llu}",
+             (unsigned long long)(interval_ns / 1000u));
     memacc_reset(&t->mem_cpu);
-    int rc = cdp_call(t->cdp, "Profiler.setSamplingInterval", params, TARGET_CALL_TIMEOUT_MS, 0,
-                      target_on_interval, t);
-    if (rc != 0)
-        t->win = WINDOW_NONE;
-    return rc;
+    if (t->cdp == NULL)
+        return -ENOTCONN;
+    return cdp_call(t->cdp, "Profiler.setSamplingInterval", params, TARGET_CALL_TIMEOUT_MS, 0,
+                    target_on_interval, t);
 }

@@ -13,7 +13,7 @@
  * retry; the recovery is logged at info.
  */
 #include "uplink.h"
-#include "internal.h"
+#include "daemon.h"
 #include "log.h"
 
 #include "base.h"

@@ -22,8 +22,12 @@
  * submitted before the death. A store job holds either windows or episode
  * records, never both; an episode the store cannot record is logged and
  * dropped, not retried (its windows are still stored, unpinned).
+ *
+ * The writer answers to the daemon only, through struct writer_hooks: each
+ * window's end (stored or not, with the on-demand request it was for) and
+ * the moment it has nothing left to do.
  */
-#include "internal.h"
+#include "daemon.h"
 #include "log.h"
 #include "pprof.h"
 
@@ -63,10 +67,46 @@ struct writer_job {
     uint64_t stored_size;
 };
 
+/* A FIFO of jobs, linked through next. */
+struct job_queue {
+    struct writer_job *head, *tail;
+};
+
+static void jq_push(struct job_queue *q, struct writer_job *j)
+{
+    j->next = NULL;
+    if (q->tail)
+        q->tail->next = j;
+    else
+        q->head = j;
+    q->tail = j;
+}
+
+/* Put the chain first..last (linked) back at the head of q, in order. */
+static void jq_push_front(struct job_queue *q, struct writer_job *first, struct writer_job *last)
+{
+    last->next = q->head;
+    if (q->head == NULL)
+        q->tail = last;
+    q->head = first;
+}
+
+/* Take the chain from the head to last (a job of q) off q; NULL-terminated. */
+static struct writer_job *jq_cut(struct job_queue *q, struct writer_job *last)
+{
+    struct writer_job *first = q->head;
+    q->head = last->next;
+    if (q->head == NULL)
+        q->tail = NULL;
+    last->next = NULL;
+    return first;
+}
+
 struct writer {
     struct agent *a;
-    struct writer_job *conv_head, *conv_tail; /* waiting for conversion */
-    struct writer_job *put_head, *put_tail;   /* converted, waiting for the store */
+    const struct writer_hooks *hooks;
+    struct job_queue conv; /* waiting for conversion */
+    struct job_queue put;  /* converted, waiting for the store */
     uint64_t pending_bytes;
     int converting, storing;
     uv_work_t conv_req;
@@ -88,13 +128,29 @@ static int put_error_is_permanent(int err)
 }
 
 static void writer_kick(struct writer *w);
+static void writer_maybe_idle(struct writer *w);
 
-static void job_free(struct writer_job *j)
+/* A window job ends: tell the daemon (stored: err 0 and the profile). */
+static void job_done(struct writer *w, struct writer_job *j, int err, const char *why)
 {
-    if (j->od) /* not stored: say why */
-        ondemand_window_done(j->od, j->err ? j->err : -EIO, NULL,
-                             j->why ? j->why
-                                    : "the window could not be stored (see the daemon's log)");
+    struct writer_done d = {
+        .isolate = j->isolate,
+        .type = j->type,
+        .start_ns = j->res.start_ns,
+        .err = err,
+        .why = why,
+        .od = j->od,
+        .pprof = err == 0 ? &j->res.pprof : NULL,
+    };
+    j->od = NULL;
+    w->hooks->window_done(w->a, &d);
+}
+
+static void job_free(struct writer *w, struct writer_job *j)
+{
+    if (j->op < 0 && j->od) /* not stored: say why */
+        job_done(w, j, j->err ? j->err : -EIO,
+                 j->why ? j->why : "the window could not be stored (see the daemon's log)");
     if (j->ep)
         episode_unref(j->ep);
     ws_msg_free(j->raw);
@@ -106,12 +162,13 @@ static void job_free(struct writer_job *j)
     isoprof_free(j);
 }
 
-int writer_init(struct agent *a, struct writer **out)
+int writer_init(struct agent *a, const struct writer_hooks *hooks, struct writer **out)
 {
     struct writer *w = isoprof_calloc(1, sizeof(*w));
     if (w == NULL)
         return -ENOMEM;
     w->a = a;
+    w->hooks = hooks;
     uv_timer_init(a->loop, &w->retry);
     *out = w;
     return 0;
@@ -125,11 +182,11 @@ static void retry_on_close(uv_handle_t *h)
 
 void writer_free(struct writer *w)
 {
-    struct writer_job *lists[2] = {w->conv_head, w->put_head};
+    struct writer_job *lists[2] = {w->conv.head, w->put.head};
     for (int i = 0; i < 2; i++) {
         for (struct writer_job *j = lists[i], *n; j; j = n) {
             n = j->next;
-            job_free(j);
+            job_free(w, j);
         }
     }
     uv_close((uv_handle_t *)&w->retry, retry_on_close);
@@ -137,16 +194,12 @@ void writer_free(struct writer *w)
 
 int writer_busy(const struct writer *w)
 {
-    return w->converting || w->storing || w->conv_head || w->put_head;
+    return w->converting || w->storing || w->conv.head || w->put.head;
 }
 
 static void conv_append(struct writer *w, struct writer_job *j)
 {
-    if (w->conv_tail)
-        w->conv_tail->next = j;
-    else
-        w->conv_head = j;
-    w->conv_tail = j;
+    jq_push(&w->conv, j);
     writer_kick(w);
 }
 
@@ -169,7 +222,7 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
     j->version = isoprof_strdup(m->version);
     j->runtime = isoprof_strdup(m->runtime);
     if (!j->worker || !j->version || !j->runtime) {
-        job_free(j);
+        job_free(w, j);
         return -ENOMEM;
     }
     j->op = -1;
@@ -180,7 +233,7 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
     j->anomaly = m->anomaly;
     j->mem = m->mem;
     j->ep = m->pin ? episode_ref(m->pin) : NULL;
-    j->od = ondemand_ref(m->od);
+    j->od = m->od; /* the caller's reference, now the job's */
     j->time_ns = isoprof_now_wall_ns();
     /* Sampled now, on the host whose CLOCK_MONOTONIC V8 used. */
     j->wall_minus_mono_ns = (int64_t)(isoprof_now_wall_ns() - isoprof_now_mono_ns());
@@ -239,23 +292,19 @@ static void conv_on_done(uv_work_t *req, int status)
     (void)status;
     w->converting = 0;
     w->conv_job = NULL;
+    ISOPROF_ASSERT(w->pending_bytes >= j->raw_len);
     w->pending_bytes -= j->raw_len;
     if (j->err != 0) {
         a->n.conversion_errors++;
         log_error("conversion failed", "worker=%s isolate=%u type=%s bytes=%U err=%e why=%s",
                   j->worker, j->isolate, j->type == STORE_TYPE_HEAP ? "heap" : "cpu",
                   (uint64_t)j->raw_len, j->err, j->why ? j->why : "");
-        job_free(j);
+        job_free(w, j);
     } else {
-        j->next = NULL;
-        if (w->put_tail)
-            w->put_tail->next = j;
-        else
-            w->put_head = j;
-        w->put_tail = j;
+        jq_push(&w->put, j);
     }
     writer_kick(w);
-    agent_maybe_finish(a);
+    writer_maybe_idle(w);
 }
 
 /* --- store stage (thread pool) --- */
@@ -318,23 +367,11 @@ static void retry_on_timer(uv_timer_t *t)
     writer_kick(w);
 }
 
-/* A window was committed: count it by type and tell its target (found by
- * isolate: the job outlives the target pointer) when its last one was. */
-static void put_note_stored(struct agent *a, const struct writer_job *j)
+/* Nothing queued or in the pool: say so. */
+static void writer_maybe_idle(struct writer *w)
 {
-    if (j->type == STORE_TYPE_HEAP)
-        a->n.windows_stored_heap++;
-    else
-        a->n.windows_stored_cpu++;
-    for (struct target *t = a->targets; t; t = t->next) {
-        if (t->isolate != j->isolate)
-            continue;
-        if (j->type == STORE_TYPE_HEAP)
-            t->last_heap_ns = j->res.start_ns;
-        else
-            t->last_cpu_ns = j->res.start_ns;
-        break;
-    }
+    if (!writer_busy(w) && w->hooks->idle)
+        w->hooks->idle(w->a);
 }
 
 static void put_on_done(uv_work_t *req, int status)
@@ -357,10 +394,10 @@ static void put_on_done(uv_work_t *req, int status)
                          store_anomaly_name(j->an.kind), j->an.worker, j->an.version, j->an.isolate,
                          j->an.id);
             }
-            job_free(j);
+            job_free(w, j);
         }
         writer_kick(w);
-        agent_maybe_finish(a);
+        writer_maybe_idle(w);
         return;
     }
     size_t nbatch = 0;
@@ -373,9 +410,9 @@ static void put_on_done(uv_work_t *req, int status)
         a->n.windows_dropped++;
         log_error("window refused by the store", "worker=%s isolate=%u err=%e", batch->worker,
                   batch->isolate, w->put_err);
-        job_free(batch);
+        job_free(w, batch);
         writer_kick(w);
-        agent_maybe_finish(a);
+        writer_maybe_idle(w);
         return;
     }
     if (w->put_err != 0 && put_error_is_permanent(w->put_err)) {
@@ -389,10 +426,7 @@ static void put_on_done(uv_work_t *req, int status)
         struct writer_job *last = batch;
         while (last->next)
             last = last->next;
-        last->next = w->put_head;
-        if (w->put_head == NULL)
-            w->put_tail = last;
-        w->put_head = batch;
+        jq_push_front(&w->put, batch, last);
         w->retry_ms = w->retry_ms ? w->retry_ms * 2 : WRITER_RETRY_MIN_MS;
         if (w->retry_ms > WRITER_RETRY_MAX_MS)
             w->retry_ms = WRITER_RETRY_MAX_MS;
@@ -401,17 +435,17 @@ static void put_on_done(uv_work_t *req, int status)
             writer_kick(w); /* one by one, at once: no backoff for a bad record */
         } else if (a->stopping) {
             /* No retry at shutdown: say what is lost. */
-            for (struct writer_job *j = w->put_head, *n; j; j = n) {
+            for (struct writer_job *j = w->put.head, *n; j; j = n) {
                 n = j->next;
                 a->n.windows_dropped++;
-                job_free(j);
+                job_free(w, j);
             }
-            w->put_head = w->put_tail = NULL;
+            w->put.head = w->put.tail = NULL;
         } else {
             w->retry_armed = 1;
             uv_timer_start(&w->retry, retry_on_timer, w->retry_ms, 0);
         }
-        agent_maybe_finish(a);
+        writer_maybe_idle(w);
         return;
     }
     w->retry_ms = 0;
@@ -426,19 +460,21 @@ static void put_on_done(uv_work_t *req, int status)
         char id[STORE_ID_LEN + 1];
         store_id_format(a->store, j->id, id);
         a->n.windows_stored++;
-        put_note_stored(a, j);
+        if (j->type == STORE_TYPE_HEAP)
+            a->n.windows_stored_heap++;
+        else
+            a->n.windows_stored_cpu++;
         log_info("window stored",
                  "worker=%s version=%s isolate=%u runtime=%s type=%s samples=%U bytes=%U id=%s "
                  "anomaly=%s truncated_frames=%U",
                  j->worker, j->version, j->isolate, j->runtime,
                  j->type == STORE_TYPE_HEAP ? "heap" : "cpu", j->res.samples, j->stored_size, id,
                  store_anomaly_name(j->anomaly), j->res.truncated);
-        ondemand_window_done(j->od, 0, &j->res.pprof, NULL);
-        j->od = NULL;
-        job_free(j);
+        job_done(w, j, 0, NULL);
+        job_free(w, j);
     }
     writer_kick(w);
-    agent_maybe_finish(a);
+    writer_maybe_idle(w);
 }
 
 static void writer_kick(struct writer *w)
@@ -446,24 +482,10 @@ static void writer_kick(struct writer *w)
     uv_loop_t *loop = w->a->loop;
     /* Episode records at the head of the conversion queue need no
      * conversion: they move on at once, behind the windows before them. */
-    while (!w->converting && w->conv_head && w->conv_head->op >= 0) {
-        struct writer_job *j = w->conv_head;
-        w->conv_head = j->next;
-        if (w->conv_head == NULL)
-            w->conv_tail = NULL;
-        j->next = NULL;
-        if (w->put_tail)
-            w->put_tail->next = j;
-        else
-            w->put_head = j;
-        w->put_tail = j;
-    }
-    if (!w->converting && w->conv_head) {
-        struct writer_job *j = w->conv_head;
-        w->conv_head = j->next;
-        if (w->conv_head == NULL)
-            w->conv_tail = NULL;
-        j->next = NULL;
+    while (!w->converting && w->conv.head && w->conv.head->op >= 0)
+        jq_push(&w->put, jq_cut(&w->conv, w->conv.head));
+    if (!w->converting && w->conv.head) {
+        struct writer_job *j = jq_cut(&w->conv, w->conv.head);
         w->conv_job = j;
         w->converting = 1;
         if (uv_queue_work(loop, &w->conv_req, conv_on_work, conv_on_done) != 0) {
@@ -471,13 +493,13 @@ static void writer_kick(struct writer *w)
             w->conv_job = NULL;
             w->pending_bytes -= j->raw_len;
             w->a->n.windows_dropped++;
-            job_free(j);
+            job_free(w, j);
         }
     }
-    if (!w->storing && !w->retry_armed && w->put_head) {
+    if (!w->storing && !w->retry_armed && w->put.head) {
         /* One kind per job: consecutive windows (up to the batch size, or
          * one while isolating a bad record), or consecutive episodes. */
-        struct writer_job *batch = w->put_head, *last = batch;
+        struct writer_job *batch = w->put.head, *last = batch;
         int episodes = batch->op >= 0;
         size_t n = 1;
         size_t max = episodes ? SIZE_MAX : w->solo_left > 0 ? 1 : WRITER_MAX_BATCH;
@@ -485,19 +507,13 @@ static void writer_kick(struct writer *w)
             last = last->next;
             n++;
         }
-        w->put_head = last->next;
-        if (w->put_head == NULL)
-            w->put_tail = NULL;
-        last->next = NULL;
+        jq_cut(&w->put, last);
         w->put_batch = batch;
         w->storing = 1;
         if (uv_queue_work(loop, &w->put_req, put_on_work, put_on_done) != 0) {
             w->storing = 0;
             w->put_batch = NULL;
-            last->next = w->put_head;
-            w->put_head = batch;
-            if (w->put_tail == NULL)
-                w->put_tail = last;
+            jq_push_front(&w->put, batch, last);
         }
     }
 }

@@ -29,7 +29,6 @@
  * with the generated profile.pb-c.h and our allocator.
  */
 #include "pprof.h"
-#include "upload.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,7 +40,6 @@
 #include <string.h>
 
 #include <yajl/yajl_parse.h>
-#include <zlib.h>
 
 #include "base.h"
 #include "profile.pb-c.h"
@@ -206,68 +204,27 @@ static void ht_free(struct htab *t)
 /* --- UTF-8 --- */
 
 /* Copies s[0..n) to out as valid UTF-8, at most max bytes, never cutting a
- * character: an invalid sequence (bad byte, overlong form, surrogate, past
- * U+10FFFF) and NUL each become U+FFFD. Returns the bytes written. */
+ * character: each byte that starts no well-formed sequence (a bad byte, an
+ * overlong form, a surrogate, past U+10FFFF: isoprof_utf8_seq) and each NUL
+ * become U+FFFD. Returns the bytes written. */
 static size_t utf8_clean(const uint8_t *s, size_t n, char *out, size_t max)
 {
     static const char repl[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        uint8_t c = s[i];
-        size_t len = 0;
-        uint32_t cp = 0, min = 0;
-        if (c >= 0x01 && c < 0x80)
-            len = 1, cp = c;
-        else if ((c & 0xE0) == 0xC0)
-            len = 2, cp = c & 0x1F, min = 0x80;
-        else if ((c & 0xF0) == 0xE0)
-            len = 3, cp = c & 0x0F, min = 0x800;
-        else if ((c & 0xF8) == 0xF0)
-            len = 4, cp = c & 0x07, min = 0x10000;
-        bool ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                ok = false;
-            else
-                cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if (ok && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)))
-            ok = false;
-        const char *src = ok ? (const char *)s + i : repl;
-        size_t w = ok ? len : 3;
+        size_t len = s[i] != 0 ? isoprof_utf8_seq(s + i, n - i) : 0;
+        const char *src = len ? (const char *)s + i : repl;
+        size_t w = len ? len : 3;
         if (o + w > max)
             break;
         memcpy(out + o, src, w);
         o += w;
-        i += ok ? len : 1;
+        i += len ? len : 1;
     }
     return o;
 }
 
 /* --- output buffer (protobuf wire format) --- */
-
-struct obuf {
-    uint8_t *d;
-    size_t len, cap;
-    size_t limit; /* 0: PPROF_MAX_OUTPUT */
-    int err;
-};
-
-static void ob_put(struct obuf *o, const void *p, size_t n)
-{
-    if (o->err)
-        return;
-    if (n > (o->limit ? o->limit : PPROF_MAX_OUTPUT) - o->len) {
-        o->err = ISOPROF_ETOOBIG;
-        return;
-    }
-    if (grow(&o->d, &o->cap, o->len + n, 1) != 0) {
-        o->err = -ENOMEM;
-        return;
-    }
-    memcpy(o->d + o->len, p, n);
-    o->len += n;
-}
 
 static size_t vlen(uint64_t v)
 {
@@ -279,7 +236,7 @@ static size_t vlen(uint64_t v)
     return n;
 }
 
-static void ob_varint(struct obuf *o, uint64_t v)
+static void ob_varint(struct isoprof_buf *o, uint64_t v)
 {
     uint8_t b[10];
     size_t n = 0;
@@ -288,10 +245,10 @@ static void ob_varint(struct obuf *o, uint64_t v)
         v >>= 7;
     }
     b[n++] = (uint8_t)v;
-    ob_put(o, b, n);
+    isoprof_buf_append(o, b, n);
 }
 
-static void ob_key(struct obuf *o, unsigned field, unsigned wt)
+static void ob_key(struct isoprof_buf *o, unsigned field, unsigned wt)
 {
     ob_varint(o, (uint64_t)field << 3 | wt);
 }
@@ -302,7 +259,7 @@ static size_t fint_len(int64_t v)
     return v ? 1 + vlen((uint64_t)v) : 0;
 }
 
-static void ob_int(struct obuf *o, unsigned field, int64_t v)
+static void ob_int(struct isoprof_buf *o, unsigned field, int64_t v)
 {
     if (v == 0)
         return;
@@ -310,7 +267,7 @@ static void ob_int(struct obuf *o, unsigned field, int64_t v)
     ob_varint(o, (uint64_t)v);
 }
 
-static void ob_lenkey(struct obuf *o, unsigned field, size_t len)
+static void ob_lenkey(struct isoprof_buf *o, unsigned field, size_t len)
 {
     ob_key(o, field, 2);
     ob_varint(o, len);
@@ -337,8 +294,7 @@ struct bld {
     size_t nv; /* values per sample */
     uint64_t seed;
     /* strings: NUL-terminated in one arena */
-    char *sb;
-    size_t sblen, sbcap;
+    struct isoprof_buf sb; /* the interned strings, each NUL-terminated */
     uint32_t *soff, *slen;
     size_t ns, nscap, nscap2;
     struct htab sh;
@@ -388,7 +344,7 @@ static bool s_eq(const void *ctx, uint32_t idx, const void *key)
 {
     const struct bld *b = ctx;
     const struct skey *k = key;
-    return b->slen[idx] == k->n && memcmp(b->sb + b->soff[idx], k->s, k->n) == 0;
+    return b->slen[idx] == k->n && memcmp(b->sb.data + b->soff[idx], k->s, k->n) == 0;
 }
 
 /* Interns s[0..n) (which must not contain NUL). Returns its index. */
@@ -401,20 +357,25 @@ static uint32_t b_str(struct bld *b, const char *s, size_t n)
     uint32_t i = ht_find(&b->sh, h, s_eq, b, &k);
     if (i != NONE)
         return i;
-    if (b->sblen + n + 1 > PPROF_MAX_OUTPUT || b->ns >= UINT32_MAX - 1) {
+    if (b->ns >= UINT32_MAX - 1) {
         b_fail(b, ISOPROF_ETOOBIG);
         return 0;
     }
-    if (grow(&b->sb, &b->sbcap, b->sblen + n + 1, 1) || grow(&b->soff, &b->nscap, b->ns + 1, 4) ||
-        grow(&b->slen, &b->nscap2, b->ns + 1, 4) || ht_add(&b->sh, h, (uint32_t)b->ns)) {
+    int rc = isoprof_buf_reserve(&b->sb, n + 1); /* ISOPROF_ETOOBIG past PPROF_MAX_OUTPUT */
+    if (rc != 0) {
+        b_fail(b, rc);
+        return 0;
+    }
+    if (grow(&b->soff, &b->nscap, b->ns + 1, 4) || grow(&b->slen, &b->nscap2, b->ns + 1, 4) ||
+        ht_add(&b->sh, h, (uint32_t)b->ns)) {
         b_fail(b, -ENOMEM);
         return 0;
     }
-    memcpy(b->sb + b->sblen, s, n);
-    b->sb[b->sblen + n] = '\0';
-    b->soff[b->ns] = (uint32_t)b->sblen;
+    b->soff[b->ns] = (uint32_t)b->sb.len;
     b->slen[b->ns] = (uint32_t)n;
-    b->sblen += n + 1;
+    /* Reserved above: neither append can fail. */
+    isoprof_buf_append(&b->sb, s, n);
+    isoprof_buf_putc(&b->sb, '\0');
     return (uint32_t)b->ns++;
 }
 
@@ -571,7 +532,7 @@ static uint32_t b_stack(struct bld *b, uint32_t parent, uint64_t loc)
 static void b_comment(struct bld *b, const char *s)
 {
     for (size_t i = 0; i < b->ncomment; i++)
-        if (strcmp(b->sb + b->soff[b->comment[i]], s) == 0)
+        if (strcmp(b->sb.data + b->soff[b->comment[i]], s) == 0)
             return;
     if (b->ncomment == PPROF_MAX_COMMENTS)
         return; /* not even interned: a dropped line costs no output */
@@ -592,6 +553,7 @@ static int b_init(struct bld *b, size_t nv)
 {
     memset(b, 0, sizeof(*b));
     b->nv = nv;
+    isoprof_buf_init(&b->sb, PPROF_MAX_OUTPUT);
     b->seed = hmix((uint64_t)(uintptr_t)b ^ 0x5bd1e995);
     b_str(b, "", 0);
     b_stack(b, 0, 0); /* the empty stack, index 0 */
@@ -600,7 +562,7 @@ static int b_init(struct bld *b, size_t nv)
 
 static void b_free(struct bld *b)
 {
-    isoprof_free(b->sb);
+    isoprof_buf_free(&b->sb);
     isoprof_free(b->soff);
     isoprof_free(b->slen);
     ht_free(&b->sh);
@@ -617,7 +579,7 @@ static void b_free(struct bld *b)
     memset(b, 0, sizeof(*b));
 }
 
-static void ob_valuetype(struct obuf *o, unsigned field, uint32_t type, uint32_t unit)
+static void ob_valuetype(struct isoprof_buf *o, unsigned field, uint32_t type, uint32_t unit)
 {
     ob_lenkey(o, field, fint_len(type) + fint_len(unit));
     ob_int(o, 1, type);
@@ -636,7 +598,8 @@ static bool stack_has_value(const struct bld *b, size_t s)
  * non-zero value, its locations leaf first (walking up the trie). */
 static int b_finish(struct bld *b, const struct bmeta *m, struct pprof_buf *out)
 {
-    struct obuf o = {.limit = b->limit};
+    struct isoprof_buf o;
+    isoprof_buf_init(&o, b->limit ? b->limit : PPROF_MAX_OUTPUT);
     if (b->truncated) {
         char c[160];
         snprintf(c, sizeof(c),
@@ -699,7 +662,7 @@ static int b_finish(struct bld *b, const struct bmeta *m, struct pprof_buf *out)
     }
     for (size_t s = 0; s < b->ns && !o.err; s++) {
         ob_lenkey(&o, 6, b->slen[s]);
-        ob_put(&o, b->sb + b->soff[s], b->slen[s]);
+        isoprof_buf_append(&o, b->sb.data + b->soff[s], b->slen[s]);
     }
     ob_int(&o, 9, m->time);
     ob_int(&o, 10, m->duration);
@@ -707,12 +670,11 @@ static int b_finish(struct bld *b, const struct bmeta *m, struct pprof_buf *out)
         ob_int(&o, 13, b->comment[i]);
     ob_valuetype(&o, 11, m->pt_type, m->pt_unit);
     ob_int(&o, 12, m->period);
-    if (o.err) {
-        isoprof_free(o.d);
-        return o.err;
-    }
-    out->data = o.d;
-    out->len = o.len;
+    char *data;
+    int rc = isoprof_buf_take(&o, &data, &out->len);
+    if (rc != 0)
+        return rc;
+    out->data = (uint8_t *)data;
     return 0;
 }
 
@@ -1585,112 +1547,118 @@ static int cpu_resolve(struct jp *p, uint32_t **order_out, uint32_t *root_out)
     return 1;
 }
 
-static int finish_error(struct jp *p, int rc, char **why)
+/* Serializes what b holds, with the metadata m of a CPU or heap profile,
+ * into out; the other fields of out from the arguments. Returns b_finish's
+ * error, out untouched then. */
+static int conv_output(struct bld *b, struct bmeta *m, bool heap, uint64_t samples,
+                       uint64_t start_ns, uint64_t end_ns, struct pprof_result *out)
 {
-    if (why && p->why) {
-        *why = p->why;
-        p->why = NULL;
+    fill_meta(b, m, heap);
+    struct pprof_buf buf = {0};
+    int rc = b_finish(b, m, &buf);
+    if (rc == 0) {
+        out->pprof = buf;
+        out->samples = samples;
+        out->truncated = b->truncated;
+        out->start_ns = start_ns;
+        out->end_ns = end_ns;
     }
     return rc;
 }
 
-int pprof_from_cpu_json(const char *json, size_t len, const struct pprof_cpu_opts *o,
-                        struct pprof_result *out, char **why)
+/* What a conversion does once the reply is parsed into p: the profile into
+ * p->b and out, with the options opts of pprof_from_cpu_json or
+ * pprof_from_heap_json. Returns 0 or an error (its message in p->why). */
+typedef int (*conv_body_fn)(struct jp *p, const void *opts, struct pprof_result *out);
+
+/*
+ * The frame of both conversions: checks the arguments, sets a parser up
+ * (heap or CPU, at most max_nodes nodes) over a builder capped for a
+ * len-byte reply, parses json, lets body build the profile, hands the
+ * message of a failure to *why (when asked for) and frees what it set up.
+ */
+static int conv_run(const char *json, size_t len, bool heap, size_t max_nodes, conv_body_fn body,
+                    const void *opts, struct pprof_result *out, char **why)
 {
-    static const struct pprof_cpu_opts defaults;
     struct bld b;
     struct jp *p;
     int rc;
     if ((json == NULL && len) || out == NULL)
         return -EINVAL;
-    if (o == NULL)
-        o = &defaults;
     /* The parser holds two string scratch buffers: on the heap, not on a
      * thread-pool stack. */
     if ((p = isoprof_malloc(sizeof(*p))) == NULL)
         return -ENOMEM;
-    if ((rc = jp_init(p, &b, false, o->max_nodes)) != 0)
-        goto done;
-    b.limit = pprof_output_cap(len);
-    if ((rc = jp_parse(p, json, len)) != 0)
-        goto done;
-    uint32_t *order = NULL, root = 0;
-    if (!cpu_resolve(p, &order, &root)) {
-        rc = p->err;
-        goto done;
+    if ((rc = jp_init(p, &b, heap, max_nodes)) == 0) {
+        b.limit = pprof_output_cap(len);
+        if ((rc = jp_parse(p, json, len)) == 0)
+            rc = body(p, opts, out);
     }
-    int64_t wall0, wall1;
-    if (__builtin_add_overflow(p->start * 1000, o->wall_minus_mono_ns, &wall0) ||
-        __builtin_add_overflow(p->end * 1000, o->wall_minus_mono_ns, &wall1) || wall0 < 0) {
-        isoprof_free(order);
-        jfail(p, ISOPROF_EPROFILE, "startTime/endTime out of range");
-        rc = p->err;
-        goto done;
-    }
-    int64_t duration = (p->end - p->start) * 1000;
-    int64_t period = o->interval_ns <= (uint64_t)INT64_MAX ? (int64_t)o->interval_ns : INT64_MAX;
-    if (period == 0 && p->nsamples > 0)
-        period = duration / (int64_t)p->nsamples;
-    rc = emit_tree(p, order, root, period);
-    isoprof_free(order);
-    if (rc == 0) {
-        struct bmeta m = {.period = period, .time = wall0, .duration = duration};
-        fill_meta(&b, &m, false);
-        struct pprof_buf buf = {0};
-        if ((rc = b_finish(&b, &m, &buf)) == 0) {
-            uint64_t hits = 0;
-            for (size_t i = 0; i < p->nn; i++)
-                hits += (uint64_t)p->nd[i].v0;
-            out->pprof = buf;
-            out->samples = hits;
-            out->truncated = b.truncated;
-            out->start_ns = (uint64_t)wall0;
-            out->end_ns = (uint64_t)wall1;
-        }
-    }
+    /* A no-op when the error came from the parse or the checks: jfail
+     * keeps the first message. */
     if (rc == ISOPROF_ETOOBIG)
         jfail(p, rc, "pprof output past %zu bytes (the cap for a %zu-byte reply)", b.limit, len);
-done:
-    rc = finish_error(p, rc, why);
+    if (why && p->why) {
+        *why = p->why;
+        p->why = NULL;
+    }
     jp_free(p);
     isoprof_free(p);
     b_free(&b);
     return rc;
 }
 
-int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_opts *o,
-                         struct pprof_result *out, char **why)
+static int cpu_convert(struct jp *p, const void *opts, struct pprof_result *out)
 {
-    static const struct pprof_heap_opts defaults;
-    struct bld b;
-    struct jp *p;
-    int rc;
-    if ((json == NULL && len) || out == NULL)
-        return -EINVAL;
+    const struct pprof_cpu_opts *o = opts;
+    uint32_t *order = NULL, root = 0;
+    if (!cpu_resolve(p, &order, &root))
+        return p->err;
+    int64_t wall0, wall1;
+    if (__builtin_add_overflow(p->start * 1000, o->wall_minus_mono_ns, &wall0) ||
+        __builtin_add_overflow(p->end * 1000, o->wall_minus_mono_ns, &wall1) || wall0 < 0) {
+        isoprof_free(order);
+        jfail(p, ISOPROF_EPROFILE, "startTime/endTime out of range");
+        return p->err;
+    }
+    int64_t duration = (p->end - p->start) * 1000;
+    int64_t period = o->interval_ns <= (uint64_t)INT64_MAX ? (int64_t)o->interval_ns : INT64_MAX;
+    if (period == 0 && p->nsamples > 0)
+        period = duration / (int64_t)p->nsamples;
+    int rc = emit_tree(p, order, root, period);
+    isoprof_free(order);
+    if (rc != 0)
+        return rc;
+    struct bmeta m = {.period = period, .time = wall0, .duration = duration};
+    uint64_t hits = 0;
+    for (size_t i = 0; i < p->nn; i++)
+        hits += (uint64_t)p->nd[i].v0;
+    return conv_output(p->b, &m, false, hits, (uint64_t)wall0, (uint64_t)wall1, out);
+}
+
+int pprof_from_cpu_json(const char *json, size_t len, const struct pprof_cpu_opts *o,
+                        struct pprof_result *out, char **why)
+{
+    static const struct pprof_cpu_opts defaults;
     if (o == NULL)
         o = &defaults;
-    if ((p = isoprof_malloc(sizeof(*p))) == NULL)
-        return -ENOMEM;
-    if ((rc = jp_init(p, &b, true, o->max_nodes)) != 0)
-        goto done;
-    b.limit = pprof_output_cap(len);
-    if ((rc = jp_parse(p, json, len)) != 0)
-        goto done;
+    return conv_run(json, len, false, o->max_nodes, cpu_convert, o, out, why);
+}
+
+static int heap_convert(struct jp *p, const void *opts, struct pprof_result *out)
+{
+    const struct pprof_heap_opts *o = opts;
     if (!p->have_head || p->nn == 0) {
         jfail(p, ISOPROF_EPROFILE, "no heap profile in the reply (needs head)");
-        rc = p->err;
-        goto done;
+        return p->err;
     }
-    if (!build_index(p)) {
-        rc = p->err;
-        goto done;
-    }
+    if (!build_index(p))
+        return p->err;
     for (size_t i = 0; i + 3 <= p->np; i += 3) {
         uint32_t j = id_find(p, p->pend[i]);
         if (j == NONE) {
             jfail(p, ISOPROF_EPROFILE, "samples[%zu]: node %u is unknown", i / 3, p->pend[i]);
-            rc = p->err;
-            goto done;
+            return p->err;
         }
         int64_t size = (int64_t)((uint64_t)p->pend[i + 1] | (uint64_t)p->pend[i + 2] << 32);
         p->nd[j].v0++;
@@ -1699,28 +1667,23 @@ int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_o
     if (!p->have_samples)
         for (size_t i = 0; i < p->nn; i++)
             p->nd[i].v1 = p->nd[i].self;
-    if ((rc = emit_tree(p, NULL, 0, 0)) == 0) {
-        int64_t t = o->time_ns <= (uint64_t)INT64_MAX ? (int64_t)o->time_ns : INT64_MAX;
-        int64_t period =
-            o->interval_bytes <= (uint64_t)INT64_MAX ? (int64_t)o->interval_bytes : INT64_MAX;
-        struct bmeta m = {.period = period, .time = t};
-        fill_meta(&b, &m, true);
-        struct pprof_buf buf = {0};
-        if ((rc = b_finish(&b, &m, &buf)) == 0) {
-            out->pprof = buf;
-            out->samples = p->nsamples;
-            out->truncated = b.truncated;
-            out->start_ns = out->end_ns = (uint64_t)t;
-        }
-    }
-    if (rc == ISOPROF_ETOOBIG)
-        jfail(p, rc, "pprof output past %zu bytes (the cap for a %zu-byte reply)", b.limit, len);
-done:
-    rc = finish_error(p, rc, why);
-    jp_free(p);
-    isoprof_free(p);
-    b_free(&b);
-    return rc;
+    int rc = emit_tree(p, NULL, 0, 0);
+    if (rc != 0)
+        return rc;
+    int64_t t = o->time_ns <= (uint64_t)INT64_MAX ? (int64_t)o->time_ns : INT64_MAX;
+    int64_t period =
+        o->interval_bytes <= (uint64_t)INT64_MAX ? (int64_t)o->interval_bytes : INT64_MAX;
+    struct bmeta m = {.period = period, .time = t};
+    return conv_output(p->b, &m, true, p->nsamples, (uint64_t)t, (uint64_t)t, out);
+}
+
+int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_opts *o,
+                         struct pprof_result *out, char **why)
+{
+    static const struct pprof_heap_opts defaults;
+    if (o == NULL)
+        o = &defaults;
+    return conv_run(json, len, true, o->max_nodes, heap_convert, o, out, why);
 }
 
 /* --- decoding (merge, top) --- */
@@ -1904,12 +1867,13 @@ int pprof_merge(const struct pprof_buf *in, size_t n, struct pprof_buf *out, cha
         } else {
             bool same = p->n_sample_type == b.nv;
             for (size_t i = 0; same && i < p->n_sample_type; i++)
-                same =
-                    strcmp(dstr(&d, p->sample_type[i]->type), b.sb + b.soff[m.st_type[i]]) == 0 &&
-                    strcmp(dstr(&d, p->sample_type[i]->unit), b.sb + b.soff[m.st_unit[i]]) == 0;
+                same = strcmp(dstr(&d, p->sample_type[i]->type),
+                              b.sb.data + b.soff[m.st_type[i]]) == 0 &&
+                       strcmp(dstr(&d, p->sample_type[i]->unit),
+                              b.sb.data + b.soff[m.st_unit[i]]) == 0;
             if (!same) {
                 set_why(why, "profile %zu: sample types differ from profile 0's (%s/%s...)", k,
-                        b.sb + b.soff[m.st_type[0]], b.sb + b.soff[m.st_unit[0]]);
+                        b.sb.data + b.soff[m.st_type[0]], b.sb.data + b.soff[m.st_unit[0]]);
                 rc = ISOPROF_EPROFILE;
                 goto fail;
             }
@@ -2142,106 +2106,16 @@ void pprof_top_free(struct pprof_top *t)
 
 /* --- gzip --- */
 
-static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
-{
-    (void)opaque;
-    if (size && items > SIZE_MAX / size)
-        return Z_NULL;
-    return isoprof_malloc((size_t)items * size);
-}
-
-static void z_free(voidpf opaque, voidpf ptr)
-{
-    (void)opaque;
-    isoprof_free(ptr);
-}
-
-/* zlib counts in uInt; feed it at most this much at a time */
-#define Z_CHUNK ((size_t)1 << 30)
-
 int pprof_gzip(const void *in, size_t len, struct pprof_buf *out)
 {
     if (out == NULL)
         return -EINVAL;
-    return upl_gzip(in, len, &out->data, &out->len);
+    return isoprof_gzip(in, len, &out->data, &out->len);
 }
 
 int pprof_gunzip(const void *in, size_t len, size_t cap, struct pprof_buf *out)
 {
-    z_stream z;
-    if ((in == NULL && len) || out == NULL)
+    if (out == NULL)
         return -EINVAL;
-    if (len == 0)
-        return ISOPROF_ECORRUPT;
-    memset(&z, 0, sizeof(z));
-    z.zalloc = z_alloc;
-    z.zfree = z_free;
-    int zr = inflateInit2(&z, 15 + 16);
-    if (zr != Z_OK)
-        return zr == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
-    /* One byte beyond cap tells "exactly cap" from "more than cap". */
-    size_t limit = cap < SIZE_MAX ? cap + 1 : cap;
-    size_t bcap = len < limit / 4 ? len * 4 : limit;
-    if (bcap < 256)
-        bcap = limit < 256 ? limit : 256;
-    uint8_t *buf = isoprof_malloc(bcap ? bcap : 1);
-    size_t done = 0;
-    int rc = 0;
-    if (buf == NULL) {
-        inflateEnd(&z);
-        return -ENOMEM;
-    }
-    const uint8_t *src = in;
-    size_t left = len;
-    for (;;) {
-        if (z.avail_in == 0 && left) {
-            size_t chunk = left < Z_CHUNK ? left : Z_CHUNK;
-            z.next_in = (Bytef *)(uintptr_t)src;
-            z.avail_in = (uInt)chunk;
-            src += chunk;
-            left -= chunk;
-        }
-        if (done == bcap) {
-            if (bcap >= limit) {
-                rc = ISOPROF_ETOOBIG;
-                break;
-            }
-            size_t nc = bcap > limit / 2 ? limit : bcap * 2;
-            uint8_t *nb = isoprof_realloc(buf, nc);
-            if (nb == NULL) {
-                rc = -ENOMEM;
-                break;
-            }
-            buf = nb;
-            bcap = nc;
-        }
-        size_t room = bcap - done < Z_CHUNK ? bcap - done : Z_CHUNK;
-        z.next_out = buf + done;
-        z.avail_out = (uInt)room;
-        zr = inflate(&z, Z_NO_FLUSH);
-        done += room - z.avail_out;
-        if (zr == Z_STREAM_END) {
-            if (z.avail_in || left)
-                rc = ISOPROF_ECORRUPT; /* bytes after the member */
-            else if (done > cap)
-                rc = ISOPROF_ETOOBIG;
-            break;
-        }
-        if (zr == Z_MEM_ERROR) {
-            rc = -ENOMEM;
-            break;
-        }
-        if (zr != Z_OK && !(zr == Z_BUF_ERROR && z.avail_out == 0)) {
-            rc = ISOPROF_ECORRUPT; /* bad data, or input ended inside the member */
-            break;
-        }
-    }
-    inflateEnd(&z);
-    if (rc != 0) {
-        isoprof_free(buf);
-        return rc;
-    }
-    out->data = buf;
-    out->len = done;
-    return 0;
+    return isoprof_gunzip(in, len, cap, &out->data, &out->len);
 }

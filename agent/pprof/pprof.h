@@ -224,8 +224,8 @@ void pprof_top_free(struct pprof_top *t);
 
 /*
  * pprof_gzip - gzip-compresses in[0..len) (the on-disk and on-the-wire
- * form of a pprof file) into out, owned by the caller. Errors: -ENOMEM,
- * -EINVAL. Any thread.
+ * form of a pprof file) into out, owned by the caller: isoprof_gzip
+ * (config/base.h) into a pprof_buf. Errors: -ENOMEM, -EINVAL. Any thread.
  */
 int pprof_gzip(const void *in, size_t len, struct pprof_buf *out);
 
@@ -233,7 +233,7 @@ int pprof_gzip(const void *in, size_t len, struct pprof_buf *out);
  * pprof_gunzip - inflates one gzip member in[0..len) into out (owned by the
  * caller). cap: the largest output accepted; past it ISOPROF_ETOOBIG.
  * Truncated or corrupt data, or bytes after the member: ISOPROF_ECORRUPT.
- * Errors also -ENOMEM, -EINVAL. Any thread.
+ * Errors also -ENOMEM, -EINVAL. Any thread. isoprof_gunzip into a pprof_buf.
  */
 int pprof_gunzip(const void *in, size_t len, size_t cap, struct pprof_buf *out);
 

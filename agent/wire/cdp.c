@@ -463,14 +463,22 @@ int cdp_call(struct cdp_session *s, const char *method, const char *params_json,
     p->cb = cb;
     p->arg = arg;
     p->deadline = uv_now(s->loop) + timeout_ms;
-    char *msg = isoprof_asprintf("{\"id\":%" PRIu64 ",\"method\":\"%s\",\"params\":%s}", p->id,
-                                 method, params);
-    if (msg == NULL) {
+    /* Capped at what it can hold: the id, the method escaped at worst 6
+     * bytes a byte, the params checked above, and the punctuation. */
+    struct isoprof_buf msg;
+    isoprof_buf_init(&msg, plen + 6 * strlen(method) + 64);
+    isoprof_buf_printf(&msg, "{\"id\":%" PRIu64 ",\"method\":", p->id);
+    isoprof_json_str(&msg, method);
+    isoprof_buf_puts(&msg, ",\"params\":");
+    isoprof_buf_append(&msg, params, plen);
+    rc = isoprof_buf_putc(&msg, '}');
+    if (rc != 0) {
+        isoprof_buf_free(&msg);
         isoprof_free(p);
-        return -ENOMEM;
+        return rc;
     }
-    rc = ws_send_text(s->ws, msg, strlen(msg));
-    isoprof_free(msg);
+    rc = ws_send_text(s->ws, msg.data, msg.len);
+    isoprof_buf_free(&msg);
     if (rc != 0) {
         isoprof_free(p);
         return rc;

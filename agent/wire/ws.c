@@ -157,8 +157,10 @@ static int budget_take(struct ws_budget *b, size_t n, size_t cap)
 
 static void budget_give(struct ws_budget *b, size_t n)
 {
-    if (b != NULL && n != 0)
-        atomic_fetch_sub(&b->used, n);
+    if (b != NULL && n != 0) {
+        size_t was = atomic_fetch_sub(&b->used, n);
+        ISOPROF_ASSERT(was >= n); /* a message given back twice */
+    }
 }
 
 static struct ws_msg_hdr *msg_hdr(char *data)

@@ -281,4 +281,4 @@ async function run(ctx) {
   return { rows, data };
 }
 
-module.exports = { name: 'agent', title: 'isoprofd CPU and RSS with 1/10/50 Node isolates and workerd workers', run };
+module.exports = { name: 'agent', title: 'isoprofd CPU and RSS with 1/10/50 Node isolates and workerd workers', run, measureConfig };

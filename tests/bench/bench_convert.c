@@ -44,9 +44,9 @@
 
 #include <zstd.h>
 
-#include "../../storage/internal.h" /* store_zstd_cctx_new: the frame the store writes */
 #include "base.h"
 #include "pprof.h"
+#include "store_internal.h" /* store_zstd_cctx_new: the frame the store writes */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint32_t rnd(uint32_t n)

@@ -5,4 +5,4 @@
 # what tests/bench/convert.js drives. Built from tests/CMakeLists.txt, so it
 # lands in build/tests/.
 add_executable(bench_convert ${CMAKE_CURRENT_LIST_DIR}/bench_convert.c)
-target_link_libraries(bench_convert PRIVATE isoprof_pprof isoprof_storage)
+target_link_libraries(bench_convert PRIVATE isoprof_pprof isoprof_storage_internal)

@@ -86,9 +86,9 @@ static void check_query(const char *q, size_t n)
     if (r.has_version)
         check_label(r.version);
     check(r.type == STORE_TYPE_CPU || r.type == STORE_TYPE_HEAP);
-    check(r.seconds >= 1 && r.seconds <= CTL_SECONDS_MAX);
+    check(r.seconds >= 1 && r.seconds <= CFG_OD_SECONDS_MAX);
     check(r.interval_ns == dflt ||
-          (r.interval_ns >= CTL_INTERVAL_MIN_NS && r.interval_ns <= CTL_INTERVAL_MAX_NS));
+          (r.interval_ns >= CFG_OD_INTERVAL_MIN_NS && r.interval_ns <= CFG_OD_INTERVAL_MAX_NS));
     check(r.all == 0 || r.all == 1);
     /* the same query again: the same answer */
     static struct ctl_profile_req again;

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "base.h"
-#include "internal.h"
+#include "daemon.h"
 
 #define CAP 8
 

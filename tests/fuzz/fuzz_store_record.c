@@ -8,7 +8,7 @@
  * accepts must re-encode to exactly the same bytes, and an inflated
  * payload must have exactly the size the header claims.
  */
-#include "../../storage/internal.h"
+#include "store_internal.h"
 
 #include "base.h"
 

@@ -4,7 +4,7 @@
  * deep enough to take the stack. */
 #include "../test.h"
 #include "base.h"
-#include "internal.h"
+#include "daemon.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,6 +7,9 @@
 #include "helpers.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 TEST(defaults)
 {
@@ -175,6 +178,61 @@ TEST(reload_needs_a_restart)
     cfg_free(b);
 }
 
+/* The one socket-path rule of the daemon and its clients: an explicit
+ * path first (for a client, $ISOPROF_SOCKET before it falls back), then
+ * $RUNTIME_DIRECTORY, the store's directory, and for a client the
+ * packaged service's socket; a client takes the first that exists. */
+TEST(control_socket_path)
+{
+    char dir[] = "/tmp/isoprof-sock-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char *out = NULL;
+    unsetenv("ISOPROF_SOCKET");
+    unsetenv("RUNTIME_DIRECTORY");
+    /* The daemon: control.socket wins; then the store's directory. */
+    CHECK_EQ_INT(cfg_control_socket_path("/x/c.sock", dir, 0, &out), 0);
+    CHECK_STR(out, "/x/c.sock");
+    isoprof_free(out);
+    CHECK_EQ_INT(cfg_control_socket_path("", dir, 0, &out), 0);
+    char want[128];
+    snprintf(want, sizeof(want), "%s/control.sock", dir);
+    CHECK_STR(out, want);
+    isoprof_free(out);
+    out = NULL;
+    CHECK_EQ_INT(cfg_control_socket_path(NULL, NULL, 0, &out), -ENOENT);
+    CHECK(out == NULL);
+    /* $RUNTIME_DIRECTORY (its first entry) before the store. */
+    setenv("RUNTIME_DIRECTORY", "/run/a:/run/b", 1);
+    CHECK_EQ_INT(cfg_control_socket_path(NULL, dir, 0, &out), 0);
+    CHECK_STR(out, "/run/a/isoprof.sock");
+    isoprof_free(out);
+    /* A client: the first candidate that exists, else the first. */
+    CHECK_EQ_INT(cfg_control_socket_path(NULL, dir, CFG_SOCKET_CLIENT, &out), 0);
+    CHECK_STR(out, "/run/a/isoprof.sock"); /* none exists */
+    isoprof_free(out);
+    FILE *f = fopen(want, "w");
+    REQUIRE(f != NULL);
+    fclose(f);
+    CHECK_EQ_INT(cfg_control_socket_path(NULL, dir, CFG_SOCKET_CLIENT, &out), 0);
+    CHECK_STR(out, want); /* the store's exists, the runtime one does not */
+    isoprof_free(out);
+    /* $ISOPROF_SOCKET for a client without --socket, not for the daemon. */
+    setenv("ISOPROF_SOCKET", "/e/s.sock", 1);
+    CHECK_EQ_INT(cfg_control_socket_path(NULL, dir, CFG_SOCKET_CLIENT, &out), 0);
+    CHECK_STR(out, "/e/s.sock");
+    isoprof_free(out);
+    CHECK_EQ_INT(cfg_control_socket_path("/x/c.sock", dir, CFG_SOCKET_CLIENT, &out), 0);
+    CHECK_STR(out, "/x/c.sock");
+    isoprof_free(out);
+    CHECK_EQ_INT(cfg_control_socket_path(NULL, dir, 0, &out), 0);
+    CHECK_STR(out, "/run/a/isoprof.sock");
+    isoprof_free(out);
+    unsetenv("ISOPROF_SOCKET");
+    unsetenv("RUNTIME_DIRECTORY");
+    unlink(want);
+    rmdir(dir);
+}
+
 int main(void)
 {
     RUN(defaults);
@@ -182,5 +240,6 @@ int main(void)
     RUN(each_rule_at_its_position);
     RUN(problems_together);
     RUN(reload_needs_a_restart);
+    RUN(control_socket_path);
     TEST_EXIT();
 }

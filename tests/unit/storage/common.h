@@ -9,9 +9,9 @@
 #include "../scratch.h"
 #include "../test.h"
 
-#include "../../../storage/internal.h"
 #include "base.h"
 #include "store.h"
+#include "store_internal.h"
 
 #include <errno.h>
 #include <ftw.h>

@@ -1149,7 +1149,7 @@ TEST(gzip)
         fill_payload(in, sizes[i], i + 1);
         uint8_t *gz = NULL;
         size_t gzlen = 0;
-        CHECK_EQ_INT(upl_gzip(in, sizes[i], &gz, &gzlen), 0);
+        CHECK_EQ_INT(isoprof_gzip(in, sizes[i], &gz, &gzlen), 0);
         CHECK(gzlen >= 18 && gz[0] == 0x1f && gz[1] == 0x8b);
         CHECK(gunzip_eq(gz, gzlen, in, sizes[i]));
         isoprof_free(gz);
@@ -1157,14 +1157,14 @@ TEST(gzip)
     }
     uint8_t *gz = NULL;
     size_t gzlen = 0;
-    CHECK_EQ_INT(upl_gzip(NULL, 0, &gz, &gzlen), 0);
+    CHECK_EQ_INT(isoprof_gzip(NULL, 0, &gz, &gzlen), 0);
     CHECK(gunzip_eq(gz, gzlen, NULL, 0));
     isoprof_free(gz);
     gz = NULL;
-    CHECK_EQ_INT(upl_gzip(NULL, 5, &gz, &gzlen), -EINVAL);
+    CHECK_EQ_INT(isoprof_gzip(NULL, 5, &gz, &gzlen), -EINVAL);
     CHECK(gz == NULL);
-    CHECK_EQ_INT(upl_gzip("abc", 3, NULL, &gzlen), -EINVAL);
-    CHECK_EQ_INT(upl_gzip("abc", 3, &gz, NULL), -EINVAL);
+    CHECK_EQ_INT(isoprof_gzip("abc", 3, NULL, &gzlen), -EINVAL);
+    CHECK_EQ_INT(isoprof_gzip("abc", 3, &gz, NULL), -EINVAL);
 }
 
 TEST(init_arguments)

@@ -1,20 +1,23 @@
 /*
- * internal.h - state shared by the daemon's modules (discover, target,
- * sched, writer, daemon). Nothing here is used by the CLI.
+ * daemon.h - state shared by the daemon's modules (discover, target,
+ * windows, anomaly, writer, ondemand, daemon) and the control socket's
+ * routes. Nothing here is used by the CLI.
  *
  * DESIGN: one libuv loop thread owns every structure below. The thread pool
  * only ever sees a writer job (raw profile text in, pprof + store result
  * out) and hands it back through the after-work callback.
  */
-#ifndef ISOPROF_AGENT_INTERNAL_H
-#define ISOPROF_AGENT_INTERNAL_H
+#ifndef ISOPROF_AGENT_DAEMON_H
+#define ISOPROF_AGENT_DAEMON_H
 
 #include "budget.h"
 #include "cdp.h"
 #include "config.h"
+#include "episode.h"
 #include "http.h"
 #include "store.h"
 #include "upload.h"
+#include "windows.h"
 #include "ws.h"
 
 #include <stdint.h>
@@ -27,55 +30,7 @@ struct cfg_hold {
     struct cfg_hold *next;
 };
 
-/* Why an inspector session ended without the agent wanting it to (target.c
- * decides; isoprof_sessions_dropped_total{reason} reports, named by
- * report_drop_name). */
-enum agent_drop_reason {
-    AGENT_DROP_CLOSED,         /* the target closed it or the connection went away */
-    AGENT_DROP_EVICTED,        /* workerd: another client took the isolate's one session */
-    AGENT_DROP_PROTOCOL_ERROR, /* invalid JSON or WebSocket framing from the target */
-    AGENT_DROP_OVERSIZED,      /* a message over the size cap */
-    AGENT_DROP_TIMEOUT,        /* connect and upgrade too slow */
-    AGENT_DROP_CONNECT_FAILED, /* refused, or the upgrade answered with an error */
-    AGENT_DROP_AGENT,          /* the agent closed it (a call at attach failed) */
-    AGENT_DROP_MAX
-};
-
-/* Counters the daemon reports: logged at exit, served by GET /status and
- * GET /metrics (report.c names every field: add a field there too). */
-struct agent_counters {
-    uint64_t windows_started, windows_stored, windows_lost, windows_delayed, windows_skipped;
-    uint64_t conversion_errors, store_errors, windows_evicted, windows_dropped;
-    uint64_t sessions_attached, sessions_dropped, discovery_errors;
-    uint64_t heap_windows, heap_restarts, memory_polls_failed;
-    uint64_t anomalies[STORE_ANOMALY_MAX + 1];        /* flagged, by kind */
-    uint64_t anomaly_errors;                          /* anomalies the store could not record */
-    uint64_t windows_stored_cpu, windows_stored_heap; /* windows_stored by type */
-    uint64_t sessions_dropped_by[AGENT_DROP_MAX];     /* sessions_dropped by reason */
-    /* control.c */
-    uint64_t control_requests, control_errors, control_rejected_connections;
-    /* anomaly.c: DogStatsD lines dropped, no room for a new worker/version series */
-    uint64_t latency_refused;
-};
-
-/*
- * One anomaly episode. The windows taken as its evidence hold a reference
- * and are pinned to it when stored. id is written once, by the writer's
- * store stage (thread pool), when the episode is recorded; later store
- * jobs read it there too. The loop thread only reads it after that job's
- * completion callback, which orders the accesses. Refcounted on the loop
- * thread only.
- */
-struct episode {
-    unsigned refs;
-    uint64_t id; /* 0 until recorded (or if recording failed) */
-    uint8_t kind;
-    char *worker, *version;
-    uint32_t isolate;
-    uint64_t start_ns, end_ns; /* wall */
-    uint64_t value, threshold;
-    int open;
-};
+#include "counters.h"
 
 /* The memory polls that fell inside one window: exact min/max/last, and a
  * bounded sample of the values for the P999 (every step-th poll, the step
@@ -109,14 +64,6 @@ enum target_state {
     TARGET_READY,      /* attached; the schedule runs */
 };
 
-enum window_state {
-    WINDOW_NONE,
-    WINDOW_QUEUED,   /* due, waiting for a free slot under max_concurrent */
-    WINDOW_STARTING, /* setSamplingInterval/start in flight */
-    WINDOW_RUNNING,
-    WINDOW_STOPPING, /* Profiler.stop in flight */
-};
-
 /* One isolate on one endpoint. */
 struct target {
     struct agent *a;
@@ -128,31 +75,22 @@ struct target {
     uint32_t isolate;
     enum target_state state;
     struct cdp_session *cdp;
-    uv_timer_t timer; /* next window / window end / reattach */
-    int listed;       /* seen in the latest /json/list */
-    int removing;     /* vanished; freed once cdp and timer closed */
+    uv_timer_t timer;     /* the next attach */
+    uv_timer_t win_timer; /* windows.c's wake-ups (win_ops.arm) */
+    struct win_iso w;     /* its windows (windows.c) */
+    int listed;           /* seen in the latest /json/list */
+    int removing;         /* vanished; freed once cdp and timer closed */
     int pending_closes;
     uint64_t backoff_ms;
     const char *close_reason;  /* static text when the agent itself closed the session */
     int close_reason_was_ours; /* the session that just ended was closed by the agent */
     uint64_t attached_mono_ns;
-    enum window_state win;
-    int win_slot;    /* the window holds one of max_concurrent's slots (sched.c) */
     unsigned stalls; /* windows in a row whose start or stop went unanswered */
-    uint64_t win_start_mono_ns;
-    uint64_t win_interval_ns;
-    uint64_t next_due_mono_ns;
-    uint8_t win_anomaly;     /* the running CPU window was taken for an anomaly of this kind */
-    struct episode *win_pin; /* ... and is pinned to it (a reference) */
     /* heap sampling and memory */
-    uv_timer_t heap_timer, mem_timer;
-    int heap_on;       /* our HeapProfiler.startSampling succeeded */
-    int heap_inflight; /* getSamplingProfile or startSampling in flight */
+    uv_timer_t mem_timer;
     int heap_restart_logged;
     int mem_inflight;
-    uint8_t heap_anomaly;     /* the next heap window is for an anomaly of this kind */
-    struct episode *heap_pin; /* ... pinned to it */
-    uint64_t mem_last;        /* bytes, the latest poll; 0 before the first */
+    uint64_t mem_last; /* bytes, the latest poll; 0 before the first */
     struct memacc mem_cpu,
         mem_heap;               /* polls in the running CPU window / since the last heap window */
     struct episode *mem_ep;     /* open memory_near_limit episode */
@@ -160,13 +98,7 @@ struct target {
     uint64_t last_trigger_mono_ns; /* the rate limit of memory triggers */
     /* wall start of the last window stored, per type (writer.c); 0: none yet */
     uint64_t last_cpu_ns, last_heap_ns;
-    struct target *next;       /* a->targets */
-    struct target *queue_next; /* a->delay queue */
-    /* on-demand windows (ondemand.c); each pointer holds a reference */
-    struct od_req *od_cpu;    /* CPU windows asked for, waiting their turn, first first */
-    struct od_req *win_od;    /* the running CPU window is this request's */
-    struct od_req *heap_od;   /* the next (or the running) heap window goes to it */
-    uint64_t win_duration_ns; /* of the window starting or running */
+    struct target *next; /* a->targets */
 };
 
 struct writer;
@@ -190,12 +122,12 @@ struct agent {
     struct cfg *cfg_boot;               /* the config at start: restart-only options */
     uv_signal_t sighup;
     struct target *targets;
-    struct target *queue_head, *queue_tail; /* windows delayed by the cap */
-    unsigned running_windows;
+    struct win_sched wins; /* every target's windows (windows.c) */
     uint32_t isolate_base, isolate_seq;
-    uint64_t rng;
+    struct isoprof_rng rng; /* jitter and backoff */
     uv_signal_t sigint, sigterm;
     uv_timer_t shutdown_timer;
+    uv_timer_t drained_timer; /* runs agent_drained a loop turn after work went idle */
     int stopping;
     uint64_t stop_mono_ns;
     struct agent_counters n;
@@ -216,15 +148,7 @@ struct agent {
     int notify_on;
 };
 
-/* Pseudo-random numbers for jitter (xorshift, seeded from getrandom). */
-uint64_t agent_rand(struct agent *a);
-double agent_rand_unit(struct agent *a); /* [0, 1) */
-
 /* anomaly.c - episodes, memory watch, OOM suspicion, latency glue */
-struct episode *episode_new(struct agent *a, uint8_t kind, const char *worker, const char *version,
-                            uint32_t isolate, uint64_t value, uint64_t threshold);
-struct episode *episode_ref(struct episode *e);
-void episode_unref(struct episode *e);
 void memacc_reset(struct memacc *m);
 void memacc_add(struct memacc *m, uint64_t bytes);
 /* The figures of m (all zero when it saw no poll). */
@@ -285,47 +209,19 @@ const char *discover_parse_version(const char *body, size_t len, char *why, size
 /* Attach new targets of ep, detach the ones no longer listed. */
 void target_sync(struct endpoint *ep, const struct discovered *d, size_t n);
 void target_remove(struct target *t);
-/* Begin a CPU window at interval_ns on a READY target (called by sched). */
-int target_start_window(struct target *t, uint64_t interval_ns);
-/* Take a heap window now (getSamplingProfile), for anomaly kind (0: the
- * schedule) and pinned to ep (may be NULL; a reference is taken). 0 when
- * one is taken or already being taken; -EAGAIN when none can be (not
- * attached, sampler not running, the request not sent). */
-int target_heap_window(struct target *t, uint8_t kind, struct episode *ep);
-/* Send Profiler.stop now if a window is running (shutdown, window end). */
-int target_stop_window_now(struct target *t);
 const char *target_runtime(const struct target *t);
 /* ep->cfg changed (reload): give t the labels it names. 0, or -EAGAIN when
  * t cannot be relabelled in place (a label the config no longer names is
  * derived at attach) and must be re-attached; -ENOMEM. */
 int target_relabel(struct target *t);
 
-/* sched.c - the duty-cycle planner */
-/* t just attached: plan its first window. */
-void sched_target_ready(struct target *t);
-/* t's session ended or t is being removed: release its slot or queue place. */
-void sched_target_gone(struct target *t);
-/* t's window ended (stored, lost or skipped): free the slot, admit the next
- * delayed window, plan t's next one. */
-void sched_window_done(struct target *t);
-/* Shutdown: stop running windows, drop queued ones. */
-void sched_stop_all(struct agent *a);
-/* t's Profiler.stop has been waiting SCHED_STOP_GRACE_MS: its slot goes to
- * the next window (the reply, if it comes, is still stored). */
-void sched_release_slot(struct target *t);
-#define SCHED_STOP_GRACE_MS 2000
-/* Windows currently in a slot (starting, running or stopping). */
-unsigned sched_running(const struct agent *a);
-/* An anomaly wants a CPU window on t now, at anomaly.cpu_interval, pinned
- * to ep: it starts at once (the cap does not hold it back), or, if a window
- * is already running, that window is pinned instead. */
-void sched_anomaly_window(struct target *t, struct episode *ep);
-/* Start the on-demand window r on t now, outside the cap (t is not
- * recording; a window it had queued for a slot is replaced). 1 if it
- * started; 0 if not (r is then answered with the reason). */
-int sched_ondemand_window(struct target *t, struct od_req *r);
-/* The config was reloaded: admit delayed windows a higher cap lets in. */
-void sched_reconfigure(struct agent *a);
+/* target.c: what windows.c asks of a target (struct win_ops; daemon.c
+ * puts the table together). */
+int target_win_cpu_start(struct win_iso *w, uint64_t interval_ns);
+int target_win_cpu_stop(struct win_iso *w);
+int target_win_heap_take(struct win_iso *w);
+void target_win_arm(struct win_iso *w, uint64_t due_ns);
+void target_win_label(const struct win_iso *w, const char **worker, uint32_t *isolate);
 
 /* writer.c */
 struct writer_meta {
@@ -336,11 +232,29 @@ struct writer_meta {
     uint64_t interval_ns; /* cpu: ns; heap: the sampling interval in bytes */
     uint8_t anomaly;      /* enum store_anomaly_kind */
     struct episode *pin;  /* borrowed; the writer takes its own reference */
-    struct od_req *od;    /* borrowed; on success the writer takes its own reference
-                             and answers it when the window is stored */
+    struct od_req *od;    /* a reference the writer takes over on success; the
+                             daemon answers it when the window ends (writer_hooks) */
     struct store_mem mem;
 };
-int writer_init(struct agent *a, struct writer **out);
+/* A window job ended: stored (err 0; pprof holds the converted profile,
+ * whose buffer the callee may take) or not (err, why). od is the writer's
+ * reference to the request the window was for (NULL: none), handed to the
+ * callee. */
+struct writer_done {
+    uint32_t isolate;
+    uint8_t type;
+    uint64_t start_ns; /* wall, of a stored window */
+    int err;
+    const char *why;
+    struct od_req *od;
+    struct pprof_buf *pprof;
+};
+struct writer_hooks {
+    void (*window_done)(struct agent *a, const struct writer_done *d);
+    /* Nothing queued or in the thread pool any more. */
+    void (*idle)(struct agent *a);
+};
+int writer_init(struct agent *a, const struct writer_hooks *hooks, struct writer **out);
 /* Queue a raw CDP reply for conversion and storage. raw is transferred. */
 int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_meta *m);
 /* Record episode e (new: op WRITER_EP_NEW; changed: WRITER_EP_UPDATE; new
@@ -352,9 +266,6 @@ int writer_episode(struct writer *w, struct episode *e, int op);
 /* Nonzero while jobs are queued or in the thread pool. */
 int writer_busy(const struct writer *w);
 void writer_free(struct writer *w);
-
-/* daemon.c */
-void agent_maybe_finish(struct agent *a);
 
 /* ondemand.c - windows a person asked for (POST /profile). */
 struct od_waiter;
@@ -390,16 +301,13 @@ struct od_req;
 struct pprof_buf;
 struct od_req *ondemand_ref(struct od_req *r); /* NULL-safe */
 void ondemand_unref(struct od_req *r);         /* NULL-safe */
-uint64_t ondemand_duration_ns(const struct od_req *r);
-uint64_t ondemand_interval_ns(const struct od_req *r);
 /* r's window ended: err 0 with the converted pprof (its buffer is taken),
  * or an error and why. Releases the caller's reference to r. NULL-safe. */
 void ondemand_window_done(struct od_req *r, int err, struct pprof_buf *pprof, const char *why);
-/* t's window ended (sched_window_done): start its next on-demand CPU
- * window, if one waits. 1 if one started (do not plan the scheduled one). */
-int ondemand_next(struct target *t);
-/* t's session ended or t is removed: its pending requests fail. */
-void ondemand_target_gone(struct target *t);
+/* The same, as windows.c's request tokens (struct win_ops). */
+void ondemand_win_ref(void *od);
+void ondemand_win_unref(void *od);
+void ondemand_win_fail(void *od, int err, const char *why);
 
 /* control.c - the control socket (control.socket) and metrics.listen:
  * HTTP/1.1 on a Unix socket (mode 0600, 0660 with control.group) and, when

@@ -1,0 +1,34 @@
+/*
+ * episode.h - one anomaly episode, shared by the windows taken as its
+ * evidence.
+ *
+ * The windows taken for an episode hold a reference and are pinned to it
+ * when stored. id is written once, by the writer's store stage (thread
+ * pool), when the episode is recorded; later store jobs read it there too.
+ * The loop thread only reads it after that job's completion callback,
+ * which orders the accesses. Refcounted on the loop thread only.
+ */
+#ifndef ISOPROF_AGENT_EPISODE_H
+#define ISOPROF_AGENT_EPISODE_H
+
+#include <stdint.h>
+
+struct episode {
+    unsigned refs;
+    uint64_t id;  /* 0 until recorded (or if recording failed) */
+    uint8_t kind; /* enum store_anomaly_kind */
+    char *worker, *version;
+    uint32_t isolate;
+    uint64_t start_ns, end_ns; /* wall */
+    uint64_t value, threshold;
+    int open;
+};
+
+/* A new open episode (one reference, the caller's), started now; NULL on
+ * ENOMEM. The strings are copied. */
+struct episode *episode_new(uint8_t kind, const char *worker, const char *version, uint32_t isolate,
+                            uint64_t value, uint64_t threshold);
+struct episode *episode_ref(struct episode *e);
+void episode_unref(struct episode *e); /* NULL-safe */
+
+#endif

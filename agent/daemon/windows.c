@@ -1,0 +1,685 @@
+/*
+ * windows.c - the window state machine of every isolate (windows.h has the
+ * rules).
+ *
+ * One CPU window per isolate at a time, in one of the states of enum
+ * win_state; the deadline that matters in each state is cpu_due_ns (the
+ * next window while NONE, the window's end while RUNNING, the slot's grace
+ * while STOPPING). Heap windows run beside it on heap_due_ns. The driver
+ * is asked for one wake-up per isolate, the earlier of the two.
+ *
+ * Every path that ends a CPU window goes through window_end(), which frees
+ * the slot, answers what the window was taken for if nobody took it,
+ * admits waiting windows and plans the next one. Nothing here calls back
+ * into itself through the driver: win_ops calls only send messages.
+ */
+#include "windows.h"
+#include "log.h"
+#include "schedule.h"
+#include "store.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define WIN_MIN_INTERVAL_US 100 /* below, V8's sampler spins; config refuses it */
+
+static const char *const win_state_names[] = {"none", "queued", "starting", "running", "stopping"};
+
+const char *win_state_name(enum win_state st)
+{
+    return (unsigned)st < ISOPROF_ARRAY_SIZE(win_state_names) ? win_state_names[st] : "?";
+}
+
+static int state_open(enum win_state st)
+{
+    return st == WIN_STARTING || st == WIN_RUNNING || st == WIN_STOPPING;
+}
+
+static void label(const struct win_iso *w, const char **worker, uint32_t *isolate)
+{
+    *worker = "?";
+    *isolate = 0;
+    if (w->s->ops->label)
+        w->s->ops->label(w, worker, isolate);
+}
+
+/* --- wake-ups --- */
+
+static uint64_t earlier(uint64_t a, uint64_t b)
+{
+    if (a == 0)
+        return b;
+    if (b == 0)
+        return a;
+    return a < b ? a : b;
+}
+
+/* Ask for the wake-up the state needs now, if it changed. */
+static void rearm(struct win_iso *w)
+{
+    const struct win_sched *s = w->s;
+    uint64_t due = 0;
+    switch (w->cpu) {
+    case WIN_NONE:
+        if (w->ready && !s->stopping)
+            due = w->cpu_due_ns;
+        break;
+    case WIN_RUNNING:
+        due = w->cpu_due_ns;
+        break;
+    case WIN_STOPPING:
+        if (w->slot)
+            due = w->cpu_due_ns;
+        break;
+    case WIN_QUEUED:
+    case WIN_STARTING:
+        break;
+    }
+    if (w->ready && !s->stopping)
+        due = earlier(due, w->heap_due_ns);
+    if (due != w->armed_ns) {
+        w->armed_ns = due;
+        s->ops->arm(w, due);
+    }
+}
+
+/* --- slots, the queue and the open count --- */
+
+static void slot_take(struct win_iso *w)
+{
+    ISOPROF_ASSERT(!w->slot);
+    w->slot = 1;
+    w->s->slots++;
+}
+
+/* Gives w's slot back, if it holds one; 1 if it did. */
+static int slot_give(struct win_iso *w)
+{
+    if (!w->slot)
+        return 0;
+    ISOPROF_ASSERT(w->s->slots > 0);
+    w->slot = 0;
+    w->s->slots--;
+    return 1;
+}
+
+static void set_state(struct win_iso *w, enum win_state st)
+{
+    struct win_sched *s = w->s;
+    int was = state_open(w->cpu), is = state_open(st);
+    w->cpu = st;
+    if (was == is)
+        return;
+    if (is) {
+        s->open++;
+        return;
+    }
+    ISOPROF_ASSERT(s->open > 0);
+    if (--s->open == 0 && s->draining && s->ops->idle)
+        s->ops->idle(s);
+}
+
+static void queue_push(struct win_sched *s, struct win_iso *w)
+{
+    w->q_next = NULL;
+    if (s->q_tail)
+        s->q_tail->q_next = w;
+    else
+        s->q_head = w;
+    s->q_tail = w;
+}
+
+static void queue_remove(struct win_sched *s, struct win_iso *w)
+{
+    struct win_iso *prev = NULL;
+    for (struct win_iso *q = s->q_head; q; prev = q, q = q->q_next) {
+        if (q != w)
+            continue;
+        if (prev)
+            prev->q_next = q->q_next;
+        else
+            s->q_head = q->q_next;
+        if (s->q_tail == q)
+            s->q_tail = prev;
+        q->q_next = NULL;
+        return;
+    }
+}
+
+unsigned win_queued(const struct win_sched *s)
+{
+    unsigned n = 0;
+    for (const struct win_iso *q = s->q_head; q; q = q->q_next)
+        n++;
+    return n;
+}
+
+/* --- tags --- */
+
+/* Drop what a window that nobody took was for: its pin, and an on-demand
+ * request, answered. */
+static void tags_release(struct win_sched *s, struct win_tags *t, int err, const char *why)
+{
+    episode_unref(t->pin);
+    if (t->od != NULL)
+        s->ops->od_fail(t->od, err, why);
+    memset(t, 0, sizeof(*t));
+}
+
+static void cpu_tags_release(struct win_iso *w)
+{
+    tags_release(w->s, &w->tags, -EIO, "the window was not taken (see the daemon's log)");
+    w->od_duration_ns = w->od_interval_ns = 0;
+}
+
+/* --- planning (the decisions are schedule.c's) --- */
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static void plan_first(struct win_iso *w, uint64_t now)
+{
+    w->cpu_due_ns = sched_first_due(w->s->cfg, w->s->rng, now);
+    rearm(w);
+}
+
+static void plan_next(struct win_iso *w, uint64_t now, uint64_t base)
+{
+    w->cpu_due_ns = sched_next_due(w->s->cfg, w->s->rng, now, base);
+    rearm(w);
+}
+
+static void plan_heap(struct win_iso *w, uint64_t now)
+{
+    w->heap_due_ns = sched_heap_due(w->s->cfg, w->s->rng, now, w->mem_ep != NULL);
+    rearm(w);
+}
+
+/* --- the CPU window --- */
+
+/* Start a window now at interval_ns for duration_ns, taking a slot (the
+ * cap was checked by the caller, or does not apply). w->tags already say
+ * what it is for. 0, or -1 when the driver could not send the start (the
+ * window is skipped and its tags released). */
+static int cpu_begin(struct win_iso *w, uint64_t interval_ns, uint64_t duration_ns)
+{
+    struct win_sched *s = w->s;
+    uint64_t us = interval_ns / 1000u;
+    if (us < WIN_MIN_INTERVAL_US)
+        us = WIN_MIN_INTERVAL_US;
+    w->tags.interval_ns = us * 1000u;
+    w->duration_ns = duration_ns;
+    slot_take(w);
+    s->n->windows_started++;
+    set_state(w, WIN_STARTING);
+    w->cpu_due_ns = 0;
+    if (s->ops->cpu_start(w, w->tags.interval_ns) == 0) {
+        rearm(w);
+        return 0;
+    }
+    slot_give(w);
+    s->n->windows_skipped++;
+    set_state(w, WIN_NONE);
+    cpu_tags_release(w);
+    return -1;
+}
+
+/* A scheduled window at the configured interval and duration. */
+static int cpu_begin_scheduled(struct win_iso *w)
+{
+    const struct cfg *c = w->s->cfg;
+    return cpu_begin(w, c->sampling.cpu.interval_ns, c->sampling.cpu.duration_ns);
+}
+
+/* Start windows from the queue while slots are free. */
+static void admit(struct win_sched *s, uint64_t now)
+{
+    while (!s->stopping && s->q_head && sched_slot_free(s->cfg, s->slots)) {
+        struct win_iso *w = s->q_head;
+        queue_remove(s, w);
+        w->cpu = WIN_NONE; /* queued is not open: no count to move */
+        if (w->ready && cpu_begin_scheduled(w) != 0)
+            plan_next(w, now, now);
+    }
+}
+
+/* Start the first on-demand window waiting on w, outside the cap. 1 if it
+ * started; 0 if none waits or it could not start (then it was answered
+ * and the schedule planned again). */
+static int next_od(struct win_iso *w, uint64_t now)
+{
+    struct win_sched *s = w->s;
+    if (w->nodq == 0 || !w->ready || s->stopping)
+        return 0;
+    ISOPROF_ASSERT(w->cpu == WIN_NONE || w->cpu == WIN_QUEUED);
+    struct win_od e = w->odq[0];
+    memmove(w->odq, w->odq + 1, (w->nodq - 1) * sizeof(*w->odq));
+    w->nodq--;
+    if (w->cpu == WIN_QUEUED) {
+        queue_remove(s, w); /* the on-demand window takes its turn */
+        w->cpu = WIN_NONE;
+    }
+    w->tags.od = e.od; /* the queue's reference moves to the window */
+    w->od_duration_ns = e.duration_ns;
+    w->od_interval_ns = e.interval_ns;
+    if (cpu_begin(w, e.interval_ns, e.duration_ns) == 0)
+        return 1;
+    plan_first(w, now); /* its due wake-up was dropped: plan the schedule again */
+    return 0;
+}
+
+/* The window ended (taken, lost or skipped): its slot frees, what it was
+ * for is answered unless the caller took the tags, the queue moves, and
+ * w's next window is planned: the next on-demand one at once, else a
+ * period after this one's start. */
+static void window_end(struct win_iso *w, uint64_t now)
+{
+    struct win_sched *s = w->s;
+    int had_start = w->cpu == WIN_RUNNING || w->cpu == WIN_STOPPING;
+    uint64_t started = w->start_ns;
+    slot_give(w);
+    set_state(w, WIN_NONE);
+    w->cpu_due_ns = 0;
+    cpu_tags_release(w);
+    admit(s, now);
+    if (s->stopping || !w->ready) {
+        rearm(w);
+        return;
+    }
+    if (next_od(w, now))
+        return; /* its end plans the next scheduled window */
+    if (w->cpu == WIN_NONE && w->cpu_due_ns == 0)
+        plan_next(w, now, had_start ? started : now);
+}
+
+/* The planned window is due. */
+static void cpu_due(struct win_iso *w, uint64_t now)
+{
+    struct win_sched *s = w->s;
+    if (sched_slot_free(s->cfg, s->slots)) {
+        if (cpu_begin_scheduled(w) != 0)
+            plan_next(w, now, now);
+        return;
+    }
+    w->cpu = WIN_QUEUED;
+    s->n->windows_delayed++;
+    queue_push(s, w);
+    const char *worker;
+    uint32_t isolate;
+    label(w, &worker, &isolate);
+    log_debug("window delayed", "worker=%s isolate=%u running=%u", worker, isolate, s->slots);
+}
+
+static void stop_now(struct win_iso *w, uint64_t now)
+{
+    struct win_sched *s = w->s;
+    if (w->cpu != WIN_RUNNING)
+        return;
+    set_state(w, WIN_STOPPING);
+    w->cpu_due_ns = add_sat(now, WIN_STOP_GRACE_NS);
+    if (s->ops->cpu_stop(w) != 0) {
+        s->n->windows_lost++;
+        window_end(w, now);
+        return;
+    }
+    rearm(w);
+}
+
+static void release_slot(struct win_iso *w, uint64_t now)
+{
+    if (!slot_give(w))
+        return;
+    const char *worker;
+    uint32_t isolate;
+    label(w, &worker, &isolate);
+    log_warn("slow Profiler.stop, slot released", "worker=%s isolate=%u waited_ms=%U", worker,
+             isolate, (uint64_t)(WIN_STOP_GRACE_NS / 1000000u));
+    admit(w->s, now);
+}
+
+/* --- heap windows --- */
+
+/* Take a heap window now, for anomaly kind (0: the schedule or a request)
+ * pinned to ep (NULL: none). 0 when one is taken or already being taken
+ * (which then carries ep if it carried none); -EAGAIN when none can be. */
+static int heap_take(struct win_iso *w, uint64_t now, uint8_t kind, struct episode *ep)
+{
+    struct win_sched *s = w->s;
+    if (!w->ready || s->stopping)
+        return -EAGAIN;
+    if (w->heap_inflight) {
+        if (ep && w->heap_tags.pin == NULL) {
+            w->heap_tags.pin = episode_ref(ep);
+            w->heap_tags.anomaly = kind;
+        }
+        return 0;
+    }
+    if (!w->heap_on)
+        return -EAGAIN; /* not started (yet, or the runtime refused it) */
+    w->heap_inflight = 1;
+    w->heap_tags.anomaly = kind;
+    w->heap_tags.pin = ep ? episode_ref(ep) : NULL;
+    if (s->ops->heap_take(w) != 0) {
+        w->heap_inflight = 0;
+        episode_unref(w->heap_tags.pin);
+        w->heap_tags.pin = NULL;
+        w->heap_tags.anomaly = 0;
+        return -EAGAIN;
+    }
+    if (ep)
+        plan_heap(w, now); /* the next one a heap_period from now */
+    return 0;
+}
+
+static void heap_due(struct win_iso *w, uint64_t now)
+{
+    struct episode *ep = w->mem_ep;
+    heap_take(w, now, ep ? ep->kind : 0, ep);
+    if (w->heap_due_ns == 0)
+        plan_heap(w, now);
+}
+
+/* --- the interface --- */
+
+void win_sched_init(struct win_sched *s, const struct cfg *cfg, const struct win_ops *ops,
+                    struct isoprof_rng *rng, struct agent_counters *n)
+{
+    memset(s, 0, sizeof(*s));
+    s->cfg = cfg;
+    s->ops = ops;
+    s->rng = rng;
+    s->n = n;
+}
+
+void win_iso_init(struct win_iso *w, struct win_sched *s)
+{
+    memset(w, 0, sizeof(*w));
+    w->s = s;
+    w->next = s->all;
+    if (s->all)
+        s->all->prev = w;
+    s->all = w;
+}
+
+void win_iso_free(struct win_iso *w, uint64_t now)
+{
+    struct win_sched *s = w->s;
+    win_detached(w, now);
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        s->all = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    isoprof_free(w->odq);
+    w->odq = NULL;
+    w->odq_cap = 0;
+}
+
+void win_attached(struct win_iso *w, uint64_t now)
+{
+    ISOPROF_ASSERT(w->cpu == WIN_NONE && w->nodq == 0);
+    w->ready = 1;
+    if (!w->s->stopping)
+        plan_first(w, now);
+}
+
+void win_detached(struct win_iso *w, uint64_t now)
+{
+    struct win_sched *s = w->s;
+    w->ready = 0;
+    if (w->cpu == WIN_QUEUED) {
+        queue_remove(s, w);
+        w->cpu = WIN_NONE;
+    } else if (w->cpu != WIN_NONE) {
+        s->n->windows_lost++;
+    }
+    slot_give(w);
+    set_state(w, WIN_NONE);
+    w->cpu_due_ns = 0;
+    cpu_tags_release(w);
+    for (size_t i = 0; i < w->nodq; i++)
+        s->ops->od_fail(w->odq[i].od, -ECONNRESET, "the target went away");
+    w->nodq = 0;
+    tags_release(s, &w->heap_tags, -ECONNRESET, "the target went away");
+    w->heap_on = 0;
+    w->heap_inflight = 0;
+    w->heap_due_ns = 0;
+    episode_unref(w->mem_ep);
+    w->mem_ep = NULL;
+    admit(s, now);
+    rearm(w);
+}
+
+void win_wake(struct win_iso *w, uint64_t now)
+{
+    w->armed_ns = 0; /* the driver's timer has fired */
+    switch (w->cpu) {
+    case WIN_NONE:
+        if (w->ready && !w->s->stopping && w->cpu_due_ns != 0 && now >= w->cpu_due_ns) {
+            w->cpu_due_ns = 0;
+            cpu_due(w, now);
+        }
+        break;
+    case WIN_RUNNING:
+        if (now >= w->cpu_due_ns)
+            stop_now(w, now);
+        break;
+    case WIN_STOPPING:
+        if (w->slot && now >= w->cpu_due_ns)
+            release_slot(w, now);
+        break;
+    case WIN_QUEUED:
+    case WIN_STARTING:
+        break;
+    }
+    if (w->ready && !w->s->stopping && w->heap_due_ns != 0 && now >= w->heap_due_ns) {
+        w->heap_due_ns = 0;
+        heap_due(w, now);
+    }
+    rearm(w);
+}
+
+void win_cpu_started(struct win_iso *w, uint64_t now, int ok)
+{
+    struct win_sched *s = w->s;
+    if (w->cpu != WIN_STARTING)
+        return;
+    if (!ok) {
+        s->n->windows_skipped++;
+        window_end(w, now);
+        return;
+    }
+    set_state(w, WIN_RUNNING);
+    w->start_ns = now;
+    w->cpu_due_ns = add_sat(now, w->duration_ns);
+    if (s->stopping) {
+        stop_now(w, now);
+        return;
+    }
+    rearm(w);
+}
+
+int win_cpu_stopped(struct win_iso *w, uint64_t now, int ok, struct win_tags *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (w->cpu != WIN_STOPPING)
+        return -EALREADY; /* the session went away first; already accounted */
+    if (ok) {
+        *out = w->tags;
+        memset(&w->tags, 0, sizeof(w->tags));
+        w->od_duration_ns = w->od_interval_ns = 0;
+    } else {
+        w->s->n->windows_lost++;
+    }
+    window_end(w, now);
+    return 0;
+}
+
+void win_heap_on(struct win_iso *w, uint64_t now)
+{
+    if (!w->ready)
+        return;
+    w->heap_on = 1;
+    if (w->heap_due_ns == 0)
+        plan_heap(w, now);
+    /* A request that joined while the sampler was (re)starting gets the
+     * heap window it asked for now. */
+    if (w->heap_tags.od != NULL && !w->heap_inflight && heap_take(w, now, 0, NULL) != 0) {
+        void *od = w->heap_tags.od;
+        w->heap_tags.od = NULL;
+        w->s->ops->od_fail(od, -EAGAIN, "the heap window could not be taken");
+    }
+}
+
+void win_heap_off(struct win_iso *w, int err)
+{
+    w->heap_on = 0;
+    if (err < 0 && w->heap_tags.od != NULL && !w->heap_inflight) {
+        void *od = w->heap_tags.od;
+        w->heap_tags.od = NULL;
+        w->s->ops->od_fail(od, err, "the heap sampler could not be started");
+    }
+}
+
+void win_heap_done(struct win_iso *w, struct win_tags *out)
+{
+    *out = w->heap_tags;
+    memset(&w->heap_tags, 0, sizeof(w->heap_tags));
+    w->heap_inflight = 0;
+}
+
+void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep)
+{
+    (void)now;
+    episode_unref(w->mem_ep);
+    w->mem_ep = ep ? episode_ref(ep) : NULL;
+}
+
+void win_anomaly_cpu(struct win_iso *w, uint64_t now, struct episode *ep)
+{
+    struct win_sched *s = w->s;
+    if (s->stopping || !w->ready)
+        return;
+    if (w->cpu == WIN_STARTING || w->cpu == WIN_RUNNING) {
+        /* Already recording: that window holds the moment; pin it. */
+        if (w->tags.pin == NULL) {
+            w->tags.pin = episode_ref(ep);
+            w->tags.anomaly = ep->kind;
+        }
+        return;
+    }
+    if (w->cpu == WIN_STOPPING)
+        return; /* it ended before the anomaly began; the next is planned as usual */
+    if (w->cpu == WIN_QUEUED) {
+        queue_remove(s, w);
+        w->cpu = WIN_NONE;
+    }
+    w->cpu_due_ns = 0;
+    /* Anomaly windows are rate-limited at their source and do not wait
+     * for a slot: the moment would be gone. */
+    w->tags.pin = episode_ref(ep);
+    w->tags.anomaly = ep->kind;
+    const char *worker;
+    uint32_t isolate;
+    label(w, &worker, &isolate);
+    log_info("anomaly window", "worker=%s isolate=%u kind=%s interval_ns=%U", worker, isolate,
+             store_anomaly_name(ep->kind), s->cfg->anomaly.cpu_interval_ns);
+    if (cpu_begin(w, s->cfg->anomaly.cpu_interval_ns, s->cfg->sampling.cpu.duration_ns) != 0)
+        plan_next(w, now, now);
+}
+
+int win_anomaly_heap(struct win_iso *w, uint64_t now, struct episode *ep)
+{
+    return heap_take(w, now, ep->kind, ep);
+}
+
+int win_ondemand_cpu(struct win_iso *w, uint64_t now, void *od, uint64_t duration_ns,
+                     uint64_t interval_ns)
+{
+    struct win_sched *s = w->s;
+    if (!w->ready || s->stopping)
+        return -EAGAIN;
+    if (w->nodq >= WIN_OD_QUEUE_MAX)
+        return -EBUSY;
+    if (w->nodq == w->odq_cap) {
+        size_t cap = w->odq_cap ? w->odq_cap * 2 : 4;
+        struct win_od *q = isoprof_realloc(w->odq, cap * sizeof(*q));
+        if (q == NULL)
+            return -ENOMEM;
+        w->odq = q;
+        w->odq_cap = cap;
+    }
+    s->ops->od_ref(od);
+    w->odq[w->nodq++] = (struct win_od){od, duration_ns, interval_ns};
+    if (w->cpu == WIN_NONE || w->cpu == WIN_QUEUED)
+        next_od(w, now); /* not recording: start now (or answered if it cannot) */
+    return 0;
+}
+
+int win_ondemand_heap(struct win_iso *w, uint64_t now, void *od)
+{
+    struct win_sched *s = w->s;
+    if (!w->ready || s->stopping || !w->heap_on || w->heap_tags.od != NULL)
+        return -EAGAIN;
+    s->ops->od_ref(od);
+    w->heap_tags.od = od; /* taken with the next (or the running) heap window */
+    if (heap_take(w, now, 0, NULL) != 0) {
+        w->heap_tags.od = NULL;
+        s->ops->od_unref(od);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+void *win_ondemand_shared(const struct win_iso *w, int heap, uint64_t duration_ns,
+                          uint64_t interval_ns)
+{
+    if (heap)
+        return w->heap_tags.od;
+    if (w->tags.od && w->cpu == WIN_STARTING && w->od_duration_ns == duration_ns &&
+        w->od_interval_ns == interval_ns)
+        return w->tags.od; /* not recording yet: joining loses nothing */
+    for (size_t i = 0; i < w->nodq; i++)
+        if (w->odq[i].duration_ns == duration_ns && w->odq[i].interval_ns == interval_ns)
+            return w->odq[i].od;
+    return NULL;
+}
+
+void win_reconfigure(struct win_sched *s, const struct cfg *cfg, uint64_t now)
+{
+    /* Durations and intervals are read when each window starts, periods
+     * when the next is planned. A window planned further ahead than the
+     * new period allows is planned again, spread over the first period as
+     * at attach, so a shorter period applies now; a higher cap admits the
+     * delayed windows it now lets in. */
+    s->cfg = cfg;
+    for (struct win_iso *w = s->all; w; w = w->next) {
+        if (!w->ready || w->cpu != WIN_NONE || w->cpu_due_ns == 0)
+            continue;
+        if (sched_plan_stale(cfg, now, w->cpu_due_ns))
+            plan_first(w, now);
+    }
+    admit(s, now);
+}
+
+void win_stop_all(struct win_sched *s, uint64_t now)
+{
+    s->stopping = 1;
+    while (s->q_head) {
+        struct win_iso *w = s->q_head;
+        queue_remove(s, w);
+        w->cpu = WIN_NONE;
+    }
+    for (struct win_iso *w = s->all; w; w = w->next) {
+        if (w->cpu == WIN_RUNNING)
+            stop_now(w, now);
+        else
+            rearm(w); /* nothing new: planned wake-ups are dropped */
+    }
+    s->draining = 1; /* from now on, the last window to close says so */
+    if (s->open == 0 && s->ops->idle)
+        s->ops->idle(s);
+}

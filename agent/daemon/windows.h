@@ -1,0 +1,223 @@
+/*
+ * windows.h - the owner of every isolate's profile windows: when a CPU
+ * window starts and ends, who holds one of sampling.cpu.max_concurrent's
+ * slots, who waits in the queue for one, what a window is pinned to (an
+ * anomaly episode) and for whom it is taken (an on-demand request), and
+ * when the next heap window is due.
+ *
+ * The module decides; it does no I/O. It asks its driver (target.c, one
+ * isolate's CDP session) to send the calls through struct win_ops, and the
+ * driver reports back what happened (started, stopped with a profile,
+ * failed, attached, detached). Every entry point takes the time, on the
+ * monotonic clock in ns, as an argument, and the module's only sense of
+ * time is what it is told: each isolate asks for one wake-up at a time
+ * (win_ops.arm) and acts when win_wake is called at or after it. So a
+ * test drives it with a simulated clock, and the daemon with libuv timers.
+ *
+ * The rules (sampling.cpu.* and anomaly.* in config/README.md; the
+ * planning decisions themselves are schedule.c's pure functions):
+ * - An attached isolate's first CPU window starts at a random point within
+ *   jitter x period; each later one a period after the previous start,
+ *   moved by a uniform offset of +-jitter x period.
+ * - At most max_concurrent windows hold a slot. A window due while every
+ *   slot is taken joins a FIFO and starts as soon as one frees (counted
+ *   windows_delayed, never dropped); its successor is planned from its
+ *   actual start.
+ * - A slot is held from the start until the stop's answer, or
+ *   WIN_STOP_GRACE_NS after the stop was sent, whichever is first.
+ * - An anomaly's CPU window starts at once, at anomaly.cpu_interval,
+ *   outside the cap; a window already recording is pinned instead. One
+ *   that is stopping is left alone: it ended before the anomaly began.
+ * - An on-demand CPU window starts at once, outside the cap, unless the
+ *   isolate is recording: then it waits for that window to end. Requests
+ *   for the same duration and interval share one window.
+ * - Heap windows (getSamplingProfile of the sampler started at attach)
+ *   come every sampling.heap.period with the same jitter, or every
+ *   anomaly.memory.heap_period while a memory episode is open, pinned to
+ *   it.
+ * - Shutdown: the queue is dropped, running windows are stopped, nothing
+ *   new starts; win_ops.idle says when the last open window closed.
+ *
+ * DESIGN: loop thread only. A struct win_iso lives inside its driver's
+ * object; the driver finds itself with container_of.
+ */
+#ifndef ISOPROF_AGENT_WINDOWS_H
+#define ISOPROF_AGENT_WINDOWS_H
+
+#include "base.h"
+#include "config.h"
+#include "counters.h"
+#include "episode.h"
+
+#include <stdint.h>
+
+#define WIN_STOP_GRACE_NS (2000ull * 1000000ull)
+/* On-demand CPU windows one isolate may have waiting (distinct duration and
+ * interval pairs: equal ones share). */
+#define WIN_OD_QUEUE_MAX 64
+
+struct win_iso;
+struct win_sched;
+
+enum win_state {
+    WIN_NONE,
+    WIN_QUEUED,   /* due, waiting for a free slot under max_concurrent */
+    WIN_STARTING, /* setSamplingInterval / start sent */
+    WIN_RUNNING,
+    WIN_STOPPING, /* Profiler.stop sent */
+};
+
+/* What a window was taken for; handed to the driver with its profile. The
+ * references (pin, od) go with it: the caller releases them (od through
+ * win_ops.od_unref or by answering it). */
+struct win_tags {
+    uint8_t anomaly;     /* enum store_anomaly_kind; 0: none */
+    struct episode *pin; /* a reference, or NULL */
+    void *od;            /* an on-demand request (a reference), or NULL */
+    uint64_t interval_ns;
+};
+
+struct win_ops {
+    /* Send the calls that start a CPU window at interval_ns (ns, at least
+     * 100 us). 0: win_cpu_started follows; else nothing was sent. */
+    int (*cpu_start)(struct win_iso *w, uint64_t interval_ns);
+    /* Send the call that stops the running window. 0: win_cpu_stopped
+     * follows; else nothing was sent (the window is lost). */
+    int (*cpu_stop)(struct win_iso *w);
+    /* Send the call that takes a heap window. 0: win_heap_done follows. */
+    int (*heap_take)(struct win_iso *w);
+    /* Call win_wake(w, t) once the clock reaches due_ns (absolute); a
+     * later arm replaces an earlier one; 0 cancels. */
+    void (*arm)(struct win_iso *w, uint64_t due_ns);
+    /* Shutdown: the last open window closed. Called from inside the
+     * module's call: defer real work to the next loop turn. */
+    void (*idle)(struct win_sched *s);
+    /* On-demand request tokens: take a reference, drop one, and answer one
+     * that got no window (dropping the reference). */
+    void (*od_ref)(void *od);
+    void (*od_unref)(void *od);
+    void (*od_fail)(void *od, int err, const char *why);
+    /* The labels of w, for the module's log lines. */
+    void (*label)(const struct win_iso *w, const char **worker, uint32_t *isolate);
+};
+
+struct win_od {
+    void *od;
+    uint64_t duration_ns, interval_ns;
+};
+
+/* One isolate's windows. Zeroed by win_iso_init; owned by its driver. */
+struct win_iso {
+    struct win_sched *s;
+    int ready; /* attached: windows are planned */
+    /* the CPU window */
+    enum win_state cpu;
+    int slot;             /* holds one of max_concurrent's slots */
+    uint64_t cpu_due_ns;  /* NONE: next window; RUNNING: its end; STOPPING: slot grace */
+    uint64_t start_ns;    /* of the running window */
+    uint64_t duration_ns; /* of the window starting or running */
+    struct win_tags tags; /* of the window starting, running or stopping */
+    uint64_t od_duration_ns, od_interval_ns; /* as tags.od asked (sharing) */
+    struct win_iso *q_next;                  /* the slot queue */
+    /* on-demand CPU windows waiting, first first */
+    struct win_od *odq;
+    size_t nodq, odq_cap;
+    /* heap windows */
+    int heap_on;                 /* the sampler runs (the driver says so) */
+    int heap_inflight;           /* a getSamplingProfile is out */
+    uint64_t heap_due_ns;        /* 0: none planned */
+    struct win_tags heap_tags;   /* of the one in flight (or the next, for od) */
+    struct episode *mem_ep;      /* open memory episode (a reference): heap cadence */
+    uint64_t armed_ns;           /* the wake-up asked for (0: none) */
+    struct win_iso *prev, *next; /* s->all */
+};
+
+/* The planner of all isolates: the slots, the queue and the config. */
+struct win_sched {
+    const struct cfg *cfg; /* borrowed; replaced by win_reconfigure */
+    const struct win_ops *ops;
+    struct isoprof_rng *rng;
+    struct agent_counters *n; /* windows_started, _delayed, _skipped, _lost */
+    unsigned slots;           /* windows holding a slot */
+    unsigned open;            /* windows starting, running or stopping */
+    struct win_iso *q_head, *q_tail;
+    struct win_iso *all; /* every isolate, attached or not */
+    int stopping;        /* win_stop_all was called: nothing new starts */
+    int draining;        /* ... and has stopped what ran: idle is due at open == 0 */
+};
+
+void win_sched_init(struct win_sched *s, const struct cfg *cfg, const struct win_ops *ops,
+                    struct isoprof_rng *rng, struct agent_counters *n);
+/* w joins s (not attached yet). */
+void win_iso_init(struct win_iso *w, struct win_sched *s);
+/* w leaves s, detached first if it was not (win_detached). */
+void win_iso_free(struct win_iso *w, uint64_t now);
+
+/* --- what the driver reports --- */
+
+/* The session is up: plan the first CPU window. */
+void win_attached(struct win_iso *w, uint64_t now);
+/* The session ended (or the isolate left): an open window is lost, a
+ * queued one dropped, waiting on-demand requests fail, nothing is
+ * planned until the next win_attached. Idempotent. */
+void win_detached(struct win_iso *w, uint64_t now);
+/* The wake-up asked for through win_ops.arm is due. */
+void win_wake(struct win_iso *w, uint64_t now);
+/* The start calls were answered: ok, or the window is skipped. */
+void win_cpu_started(struct win_iso *w, uint64_t now, int ok);
+/* Profiler.stop was answered. *out receives the window's tags (the
+ * caller owns their references), whether or not ok: the driver stores the
+ * profile, or answers tags.od with the failure. The slot frees, the next
+ * window is planned. 0, or -EALREADY when w had no window stopping (the
+ * answer came after a detach: *out is zeroed). */
+int win_cpu_stopped(struct win_iso *w, uint64_t now, int ok, struct win_tags *out);
+/* The heap sampler runs: the heap windows are planned, and an on-demand
+ * one waiting for the sampler is taken. */
+void win_heap_on(struct win_iso *w, uint64_t now);
+/* The sampler is not running: found stopped by another client (err 0: the
+ * driver restarts it, waiting requests wait), or it could not be started
+ * (err < 0: a waiting on-demand request fails with err). */
+void win_heap_off(struct win_iso *w, int err);
+/* The getSamplingProfile answered (or failed): *out gets its tags (the
+ * caller owns their references); zeroed when w was detached meanwhile. */
+void win_heap_done(struct win_iso *w, struct win_tags *out);
+/* A memory episode opened (ep) or closed (NULL) on w: heap windows follow
+ * anomaly.memory.heap_period and are pinned to it while it is open. */
+void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep);
+
+/* --- what others ask for --- */
+
+/* An anomaly wants evidence now: a CPU window at anomaly.cpu_interval
+ * pinned to ep (or the recording one pinned). */
+void win_anomaly_cpu(struct win_iso *w, uint64_t now, struct episode *ep);
+/* ... and a heap window pinned to ep (or the one in flight pinned). 0, or
+ * -EAGAIN when none can be taken. */
+int win_anomaly_heap(struct win_iso *w, uint64_t now, struct episode *ep);
+/* An on-demand CPU window for od (a reference is taken). 0: started,
+ * queued behind the recording window, or joined an equal one waiting;
+ * -EBUSY: too many waiting; -EAGAIN: not attached, or it could not start
+ * (od is not kept). */
+int win_ondemand_cpu(struct win_iso *w, uint64_t now, void *od, uint64_t duration_ns,
+                     uint64_t interval_ns);
+/* An on-demand heap window for od (a reference is taken): joins the one in
+ * flight or takes one now. 0, or -EAGAIN (od is not kept). */
+int win_ondemand_heap(struct win_iso *w, uint64_t now, void *od);
+/* The request a new one for the same window may share (CPU: one waiting,
+ * or the one starting, with equal duration and interval; heap: the one
+ * waiting or in flight), or NULL. */
+void *win_ondemand_shared(const struct win_iso *w, int heap, uint64_t duration_ns,
+                          uint64_t interval_ns);
+
+/* The config was replaced: durations and intervals apply from the next
+ * window; a window planned further ahead than the new period allows is
+ * planned again; a higher cap admits waiting windows. */
+void win_reconfigure(struct win_sched *s, const struct cfg *cfg, uint64_t now);
+/* Shutdown: the queue is dropped, running windows are stopped, nothing new
+ * starts. win_ops.idle follows once s->open is 0 (at once if it is). */
+void win_stop_all(struct win_sched *s, uint64_t now);
+
+/* "none", "queued", "starting", "running", "stopping". */
+const char *win_state_name(enum win_state st);
+unsigned win_queued(const struct win_sched *s);
+
+#endif
