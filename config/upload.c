@@ -49,6 +49,7 @@ static const struct reserved reserved_headers[] = {
 static const struct reserved reserved_labels[] = {
     {"service_name", ""}, {"version", ""}, {"host", "; use upload.host"},
     {"isolate", ""},      {"runtime", ""}, {"anomaly", ""},
+    {"thread", ""},
 };
 
 static const struct reserved *find_reserved(const struct reserved *r, size_t n, const char *name,

@@ -14,9 +14,19 @@
  *
  * Layout (big-endian):
  *   anomalies    kind:u8 start_ns:u64 worker \0 version \0 isolate:u32
- *                -> 0 magic 0xA6  1 version 1  2 flags:u16  4 nwin:u32
+ *                -> 0 magic 0xA6  1 version 2  2 flags:u16  4 nwin:u32
  *                   8 id:u64  16 end_ns:u64  24 value:u64  32 threshold:u64
- *                   40 nwin x window seq:u64 (oldest first)
+ *                   40 thread_len:u8 (1 to STORE_THREAD_MAX)
+ *                   41 thread (printable ASCII)
+ *                   then nwin x window seq:u64 (oldest first)
+ *                Version 1 (schemas 2 to 4) has no thread_len nor thread,
+ *                the windows at 40, and reads as thread "main". An
+ *                anomaly is written in version 2 whenever it is written
+ *                (created, updated, a window pinned or dropped), so an
+ *                old one becomes version 2, thread "main", when it next
+ *                changes; none is rewritten by the upgrade itself. The
+ *                thread is not in the key: the isolate already tells a
+ *                process's threads apart.
  *   anomaly_ids  id:u64 -> anomalies key
  *   pins         start_ns:u64 + window key (the by_time key)
  *                -> n x (kind:u8 anomaly id:u64)
@@ -39,8 +49,10 @@
 #include <string.h>
 
 #define ANOM_MAGIC 0xA6u
-#define ANOM_VERSION 1u
-#define ANOM_FIXED 40u
+#define ANOM_VERSION 2u
+#define ANOM_FIXED 40u /* up to the thread (v2), the windows (v1) */
+#define ANOM_HDR_MAX (ANOM_FIXED + 1u + STORE_THREAD_MAX) /* v2, the longest thread */
+#define ANOM_VAL_MAX (ANOM_HDR_MAX + 8u * STORE_ANOMALY_WINDOWS_MAX)
 #define PIN_LEN 9u
 #define ANOM_KEY_MAX (1u + 8u + STORE_LABELS_MAX + 2u + 4u)
 /* How far back store_anomaly_put looks for an isolate's latest window. */
@@ -50,27 +62,62 @@ struct anom_rec {
     uint16_t flags;
     uint32_t nwin;
     uint64_t id, end_ns, value, threshold;
+    const char *thread; /* thread_len bytes, no NUL; "main" for version 1 */
+    size_t thread_len;
     const uint8_t *wins;
 };
 
-static int anom_decode(const MDB_val *v, struct anom_rec *r)
+/* Decode an anomalies value; *why says what is wrong on ISOPROF_ECORRUPT.
+ * r's pointers are borrowed from v. */
+static int anom_decode_why(const MDB_val *v, struct anom_rec *r, const char **why)
 {
     const uint8_t *p = v->mv_data;
-    if (v->mv_size < ANOM_FIXED || p[0] != ANOM_MAGIC || p[1] != ANOM_VERSION)
+    *why = "bad magic or version";
+    if (v->mv_size < ANOM_FIXED || p[0] != ANOM_MAGIC || p[1] < 1 || p[1] > ANOM_VERSION)
         return ISOPROF_ECORRUPT;
+    size_t hl = ANOM_FIXED;
+    r->thread = STORE_THREAD_MAIN;
+    r->thread_len = sizeof(STORE_THREAD_MAIN) - 1;
+    if (p[1] >= 2) {
+        *why = "thread label empty, not printable ASCII or longer than the value";
+        if (v->mv_size < ANOM_FIXED + 1u)
+            return ISOPROF_ECORRUPT;
+        size_t tl = p[ANOM_FIXED];
+        hl = ANOM_FIXED + 1u + tl;
+        if (v->mv_size < hl || !store_thread_ok((const char *)p + ANOM_FIXED + 1, tl))
+            return ISOPROF_ECORRUPT;
+        r->thread = (const char *)p + ANOM_FIXED + 1;
+        r->thread_len = tl;
+    }
     r->flags = (uint16_t)(p[2] << 8 | p[3]);
     r->nwin = store_be32_get(p + 4);
-    if (r->nwin > STORE_ANOMALY_WINDOWS_MAX || v->mv_size != ANOM_FIXED + 8ull * r->nwin)
+    *why = "window list of the wrong size";
+    if (r->nwin > STORE_ANOMALY_WINDOWS_MAX || v->mv_size != hl + 8ull * r->nwin)
         return ISOPROF_ECORRUPT;
     r->id = store_be64_get(p + 8);
     r->end_ns = store_be64_get(p + 16);
     r->value = store_be64_get(p + 24);
     r->threshold = store_be64_get(p + 32);
-    r->wins = p + ANOM_FIXED;
+    r->wins = p + hl;
+    *why = "id 0";
     return r->id == 0 ? ISOPROF_ECORRUPT : 0;
 }
 
-static void anom_encode(uint8_t *p, const struct anom_rec *r)
+static int anom_decode(const MDB_val *v, struct anom_rec *r)
+{
+    const char *why;
+    return anom_decode_why(v, r, &why);
+}
+
+/* The header length of r in the current version: where its windows go. */
+static size_t anom_hdr_len(const struct anom_rec *r)
+{
+    return ANOM_FIXED + 1u + r->thread_len;
+}
+
+/* Write r's header (current version, with its thread) at p; returns its
+ * length. r->thread may point into the value being replaced, not into p. */
+static size_t anom_encode(uint8_t *p, const struct anom_rec *r)
 {
     p[0] = ANOM_MAGIC;
     p[1] = ANOM_VERSION;
@@ -81,6 +128,9 @@ static void anom_encode(uint8_t *p, const struct anom_rec *r)
     store_be64_put(p + 16, r->end_ns);
     store_be64_put(p + 24, r->value);
     store_be64_put(p + 32, r->threshold);
+    p[ANOM_FIXED] = (uint8_t)r->thread_len;
+    memcpy(p + ANOM_FIXED + 1, r->thread, r->thread_len);
+    return anom_hdr_len(r);
 }
 
 int store_anomaly_key_decode(const void *key, size_t len, struct store_anomaly_key *k)
@@ -227,12 +277,13 @@ static int anom_forget_window(struct store *s, MDB_txn *txn, uint64_t id, uint64
     struct anom_rec r;
     if (anom_decode(&v, &r) != 0)
         return 0;
-    uint8_t buf[ANOM_FIXED + 8u * STORE_ANOMALY_WINDOWS_MAX];
+    uint8_t buf[ANOM_VAL_MAX];
+    size_t hl = anom_hdr_len(&r);
     uint32_t n = 0;
     for (uint32_t i = 0; i < r.nwin; i++) {
         uint64_t w = store_be64_get(r.wins + 8u * i);
         if (w != seq)
-            store_be64_put(buf + ANOM_FIXED + 8u * n++, w);
+            store_be64_put(buf + hl + 8u * n++, w);
     }
     if (n == r.nwin)
         return 0;
@@ -240,7 +291,7 @@ static int anom_forget_window(struct store *s, MDB_txn *txn, uint64_t id, uint64
         return anom_delete(s, txn, id);
     r.nwin = n;
     anom_encode(buf, &r);
-    MDB_val nv = {ANOM_FIXED + 8u * n, buf};
+    MDB_val nv = {hl + 8u * n, buf};
     return mdb_put(txn, s->anomalies, &k, &nv, 0);
 }
 
@@ -301,8 +352,15 @@ int store_pin_txn(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq, cons
     if ((rc = mdb_put(txn, s->pins, &pk, &npv, 0)) != 0)
         return rc;
 
-    /* Then the anomaly's list, dropping its oldest window when full. */
-    uint8_t buf[ANOM_FIXED + 8u * STORE_ANOMALY_WINDOWS_MAX];
+    /* Then the anomaly's list, dropping its oldest window when full. A
+     * value LMDB returned is valid only until the next update (the put
+     * above), so r is read again before its thread and windows are. */
+    if ((rc = mdb_get(txn, s->anomalies, &k, &v)) != 0)
+        return rc;
+    if (anom_decode(&v, &r) != 0)
+        return MDB_CORRUPTED;
+    uint8_t buf[ANOM_VAL_MAX];
+    size_t hl = anom_hdr_len(&r);
     uint32_t first = 0;
     uint64_t dropped = 0;
     if (r.nwin == STORE_ANOMALY_WINDOWS_MAX) {
@@ -311,11 +369,11 @@ int store_pin_txn(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq, cons
     }
     uint32_t n = 0;
     for (uint32_t i = first; i < r.nwin; i++)
-        store_be64_put(buf + ANOM_FIXED + 8u * n++, store_be64_get(r.wins + 8u * i));
-    store_be64_put(buf + ANOM_FIXED + 8u * n++, seq);
+        store_be64_put(buf + hl + 8u * n++, store_be64_get(r.wins + 8u * i));
+    store_be64_put(buf + hl + 8u * n++, seq);
     r.nwin = n;
     anom_encode(buf, &r);
-    MDB_val nv = {ANOM_FIXED + 8u * n, buf};
+    MDB_val nv = {hl + 8u * n, buf};
     if ((rc = mdb_put(txn, s->anomalies, &k, &nv, 0)) != 0)
         return rc;
     if (dropped != 0) {
@@ -428,6 +486,9 @@ static int anomaly_check(const struct store_anomaly *a)
     size_t vl = strnlen(a->version, STORE_VERSION_MAX + 1);
     if (wl > STORE_WORKER_MAX || vl > STORE_VERSION_MAX || wl + vl > STORE_LABELS_MAX)
         return -EINVAL;
+    const char *thread = store_thread_of(a->thread);
+    if (!store_thread_ok(thread, strnlen(thread, STORE_THREAD_MAX + 1)))
+        return -EINVAL;
     return 0;
 }
 
@@ -437,7 +498,7 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
     size_t klen;
     struct anom_rec r;
     int rc;
-    uint8_t buf[ANOM_FIXED + 8u * STORE_ANOMALY_WINDOWS_MAX];
+    uint8_t buf[ANOM_VAL_MAX];
     if (a->id == 0) {
         uint8_t nk[] = "next_anomaly";
         MDB_val mk = {sizeof(nk) - 1, nk}, mv;
@@ -471,8 +532,9 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
         r.end_ns = a->end_ns;
         r.value = a->value;
         r.threshold = a->threshold;
-        anom_encode(buf, &r);
-        v = (MDB_val){ANOM_FIXED, buf};
+        r.thread = store_thread_of(a->thread);
+        r.thread_len = strlen(r.thread); /* anomaly_check bounded it */
+        v = (MDB_val){anom_encode(buf, &r), buf};
         if ((rc = mdb_put(txn, s->anomalies, &k, &v, 0)) != 0)
             return rc;
         uint8_t ik[8];
@@ -495,14 +557,15 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
             return rc;
         if (anom_decode(&v, &r) != 0)
             return MDB_CORRUPTED;
-        size_t vlen = v.mv_size;
-        memcpy(buf, v.mv_data, vlen);
         r.flags = (uint16_t)(a->flags & STORE_ANOMALY_OPEN);
         r.end_ns = a->end_ns;
         r.value = a->value;
         r.threshold = a->threshold;
-        anom_encode(buf, &r);
-        v = (MDB_val){vlen, buf};
+        /* Re-encoded in the current version (the thread, "main" for an
+         * old one, stays); r's thread and windows still point into v. */
+        size_t hl = anom_encode(buf, &r);
+        memcpy(buf + hl, r.wins, 8u * r.nwin);
+        v = (MDB_val){hl + 8u * r.nwin, buf};
         if ((rc = mdb_put(txn, s->anomalies, &k, &v, 0)) != 0)
             return rc;
     }
@@ -561,6 +624,11 @@ static int anom_emit(struct store *s, MDB_txn *txn, const MDB_val *k, const MDB_
         return 0;
     if (f->version && strcmp(f->version, ak.version) != 0)
         return 0;
+    if (f->thread) {
+        const char *want = store_thread_of(f->thread);
+        if (strlen(want) != r.thread_len || memcmp(want, r.thread, r.thread_len) != 0)
+            return 0;
+    }
     if (f->id && f->id != r.id)
         return 0;
     /* An episode still open reaches to now and beyond. */
@@ -574,11 +642,15 @@ static int anom_emit(struct store *s, MDB_txn *txn, const MDB_val *k, const MDB_
     uint64_t wins[STORE_ANOMALY_WINDOWS_MAX];
     for (uint32_t i = 0; i < r.nwin; i++)
         wins[i] = store_be64_get(r.wins + 8u * i);
+    char thread[STORE_THREAD_MAX + 1]; /* stored without a NUL */
+    memcpy(thread, r.thread, r.thread_len);
+    thread[r.thread_len] = '\0';
     struct store_anomaly a = {
         .id = r.id,
         .kind = ak.kind,
         .worker = ak.worker,
         .version = ak.version,
+        .thread = thread,
         .isolate = ak.isolate,
         .start_ns = ak.start_ns,
         .end_ns = r.end_ns,
@@ -691,11 +763,15 @@ int store_check_anomalies(struct store *s, MDB_txn *txn, void (*report)(void *r,
         MDB_val av;
         struct anom_rec ar;
         struct store_anomaly_key ak;
+        const char *why = "missing";
         int grc = mdb_get(txn, s->anomalies, &v, &av);
-        if (grc == MDB_NOTFOUND ||
-            (grc == 0 && (anom_decode(&av, &ar) != 0 ||
-                          store_anomaly_key_decode(v.mv_data, v.mv_size, &ak) != 0))) {
-            problem(&x, "anomaly_ids: anomaly %" PRIu64 " names no decodable anomaly", id);
+        if (grc == 0 && store_anomaly_key_decode(v.mv_data, v.mv_size, &ak) != 0)
+            why = "undecodable key";
+        else if (grc == 0 && anom_decode_why(&av, &ar, &why) == 0)
+            why = NULL;
+        if (grc == MDB_NOTFOUND || (grc == 0 && why != NULL)) {
+            problem(&x, "anomaly_ids: anomaly %" PRIu64 " names no decodable anomaly (%s)", id,
+                    why);
             continue;
         }
         if (grc != 0) {

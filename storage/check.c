@@ -2,11 +2,14 @@
  * check.c - store_check: verify every record and index.
  *
  * One read transaction, six passes:
- *   1. windows: each key and header decodes, each zstd frame inflates to
- *      its raw size with a good checksum (with the dictionary its header
- *      names, which must exist), the time index has the window's entry,
- *      and ids[seq] names this key; sums the stored bytes, finds the
- *      highest seq and counts the records naming each dictionary.
+ *   1. windows: each key and header decodes (the report says why one
+ *      does not, such as a thread label that is not 1 to
+ *      STORE_THREAD_MAX bytes of printable ASCII), each zstd frame
+ *      inflates to its raw size with a good checksum (with the
+ *      dictionary its header names, which must exist), the time index
+ *      has the window's entry, and ids[seq] names this key; sums the
+ *      stored bytes, finds the highest seq and counts the records naming
+ *      each dictionary.
  *   2. by_time: each entry is start + a window key that exists with that
  *      start.
  *   3. ids: each entry names a window whose header carries that seq.
@@ -116,7 +119,8 @@ static int pass_windows(struct store *s, MDB_txn *txn, struct report *r, uint64_
             break;
         }
         if (hrc != 0) {
-            report(r, "windows: %s: undecodable header (%zu bytes)", kt, d.mv_size);
+            report(r, "windows: %s: undecodable header (%zu bytes): %s", kt, d.mv_size,
+                   store_record_fault(d.mv_data, d.mv_size));
             continue;
         }
         if (h.seq > *max_seq)

@@ -2,7 +2,7 @@
  * internal.h - what the files of storage/ share: the handle, the on-disk
  * encodings (window key, record header) and the LMDB helpers.
  *
- * On-disk layout, schema version 4 (all integers big-endian):
+ * On-disk layout, schema version 5 (all integers big-endian):
  *
  *   windows  key   worker \0 version \0 start_ns:u64 isolate:u32 type:u8
  *            value record header (below) + one zstd frame of the pprof
@@ -31,31 +31,40 @@
  *            refs:u64 (records naming the dictionary; never 0: at 0 both
  *            entries go)
  *
- *   record header, version 2 (88 bytes + runtime):
- *     0 magic:u8 = 0xA5   1 version:u8 = 2   2 codec:u8 = 1 (zstd)
+ *   record header, version 3 (88 bytes + runtime + thread):
+ *     0 magic:u8 = 0xA5   1 version:u8 = 3   2 codec:u8 = 1 (zstd)
  *     3 runtime_len:u8 (<= 31)   4 flags:u32   8 end_ns:u64   16 samples:u64
  *     24 interval:u64   32 raw_size:u64   40 seq:u64   48 anomaly:u8
- *     49 reserved (3 zero bytes)   52 dict_id:u32 (0: none; was reserved
- *     before schema 4, so older records read as 0)   56 mem_min:u64
- *     64 mem_max:u64   72 mem_last:u64   80 mem_p999:u64   88 runtime bytes
- *   Version 1 records (schema 1 stores) are the first 48 bytes of this,
- *   the runtime at offset 48; they read as anomaly 0 and no memory figures.
+ *     49 thread_len:u8 (1 to STORE_THREAD_MAX)   50 reserved (2 zero bytes)
+ *     52 dict_id:u32 (0: none; was reserved before schema 4, so older
+ *     records read as 0)   56 mem_min:u64   64 mem_max:u64   72 mem_last:u64
+ *     80 mem_p999:u64   88 runtime bytes   then thread_len bytes of thread
+ *     (printable ASCII, 0x20 to 0x7e)   then the zstd frame
+ *   Version 2 records (schema 2 to 4 stores) are the same without the
+ *   thread: byte 49 is reserved (zero) and the frame follows the runtime;
+ *   they read as thread "main". Version 1 records (schema 1 stores) are the
+ *   first 48 bytes of version 2, the runtime at offset 48; they read as
+ *   anomaly 0, no memory figures and thread "main". Records are never
+ *   rewritten to a newer version: a store holds all three after upgrades.
  *   flags bit STORE_FLAG_QUEUED: the window went into the outbox when it
  *   was stored, so queued + no outbox entry + no rejected entry = uploaded.
  *
- * A window's stored_size is what its entries take: windows key + value,
- * by_time key, ids key + value, and for a queued window its outbox entry
- * (STORE_OUTBOX_CHARGE, kept after the ack so that the size depends on the
- * record alone; see store_stored_size()). Rejected entries are not charged.
+ * A window's stored_size is what its entries take: windows key + value
+ * (its runtime and thread labels byte for byte), by_time key, ids key +
+ * value, and for a queued window its outbox entry (STORE_OUTBOX_CHARGE,
+ * kept after the ack so that the size depends on the record alone; see
+ * store_stored_size()). Rejected entries are not charged.
  *
  * A window's dictionary is charged once, not per window: its dicts entry
  * (key + value) and its dict_by_series entry (key + value), see
  * store_dict_charge(); stored_bytes is the windows' stored_size plus that.
  *
  * Schemas 1 and 2 lack the outbox DBs and counters (and 1 the anomaly DBs),
- * 3 the dictionary DBs; a writable open adds them and sets the version,
- * nothing else changes (old records name dictionary 0). A read-only handle
- * reads schema 3 as it is (no dictionaries).
+ * 3 the dictionary DBs; 4 has every DB and differs only in writing version
+ * 2 records and version 1 anomalies (no thread). A writable open adds what
+ * is missing and sets the version, nothing else changes (old records name
+ * dictionary 0 and read as thread "main"). A read-only handle reads schema
+ * 3 (no dictionaries) and 4 as they are.
  *
  *   anomalies, anomaly_ids, pins: see anomaly.c.
  *   meta     "next_anomaly" u64  the id store_anomaly_put gives next (absent:
@@ -89,13 +98,14 @@
 #define STORE_META_MAGIC_LEN 8
 
 #define STORE_REC_MAGIC 0xA5u
-#define STORE_REC_VERSION 2u
+#define STORE_REC_VERSION 3u
 #define STORE_CODEC_ZSTD 1u
 #define STORE_REC_FIXED_V1 48u
-#define STORE_REC_FIXED 88u
+#define STORE_REC_FIXED 88u /* versions 2 and 3 */
 #define STORE_REC_SEQ_OFF 40u
+#define STORE_REC_THREAD_OFF 49u /* thread_len, version 3 */
 #define STORE_REC_DICT_OFF 52u
-#define STORE_REC_MAX (STORE_REC_FIXED + STORE_RUNTIME_MAX)
+#define STORE_REC_MAX (STORE_REC_FIXED + STORE_RUNTIME_MAX + STORE_THREAD_MAX)
 
 #define STORE_OUTBOX_KEY_LEN 9u /* prio + seq */
 #define STORE_OUTBOX_VAL_LEN 8u /* queued_ns */
@@ -158,6 +168,25 @@ struct store {
 #define STORE_ANOMALIES_MAX 100000u     /* anomalies in the index; the oldest go first */
 #define STORE_PIN_FACTOR_DEFAULT 4u
 
+/* Is s (len bytes) a thread label: 1 to STORE_THREAD_MAX bytes of printable
+ * ASCII? What store_put and store_anomaly_put accept and the decoders
+ * require of what is stored. */
+static inline int store_thread_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > STORE_THREAD_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+            return 0;
+    return 1;
+}
+
+/* The thread a caller's label stands for: NULL and "" are "main". */
+static inline const char *store_thread_of(const char *thread)
+{
+    return thread == NULL || thread[0] == '\0' ? STORE_THREAD_MAIN : thread;
+}
+
 /* A decoded anomalies key; strings NUL-terminated inside the key bytes. */
 struct store_anomaly_key {
     uint8_t kind;
@@ -185,6 +214,7 @@ struct store_rec_hdr {
     uint32_t dict; /* dictionary id, 0 = none */
     struct store_mem mem;
     char runtime[STORE_RUNTIME_MAX + 1];
+    char thread[STORE_THREAD_MAX + 1]; /* "main" for versions 1 and 2 */
     const uint8_t *payload;
     size_t payload_len;
 };
@@ -282,6 +312,9 @@ size_t store_key_encode(uint8_t *out, size_t cap, const char *worker, const char
 int store_key_decode(const void *key, size_t len, struct store_key *k);
 /* Decode a record header and locate the payload. 0 or ISOPROF_ECORRUPT. */
 int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h);
+/* Why store_record_decode refuses val (a static phrase such as "thread
+ * label not printable ASCII"), or NULL when it decodes. For store_check. */
+const char *store_record_fault(const void *val, size_t len);
 /* Inflate and verify a decoded record's payload: the frame's content size
  * and the result must equal raw_size, nothing may follow the frame, the
  * checksum must hold. A record naming a dictionary needs dict (dlen bytes
@@ -292,7 +325,9 @@ int store_record_inflate(const struct store_rec_hdr *h, void **out);
 int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, size_t dlen,
                               void **out);
 /* Compress r into a new value (header with seq 0 + frame); the header's
- * flags are r's with STORE_FLAG_QUEUED set if queued, cleared if not.
+ * flags are r's with STORE_FLAG_QUEUED set if queued, cleared if not; its
+ * thread is r's (NULL or "" as "main"), which must pass store_thread_ok
+ * (store_put checks it first).
  * With cd (borrowed), the frame is compressed with that dictionary and the
  * header names dict_id. *val is allocated (caller frees).
  * 0, -ENOMEM, ISOPROF_EZSTD. */
@@ -312,8 +347,8 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
 
 /* What one read transaction knows up front: which side DBs hold anything,
  * so that a listing looks a window up only in those that do; and room for
- * the decoded header (the runtime) and the rejection reason of the window
- * being handed out. */
+ * the decoded header (the runtime and thread labels) and the rejection
+ * reason of the window being handed out. */
 struct store_view {
     MDB_txn *txn;
     int pins, outbox, rejected;

@@ -66,6 +66,10 @@ static int check_record(const struct store_record *r)
     if (wl > STORE_WORKER_MAX || vl > STORE_VERSION_MAX || rl > STORE_RUNTIME_MAX ||
         wl + vl > STORE_LABELS_MAX)
         return -EINVAL;
+    /* The decoder refuses what is not a thread label: never write one. */
+    const char *thread = store_thread_of(w->thread);
+    if (!store_thread_ok(thread, strnlen(thread, STORE_THREAD_MAX + 1)))
+        return -EINVAL;
     if (w->type != STORE_TYPE_CPU && w->type != STORE_TYPE_HEAP)
         return -EINVAL;
     if (w->anomaly > STORE_ANOMALY_MAX)

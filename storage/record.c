@@ -77,19 +77,30 @@ int store_key_decode(const void *key, size_t len, struct store_key *k)
     return 0;
 }
 
-int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
+/* The decoder. *why receives what is wrong on ISOPROF_ECORRUPT. */
+static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, const char **why)
 {
     const uint8_t *p = val;
+    *why = "shorter than a header";
     if (val == NULL || len < STORE_REC_FIXED_V1)
         return ISOPROF_ECORRUPT;
-    if (p[0] != STORE_REC_MAGIC || (p[1] != 1 && p[1] != STORE_REC_VERSION) ||
-        p[2] != STORE_CODEC_ZSTD)
+    *why = "bad magic, version or codec";
+    if (p[0] != STORE_REC_MAGIC || p[1] < 1 || p[1] > STORE_REC_VERSION || p[2] != STORE_CODEC_ZSTD)
         return ISOPROF_ECORRUPT;
     size_t fixed = p[1] == 1 ? STORE_REC_FIXED_V1 : STORE_REC_FIXED;
     size_t rl = p[3];
-    if (rl > STORE_RUNTIME_MAX || len < fixed + rl + 1) /* + at least one frame byte */
+    /* Versions 1 and 2 carry no thread: their windows ran on the main
+     * thread, the only one isolates were taken from then. */
+    size_t tl = p[1] >= 3 ? p[STORE_REC_THREAD_OFF] : 0;
+    *why = "runtime or thread label longer than the record";
+    if (rl > STORE_RUNTIME_MAX || tl > STORE_THREAD_MAX ||
+        len < fixed + rl + tl + 1) /* + at least one frame byte */
         return ISOPROF_ECORRUPT;
+    *why = "NUL in the runtime label";
     if (memchr(p + fixed, 0, rl) != NULL)
+        return ISOPROF_ECORRUPT;
+    *why = "thread label empty or not printable ASCII";
+    if (p[1] >= 3 && !store_thread_ok((const char *)p + fixed + rl, tl))
         return ISOPROF_ECORRUPT;
     h->version = p[1];
     h->codec = p[2];
@@ -105,6 +116,7 @@ int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
     if (fixed == STORE_REC_FIXED) {
         h->anomaly = p[48];
         h->dict = store_be32_get(p + STORE_REC_DICT_OFF);
+        *why = "anomaly kind out of range";
         if (h->anomaly > STORE_ANOMALY_MAX)
             return ISOPROF_ECORRUPT;
         h->mem.min = store_be64_get(p + 56);
@@ -112,13 +124,34 @@ int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
         h->mem.last = store_be64_get(p + 72);
         h->mem.p999 = store_be64_get(p + 80);
     }
+    *why = "raw size over the limit, or id 0";
     if (h->raw_size > STORE_RAW_MAX || h->seq == 0)
         return ISOPROF_ECORRUPT;
     memcpy(h->runtime, p + fixed, rl);
     h->runtime[rl] = '\0';
-    h->payload = p + fixed + rl;
-    h->payload_len = len - fixed - rl;
+    if (tl > 0) {
+        memcpy(h->thread, p + fixed + rl, tl);
+        h->thread[tl] = '\0';
+    } else {
+        memcpy(h->thread, STORE_THREAD_MAIN, sizeof(STORE_THREAD_MAIN));
+    }
+    h->payload = p + fixed + rl + tl;
+    h->payload_len = len - fixed - rl - tl;
+    *why = NULL;
     return 0;
+}
+
+int store_record_decode(const void *val, size_t len, struct store_rec_hdr *h)
+{
+    const char *why;
+    return record_decode(val, len, h, &why);
+}
+
+const char *store_record_fault(const void *val, size_t len)
+{
+    struct store_rec_hdr h;
+    const char *why;
+    return record_decode(val, len, &h, &why) == 0 ? NULL : why;
 }
 
 int store_record_inflate(const struct store_rec_hdr *h, void **out)
@@ -190,7 +223,9 @@ int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict
                             const struct store_record *r, int queued, uint8_t **val, size_t *vlen)
 {
     size_t rl = strlen(r->w.runtime);
-    size_t hl = STORE_REC_FIXED + rl;
+    const char *thread = store_thread_of(r->w.thread);
+    size_t tl = strlen(thread); /* 1 to STORE_THREAD_MAX: store_put checked it */
+    size_t hl = STORE_REC_FIXED + rl + tl;
     size_t bound = ZSTD_compressBound(r->len);
     uint8_t *buf = isoprof_malloc(hl + bound);
     if (buf == NULL)
@@ -209,12 +244,14 @@ int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict
     store_be64_put(buf + STORE_REC_SEQ_OFF, 0); /* set in the write txn */
     memset(buf + 48, 0, 8);
     buf[48] = r->w.anomaly;
+    buf[STORE_REC_THREAD_OFF] = (uint8_t)tl;
     store_be32_put(buf + STORE_REC_DICT_OFF, cd ? dict_id : 0);
     store_be64_put(buf + 56, r->w.mem.min);
     store_be64_put(buf + 64, r->w.mem.max);
     store_be64_put(buf + 72, r->w.mem.last);
     store_be64_put(buf + 80, r->w.mem.p999);
     memcpy(buf + STORE_REC_FIXED, r->w.runtime, rl);
+    memcpy(buf + STORE_REC_FIXED + rl, thread, tl);
     /* An empty pprof is still one (empty) frame, so every record has one. */
     static const uint8_t none[1];
     /* The dictionary is referenced for this frame only; the parameters set
@@ -247,6 +284,7 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
     w->worker = k->worker;
     w->version = k->version;
     w->runtime = h->runtime;
+    w->thread = h->thread;
     w->start_ns = k->start_ns;
     w->end_ns = h->end_ns;
     w->isolate = k->isolate;

@@ -3,8 +3,8 @@
  *
  * A store is a directory holding one LMDB environment. Every profile window
  * (one CPU window or one heap snapshot of one isolate) is one record: a small
- * header (end time, samples, flags, interval, runtime, sequence id) followed
- * by the zstd-compressed pprof protobuf. Records are keyed by
+ * header (end time, samples, flags, interval, runtime, thread, sequence id)
+ * followed by the zstd-compressed pprof protobuf. Records are keyed by
  * (worker, version, start_ns, isolate, type) so that the queries people ask
  * ("checkout v42, last Tuesday") are range seeks; a time index serves the
  * listings without a worker and the retention that evicts the oldest
@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 4u
+#define STORE_SCHEMA_VERSION 5u
 
 enum store_type { STORE_TYPE_CPU = 1, STORE_TYPE_HEAP = 2 };
 
@@ -85,6 +85,11 @@ struct store_mem {
  * time index key is 8 bytes + the window key. */
 #define STORE_LABELS_MAX 488
 #define STORE_RUNTIME_MAX 31
+/* The thread label: 1 to STORE_THREAD_MAX bytes of printable ASCII (0x20 to
+ * 0x7e). "main" for a process's main thread, else the Worker's name or
+ * "worker-<threadId>" (the daemon chooses; the store only bounds it). */
+#define STORE_THREAD_MAX 64
+#define STORE_THREAD_MAIN "main"
 /* Largest uncompressed pprof accepted by store_put and inflated on load. */
 #define STORE_RAW_MAX (256u * 1024 * 1024)
 
@@ -136,6 +141,13 @@ struct store_window {
      * STORE_VERSION_MAX, together <= STORE_LABELS_MAX; runtime <=
      * STORE_RUNTIME_MAX. */
     const char *worker, *version, *runtime;
+    /* The isolate's thread: "main", a Worker's name or "worker-<threadId>";
+     * at most STORE_THREAD_MAX bytes of printable ASCII. Input to store_put:
+     * NULL or "" stores "main" (callers that predate threads keep working).
+     * Output of store_windows and store_outbox_peek: never NULL nor empty,
+     * borrowed like worker and version; windows stored before schema 5 (no
+     * thread in their record) read as "main". */
+    const char *thread;
     uint64_t start_ns, end_ns; /* wall clock ns */
     uint32_t isolate;
     uint8_t type; /* enum store_type */
@@ -186,13 +198,18 @@ struct store_put_stats {
  *   store_close); untouched on failure.
  * why: if non-NULL, receives on failure an allocated message for a person,
  *   prefixed with the path, e.g. "isoprof-data: schema version 9, this
- *   build reads 4" (STORE_SCHEMA_VERSION); the caller frees it with
+ *   build reads 5" (STORE_SCHEMA_VERSION); the caller frees it with
  *   isoprof_free. Set to NULL on success (and on failure if the message
  *   could not be allocated).
  *
  * A writable open creates the schema in an empty environment and records the
- * budget in it. Data committed before a crash is always there after reopen
- * (LMDB syncs data and meta on each commit; no unsafe flags are used).
+ * budget in it. It upgrades a store of an older schema (1 to 4) in place,
+ * in one transaction, without rewriting any window (old windows read as
+ * never queued, without a dictionary, of thread "main"). A read-only open
+ * reads schema 3 and 4 stores as they are and refuses 1 and 2
+ * (ISOPROF_ESCHEMA; why says that isoprofd upgrades them). Data committed
+ * before a crash is always there after reopen (LMDB syncs data and meta on
+ * each commit; no unsafe flags are used).
  *
  * Before LMDB maps data.mdb, its two meta pages are read and checked
  * against the file (magic, format, page size, roots, and the file's size
@@ -260,8 +277,9 @@ void store_close(struct store *s);
  *   when the call fails after an eviction-only transaction.
  * n == 0 is a no-op returning 0.
  *
- * Errors: -EINVAL (bad record: NULL string, too long, NUL in runtime, type
- * not 1 or 2, len > STORE_RAW_MAX, pprof NULL with len > 0), -EROFS
+ * Errors: -EINVAL (bad record: NULL worker, version or runtime, a string
+ * too long, a thread that is not printable ASCII, type not 1 or 2,
+ * len > STORE_RAW_MAX, pprof NULL with len > 0), -EROFS
  * (read-only handle), -E2BIG (one record's stored size exceeds the budget,
  * or the batch is too large for one transaction), -ENOMEM, ISOPROF_EZSTD,
  * ISOPROF_EMAPFULL (no room even after evicting), -ENOSPC / -EIO (disk;
@@ -274,9 +292,14 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
 /* Query filter; zero-initialise and set what you need. */
 struct store_filter {
     const char *worker, *version; /* NULL = any */
-    uint8_t type;                 /* 0 = any */
-    uint64_t since_ns, until_ns;  /* window start in [since, until); 0 = unbounded */
-    uint64_t id;                  /* nonzero: only that window (the other fields still apply) */
+    /* NULL = any; else only windows of that thread ("" = "main", as
+     * store_put reads it; windows stored before schema 5 are "main"). Read
+     * from each record's header, so it narrows what the callback sees, not
+     * what the scan reads: combine it with worker for a range seek. */
+    const char *thread;
+    uint8_t type;                /* 0 = any */
+    uint64_t since_ns, until_ns; /* window start in [since, until); 0 = unbounded */
+    uint64_t id;                 /* nonzero: only that window (the other fields still apply) */
     /* Nonzero: only windows pinned by an anomaly of a kind in this mask
      * (bit 1 << kind; STORE_PINNED_ANY for any kind), in start order. */
     uint32_t pinned;
@@ -356,6 +379,11 @@ struct store_anomaly {
     uint64_t id;                  /* >= 1, assigned by store_anomaly_put */
     uint8_t kind;                 /* enum store_anomaly_kind, not NONE */
     const char *worker, *version; /* limits as for windows */
+    /* The thread of the isolate (latency anomalies: the thread whose
+     * requests were timed, usually "main"); limits and NULL/"" = "main" as
+     * for windows. Output: never NULL, borrowed for the callback; anomalies
+     * recorded before schema 5 read as "main". */
+    const char *thread;
     uint32_t isolate;
     uint64_t start_ns, end_ns; /* wall ns; end: the last update (the end once closed) */
     uint64_t value;            /* the peak of the measure in the episode */
@@ -370,18 +398,20 @@ struct store_anomaly {
 /*
  * store_anomaly_put - record a new anomaly (a->id == 0) or update one.
  *
- * New: every field but id and windows is stored; a->id receives the new
- * id (a->start_ns moves by a nanosecond or more in the unlikely case that
- * an anomaly of that kind, isolate and start exists). Update (a->id set):
- * end_ns, value, threshold and flags are replaced; kind, labels, isolate
- * and start are those of the existing anomaly.
+ * New: every field but id and windows is stored (a NULL or "" thread as
+ * "main"); a->id receives the new id (a->start_ns moves by a nanosecond or
+ * more in the unlikely case that an anomaly of that kind, isolate and
+ * start exists). Update (a->id set): end_ns, value, threshold and flags
+ * are replaced; kind, labels (thread too), isolate and start are those of
+ * the existing anomaly.
  * pin_latest_types: bits (1 << STORE_TYPE_CPU, 1 << STORE_TYPE_HEAP): also
  * pin the newest stored window of each such type of the anomaly's
  * worker/version/isolate that started by end_ns (oom_suspected: the last
  * profiles before the death).
  * An anomaly keeps at most 1024 windows (the newest); the index keeps at
  * most 100,000 anomalies (the oldest are dropped). One write transaction.
- * Errors: -EINVAL (bad kind or labels), -EROFS, ISOPROF_ENOTFOUND (update
+ * Errors: -EINVAL (bad kind or labels, thread too long or not printable
+ * ASCII), -EROFS, ISOPROF_ENOTFOUND (update
  * of an id that is gone), -ENOMEM, ISOPROF_EMAPFULL, -ENOSPC, -EIO,
  * ISOPROF_ECORRUPT. On failure *a is unchanged and nothing is written.
  * Thread: as store_put, and never concurrently with it.
@@ -391,6 +421,7 @@ int store_anomaly_put(struct store *s, struct store_anomaly *a, unsigned pin_lat
 struct store_anomaly_filter {
     uint8_t kind;                 /* 0 = any */
     const char *worker, *version; /* NULL = any */
+    const char *thread;           /* NULL = any; "" = "main" */
     uint64_t since_ns, until_ns;  /* overlapping [since, until); 0 = unbounded */
     uint64_t id;                  /* nonzero: only that anomaly */
 };
@@ -486,13 +517,14 @@ int store_stat(struct store *s, struct store_stat *st);
 
 /*
  * store_check - verify every record and index in one read transaction:
- * keys and headers decode, each zstd frame inflates to exactly its raw
- * size (and its checksum holds) with the dictionary its header names,
- * every dictionary is intact, named by its (worker, version) and counted
- * exactly by the records naming it, windows <-> by_time <-> ids agree, the
- * anomalies and their pins agree, every outbox and rejected entry names a
- * queued window (once), and the meta counters (next seq, stored bytes)
- * match the data.
+ * keys and headers decode (a header's thread label is 1 to
+ * STORE_THREAD_MAX bytes of printable ASCII), each zstd frame inflates to
+ * exactly its raw size (and its checksum holds) with the dictionary its
+ * header names, every dictionary is intact, named by its (worker, version)
+ * and counted exactly by the records naming it, windows <-> by_time <-> ids
+ * agree, the anomalies and their pins agree, every outbox and rejected
+ * entry names a queued window (once), and the meta counters (next seq,
+ * stored bytes) match the data.
  * why: if non-NULL, receives on ISOPROF_ECORRUPT an allocated text with one
  *   problem per line (each ending in '\n', at most 100 lines plus a count
  *   of the rest); the caller frees it with isoprof_free. Set to NULL when

@@ -32,9 +32,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define UPL_LABELS_OWN                                                                             \
-    8 /* __name__ service_name version host isolate runtime anomaly __delta__                      \
-       */
+/* The labels item_labels sets itself; a static label may not take one of
+ * these names (the server refuses a series with a name twice, so every
+ * window would be rejected unsent). */
+static const char *const upl_own_labels[] = {"__name__", "service_name", "version",
+                                             "host",     "isolate",      "runtime",
+                                             "thread",   "anomaly",      "__delta__"};
+#define UPL_LABELS_OWN ISOPROF_ARRAY_SIZE(upl_own_labels)
 #define UPL_REASON_MAX 200
 
 enum upl_state { ST_IDLE, ST_PREPARE, ST_SENDING, ST_STORE, ST_WAIT, ST_BACKOFF };
@@ -45,7 +49,7 @@ struct upl_item {
     uint8_t type, anomaly;
     uint32_t pinned, isolate;
     uint64_t start_ns, end_ns, raw_size, queued_ns;
-    char *worker, *version, *runtime;
+    char *worker, *version, *runtime, *thread;
     int urgent;
 };
 
@@ -183,6 +187,9 @@ static size_t item_labels(const struct upl *u, const struct upl_item *it, struct
     l[n++] = (struct push_label){"host", u->host};
     l[n++] = (struct push_label){"isolate", isolate};
     l[n++] = (struct push_label){"runtime", it->runtime[0] ? it->runtime : "unknown"};
+    /* Always, "main" too: a query can then select the main thread alone
+     * ({thread="main"}), not only a worker's. */
+    l[n++] = (struct push_label){"thread", it->thread};
     const char *an = anomaly_label(it);
     if (an != NULL)
         l[n++] = (struct push_label){"anomaly", an};
@@ -207,6 +214,7 @@ static void items_free(struct upl_item *it, size_t n)
         isoprof_free(it[i].worker);
         isoprof_free(it[i].version);
         isoprof_free(it[i].runtime);
+        isoprof_free(it[i].thread);
     }
     isoprof_free(it);
 }
@@ -229,7 +237,9 @@ static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void
     it->worker = isoprof_strdup(w->worker);
     it->version = isoprof_strdup(w->version);
     it->runtime = isoprof_strdup(w->runtime);
-    if (it->worker == NULL || it->version == NULL || it->runtime == NULL) {
+    /* The store never hands out a window without a thread. */
+    it->thread = isoprof_strdup(w->thread ? w->thread : STORE_THREAD_MAIN);
+    if (it->worker == NULL || it->version == NULL || it->runtime == NULL || it->thread == NULL) {
         c->err = -ENOMEM;
         return 1;
     }
@@ -880,6 +890,10 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
         return -EINVAL;
     if (strncmp(o->url, "http://", 7) != 0 && strncmp(o->url, "https://", 8) != 0)
         return -EINVAL;
+    for (size_t i = 0; i < o->nlabels; i++)
+        for (size_t k = 0; k < ISOPROF_ARRAY_SIZE(upl_own_labels); k++)
+            if (o->labels[i].name != NULL && strcmp(o->labels[i].name, upl_own_labels[k]) == 0)
+                return -EINVAL;
     struct upl *u = isoprof_calloc(1, sizeof(*u));
     if (u == NULL)
         return -ENOMEM;

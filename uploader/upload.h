@@ -42,7 +42,8 @@ enum upl_api { UPL_API_PUSH, UPL_API_INGEST };
 
 #define UPL_BACKOFF_MIN_MS 500u
 #define UPL_BACKOFF_MAX_MS 300000u
-#define UPL_MAX_RESPONSE 65536u /* response bytes kept (for the log); the rest is read and dropped */
+#define UPL_MAX_RESPONSE                                                                           \
+    65536u /* response bytes kept (for the log); the rest is read and dropped */
 
 /* What the uploader does; every string is copied by upl_init. */
 struct upl_options {
@@ -61,7 +62,11 @@ struct upl_options {
     const char *tenant_id;            /* X-Scope-OrgID or NULL */
     const struct push_label *headers; /* extra headers: name, value */
     size_t nheaders;
-    const struct push_label *labels; /* static labels on every profile */
+    /* Static labels on every profile: at most 21 (PUSH_MAX_LABELS less the
+     * uploader's own 9), none named like one of its own: __name__,
+     * service_name, version, host, isolate, runtime, thread, anomaly,
+     * __delta__. */
+    const struct push_label *labels;
     size_t nlabels;
     uint64_t backoff_min_ms, backoff_max_ms; /* 0: UPL_BACKOFF_MIN_MS / MAX_MS */
 };
@@ -110,7 +115,8 @@ struct upl;
  * uploader is closed (close it before them). It starts idle and reads the
  * outbox at once. *out is owned by the caller until upl_close.
  * Errors: -EINVAL (NULL argument, url empty or not http(s)://, a
- * max of 0), -ENOMEM.
+ * max of 0, too many static labels or one named like the uploader's own),
+ * -ENOMEM.
  */
 int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const struct upl_options *o,
              upl_event_cb cb, void *arg, struct upl **out);

@@ -5,8 +5,11 @@
  * inflated when it claims at most 1 MiB), as a window key and as a by_time
  * key (8-byte start + window key). A decoder must return ISOPROF_ECORRUPT
  * for anything it does not accept and never read out of bounds; a key it
- * accepts must re-encode to exactly the same bytes, and an inflated
- * payload must have exactly the size the header claims.
+ * accepts must re-encode to exactly the same bytes, an accepted record's
+ * thread label must be a label (1 to STORE_THREAD_MAX bytes of printable
+ * ASCII; "main" for versions 1 and 2) and store_record_fault must agree
+ * with the decoder, and an inflated payload must have exactly the size
+ * the header claims.
  */
 #include "store_internal.h"
 
@@ -34,9 +37,14 @@ static void key_round_trip(const uint8_t *key, size_t len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct store_rec_hdr h;
-    if (store_record_decode(data, size, &h) == 0) {
+    int drc = store_record_decode(data, size, &h);
+    if ((drc == 0) != (store_record_fault(data, size) == NULL))
+        __builtin_trap();
+    if (drc == 0) {
+        size_t tl = strlen(h.thread);
         if (h.payload < data || h.payload + h.payload_len != data + size ||
-            strlen(h.runtime) > STORE_RUNTIME_MAX)
+            strlen(h.runtime) > STORE_RUNTIME_MAX || !store_thread_ok(h.thread, tl) ||
+            (h.version < 3 && strcmp(h.thread, STORE_THREAD_MAIN) != 0))
             __builtin_trap();
         if (h.raw_size <= (1u << 20)) {
             void *out = NULL;

@@ -270,6 +270,8 @@ static const struct one_error one_errors[] = {
      "t.yaml:1:19: upload.labels name 'runtime' is set by the agent"},
     {"upload: {labels: {anomaly: y}}\n",
      "t.yaml:1:19: upload.labels name 'anomaly' is set by the agent"},
+    {"upload: {labels: {thread: y}}\n",
+     "t.yaml:1:19: upload.labels name 'thread' is set by the agent"},
     {"upload: {labels: {env: \"a\\0\"}}\n",
      "t.yaml:1:24: upload.labels.env must not contain a NUL byte"},
     /* maps: shapes, duplicates, values */

@@ -82,6 +82,35 @@ __attribute__((unused)) static int put_one(struct store *s, const char *worker, 
     return rc;
 }
 
+/*
+ * The record val (vlen bytes, the current version 3) in an older layout, as
+ * an older build wrote it: version 2 (schemas 2 to 4) is version 3 without
+ * the thread (its length byte reserved, zero); version 1 (schema 1) is
+ * also without the anomaly, dictionary and memory fields (the runtime at
+ * 48). Allocated (isoprof_free); *outlen its size. NULL if val is not a
+ * version 3 record.
+ */
+__attribute__((unused)) static uint8_t *rec_downgrade(const uint8_t *val, size_t vlen, int version,
+                                                      size_t *outlen)
+{
+    if (vlen < STORE_REC_FIXED || val[1] != 3)
+        return NULL;
+    size_t rl = val[3], tl = val[STORE_REC_THREAD_OFF];
+    size_t rest = vlen - STORE_REC_FIXED - rl - tl; /* the frame */
+    size_t fixed = version == 1 ? STORE_REC_FIXED_V1 : STORE_REC_FIXED;
+    uint8_t *out = isoprof_malloc(fixed + rl + rest);
+    if (out == NULL)
+        abort();
+    memcpy(out, val, fixed);
+    out[1] = (uint8_t)version;
+    if (version == 2)
+        out[STORE_REC_THREAD_OFF] = 0;
+    memcpy(out + fixed, val + STORE_REC_FIXED, rl);
+    memcpy(out + fixed + rl, val + STORE_REC_FIXED + rl + tl, rest);
+    *outlen = fixed + rl + rest;
+    return out;
+}
+
 /* A listing, copied out of the callback. */
 struct seen {
     size_t n;
@@ -89,7 +118,7 @@ struct seen {
         uint64_t id, start, raw, stored;
         uint32_t isolate;
         uint8_t type;
-        char worker[64], version[64], runtime[32];
+        char worker[64], version[64], runtime[32], thread[STORE_THREAD_MAX + 1];
     } w[4096];
 };
 
@@ -107,6 +136,7 @@ static int seen_on_window(const struct store_window *w, void *arg)
     snprintf(s->w[s->n].worker, sizeof(s->w[0].worker), "%s", w->worker);
     snprintf(s->w[s->n].version, sizeof(s->w[0].version), "%s", w->version);
     snprintf(s->w[s->n].runtime, sizeof(s->w[0].runtime), "%s", w->runtime);
+    snprintf(s->w[s->n].thread, sizeof(s->w[0].thread), "%s", w->thread ? w->thread : "(null)");
     s->n++;
     return 0;
 }

@@ -138,6 +138,9 @@ TEST(record_codec)
     CHECK(h.seq == 77 && h.raw_size == 5000 && h.end_ns == T0 + 10 * SEC);
     CHECK(h.flags == STORE_FLAG_ON_DEMAND && h.interval == 10000000 && h.samples == 1007);
     CHECK_STR(h.runtime, "workerd");
+    CHECK_STR(h.thread, "main"); /* no thread given: the main thread's */
+    CHECK(h.version == 3 && val[STORE_REC_THREAD_OFF] == 4);
+    CHECK(memcmp(val + STORE_REC_FIXED + 7, "main", 4) == 0);
     CHECK(h.anomaly == STORE_ANOMALY_OOM_SUSPECTED && h.mem.min == 1 && h.mem.max == 1ull << 40 &&
           h.mem.last == 3 && h.mem.p999 == 4);
     void *raw = NULL;
@@ -161,7 +164,7 @@ TEST(record_codec)
     }
     /* Every single-byte change is either rejected or (header fields that
      * carry no invariant) decodes; a changed payload never inflates. */
-    size_t hl = STORE_REC_FIXED + 7;
+    size_t hl = STORE_REC_FIXED + 7 + 4; /* runtime "workerd", thread "main" */
     for (size_t i = 0; i < vlen; i++) {
         val[i] ^= 0x5a;
         int rc = store_record_decode(val, vlen, &h);
@@ -175,21 +178,36 @@ TEST(record_codec)
         val[i] ^= 0x5a;
     }
     /* The same record in the version 1 layout (no anomaly, no memory
-     * figures) still decodes and inflates. */
-    {
-        size_t v1len = vlen - (STORE_REC_FIXED - STORE_REC_FIXED_V1);
-        uint8_t *v1 = isoprof_malloc(v1len);
-        REQUIRE(v1 != NULL);
-        memcpy(v1, val, STORE_REC_FIXED_V1);
-        memcpy(v1 + STORE_REC_FIXED_V1, val + STORE_REC_FIXED, vlen - STORE_REC_FIXED);
-        v1[1] = 1;
-        REQUIRE(store_record_decode(v1, v1len, &h) == 0);
-        CHECK(h.version == 1 && h.anomaly == 0 && h.mem.max == 0 && h.raw_size == 5000);
+     * figures, no thread) and in version 2 (no thread) still decodes and
+     * inflates; both read as the main thread's. */
+    for (int ver = 1; ver <= 2; ver++) {
+        size_t olen = 0;
+        uint8_t *old = rec_downgrade(val, vlen, ver, &olen);
+        REQUIRE(old != NULL);
+        CHECK_EQ_INT(olen, vlen - 4 - (ver == 1 ? STORE_REC_FIXED - STORE_REC_FIXED_V1 : 0));
+        REQUIRE(store_record_decode(old, olen, &h) == 0);
+        CHECK_EQ_INT(h.version, ver);
+        CHECK_STR(h.runtime, "workerd");
+        CHECK_STR(h.thread, "main");
+        CHECK(h.raw_size == 5000 && h.seq == 77);
+        if (ver == 1)
+            CHECK(h.anomaly == 0 && h.mem.max == 0);
+        else
+            CHECK(h.anomaly == STORE_ANOMALY_OOM_SUSPECTED && h.mem.max == 1ull << 40);
         raw = NULL;
         REQUIRE(store_record_inflate(&h, &raw) == 0);
         CHECK(memcmp(raw, t.payload, 5000) == 0);
         isoprof_free(raw);
-        isoprof_free(v1);
+        /* A version 2 record's byte 49 is reserved: it names no thread. */
+        if (ver == 2) {
+            old[STORE_REC_THREAD_OFF] = 9;
+            CHECK_EQ_INT(store_record_decode(old, olen, &h), 0);
+            CHECK_STR(h.thread, "main");
+        }
+        /* A version past this build's is not read. */
+        old[1] = STORE_REC_VERSION + 1;
+        CHECK_EQ_INT(store_record_decode(old, olen, &h), ISOPROF_ECORRUPT);
+        isoprof_free(old);
     }
     /* An anomaly kind out of range is damage. */
     val[48] = STORE_ANOMALY_MAX + 1;
@@ -211,6 +229,92 @@ TEST(record_codec)
             isoprof_free(raw);
         }
     }
+    isoprof_free(val);
+    rec_free(&t);
+    ZSTD_freeCCtx(c);
+}
+
+/* The thread label: stored after the runtime, bounded, printable ASCII,
+ * never empty; a damaged one is refused by the decoder with a reason. */
+TEST(record_thread)
+{
+    ZSTD_CCtx *c = store_zstd_cctx_new();
+    REQUIRE(c != NULL);
+    struct test_rec t;
+    rec_make(&t, "w", "v", T0, 1, STORE_TYPE_CPU, 3000, 9);
+    char longest[STORE_THREAD_MAX + 1];
+    for (int i = 0; i < STORE_THREAD_MAX; i++)
+        longest[i] = (char)(0x20 + i % 95); /* every printable byte, space to '~' */
+    longest[STORE_THREAD_MAX] = '\0';
+    static const char *const threads[] = {"main", "worker-1", "image resizer #2", "x", NULL};
+    size_t main_len = 0;
+    for (size_t k = 0; k < ISOPROF_ARRAY_SIZE(threads); k++) {
+        const char *th = threads[k] ? threads[k] : longest;
+        t.r.w.thread = th;
+        uint8_t *val = NULL;
+        size_t vlen = 0;
+        REQUIRE(store_record_build(c, &t.r, 0, &val, &vlen) == 0);
+        store_be64_put(val + STORE_REC_SEQ_OFF, 5);
+        struct store_rec_hdr h;
+        REQUIRE(store_record_decode(val, vlen, &h) == 0);
+        CHECK_STR(h.thread, th);
+        CHECK_STR(h.runtime, "node-20.11.0");
+        CHECK(store_record_fault(val, vlen) == NULL);
+        /* The record grows by the thread's bytes, nothing else. */
+        if (k == 0)
+            main_len = vlen;
+        CHECK_EQ_INT(vlen, main_len + strlen(th) - 4);
+        void *raw = NULL;
+        REQUIRE(store_record_inflate(&h, &raw) == 0);
+        CHECK(memcmp(raw, t.payload, 3000) == 0);
+        isoprof_free(raw);
+        isoprof_free(val);
+    }
+    /* NULL and "" are the main thread. */
+    for (int k = 0; k < 2; k++) {
+        t.r.w.thread = k ? "" : NULL;
+        uint8_t *val = NULL;
+        size_t vlen = 0;
+        REQUIRE(store_record_build(c, &t.r, 0, &val, &vlen) == 0);
+        store_be64_put(val + STORE_REC_SEQ_OFF, 5);
+        struct store_rec_hdr h;
+        REQUIRE(store_record_decode(val, vlen, &h) == 0);
+        CHECK_STR(h.thread, "main");
+        CHECK_EQ_INT(vlen, main_len);
+        isoprof_free(val);
+    }
+
+    /* Damage: a length of 0, one past the limit, one reaching past the
+     * record; a control byte, DEL, a byte over 0x7f and a NUL inside. */
+    t.r.w.thread = "worker-1";
+    uint8_t *val = NULL;
+    size_t vlen = 0;
+    REQUIRE(store_record_build(c, &t.r, 0, &val, &vlen) == 0);
+    store_be64_put(val + STORE_REC_SEQ_OFF, 5);
+    size_t at = STORE_REC_FIXED + strlen("node-20.11.0"); /* the thread's first byte */
+    struct store_rec_hdr h;
+    static const uint8_t lens[] = {0, STORE_THREAD_MAX + 1, 255};
+    for (size_t k = 0; k < sizeof(lens); k++) {
+        val[STORE_REC_THREAD_OFF] = lens[k];
+        CHECK_EQ_INT(store_record_decode(val, vlen, &h), ISOPROF_ECORRUPT);
+        const char *why = store_record_fault(val, vlen);
+        CHECK(why != NULL && strstr(why, "thread") != NULL);
+    }
+    val[STORE_REC_THREAD_OFF] = 8;
+    CHECK_EQ_INT(store_record_decode(val, vlen, &h), 0);
+    static const uint8_t bad[] = {0x01, 0x1f, 0x7f, 0x80, 0xff, 0x00};
+    for (size_t k = 0; k < sizeof(bad); k++) {
+        for (size_t pos = 0; pos < 8; pos += 7) { /* first and last byte */
+            uint8_t keep = val[at + pos];
+            val[at + pos] = bad[k];
+            CHECK_EQ_INT(store_record_decode(val, vlen, &h), ISOPROF_ECORRUPT);
+            const char *why = store_record_fault(val, vlen);
+            CHECK(why != NULL && strstr(why, "not printable") != NULL);
+            val[at + pos] = keep;
+        }
+    }
+    CHECK_EQ_INT(store_record_decode(val, vlen, &h), 0);
+    CHECK_STR(h.thread, "worker-1");
     isoprof_free(val);
     rec_free(&t);
     ZSTD_freeCCtx(c);
@@ -321,6 +425,7 @@ int main(void)
     RUN(key_order);
     RUN(key_limits);
     RUN(record_codec);
+    RUN(record_thread);
     RUN(empty_payload);
     RUN(ids);
     RUN(ids_real_stores);

@@ -75,6 +75,7 @@ struct fx {
     char url[64];
     uint64_t next_start;
     int incompressible; /* put random payloads (gzip does not shrink them) */
+    const char *thread; /* the thread of the windows put (NULL: the store's "main") */
     uint64_t want;      /* windows uploaded() waits for */
     /* events */
     int ev[UPL_EV_STORE_ERROR + 1];
@@ -250,6 +251,7 @@ static uint64_t put_full(struct fx *f, const char *worker, const char *version, 
     r.w.worker = worker;
     r.w.version = version;
     r.w.runtime = "node-20.11.0";
+    r.w.thread = f->thread;
     r.w.start_ns = f->next_start;
     r.w.end_ns = f->next_start + 10 * SEC - 1;
     r.w.isolate = isolate;
@@ -425,9 +427,12 @@ TEST(healthy_server)
     f.o.labels = lab;
     f.o.nlabels = 2;
     uint64_t cpu = put_full(&f, "checkout", "v42", 3, STORE_TYPE_CPU, 1000, 0);
+    f.thread = "image-resizer"; /* a Worker's name */
     uint64_t heap = put_full(&f, "checkout", "v42", 4, STORE_TYPE_HEAP, 30000, 0);
+    f.thread = "worker-2";
     uint64_t oom =
         put_full(&f, "checkout", "v42", 5, STORE_TYPE_CPU, 200, STORE_ANOMALY_OOM_SUSPECTED);
+    f.thread = NULL;
     FX_REQUIRE(&f, fx_start(&f) == 0);
     CHECK(run_until(&f, outbox_empty, 5000));
     run_for(&f, 50); /* the acknowledging transaction's job finishes */
@@ -475,13 +480,17 @@ TEST(healthy_server)
         CHECK_EQ_INT(gunzips_to_stored(&f, id, s->samples[0]->raw_profile.data,
                                        s->samples[0]->raw_profile.len),
                      0);
-        size_t want_labels = 6 + 2;
+        size_t want_labels = 7 + 2;
         CHECK_STR(label_of(s, "__name__"), id == heap ? "memory" : "process_cpu");
         CHECK_STR(label_of(s, "service_name"), "checkout");
         CHECK_STR(label_of(s, "version"), "v42");
         CHECK_STR(label_of(s, "host"), "host-1");
         CHECK_STR(label_of(s, "isolate"), id == cpu ? "3" : id == heap ? "4" : "5");
         CHECK_STR(label_of(s, "runtime"), "node-20.11.0");
+        /* Sent for the main thread too, so that it can be selected. */
+        CHECK_STR(label_of(s, "thread"), id == cpu    ? "main"
+                                         : id == heap ? "image-resizer"
+                                                      : "worker-2");
         CHECK_STR(label_of(s, "env"), "prod");
         CHECK_STR(label_of(s, "region"), "eu-west-1");
         if (id == heap) {
@@ -850,17 +859,20 @@ TEST(ingest_api)
     f.o.tenant_id = "t1";
     uint64_t ids[2];
     ids[0] = put_full(&f, "checkout", "v1,2}", 3, STORE_TYPE_CPU, 3000, 0);
+    f.thread = "pool{a,b}"; /* ',' and '}' cannot be escaped in a legacy name */
     ids[1] = put_full(&f, "checkout", "v1,2}", 4, STORE_TYPE_HEAP, 40000,
                       STORE_ANOMALY_MEMORY_NEAR_LIMIT);
+    f.thread = NULL;
     FX_REQUIRE(&f, fx_start(&f) == 0);
     f.want = 2;
     CHECK(run_until(&f, uploaded, 5000));
     FX_REQUIRE(&f, f.srv.requests == 2);
     /* the anomaly window first */
     static const char *const want_name[] = {
-        "checkout{version=v1_2_,host=host-1,isolate=4,runtime=node-20.11.0,"
+        "checkout{version=v1_2_,host=host-1,isolate=4,runtime=node-20.11.0,thread=pool{a_b_,"
         "anomaly=memory_near_limit,team=a_b_c}",
-        "checkout{version=v1_2_,host=host-1,isolate=3,runtime=node-20.11.0,team=a_b_c}"};
+        "checkout{version=v1_2_,host=host-1,isolate=3,runtime=node-20.11.0,thread=main,"
+        "team=a_b_c}"};
     uint64_t want_id[] = {ids[1], ids[0]};
     uint64_t start[] = {T0 + 10 * SEC, T0};
     for (int i = 0; i < 2; i++) {
@@ -1239,6 +1251,31 @@ TEST(init_arguments)
     CHECK_EQ_INT(upl_init(&f.loop, f.http, f.st, &o, NULL, NULL, &u), 0);
     upl_close(u);
     run_for(&f, 50); /* its first look at the outbox is over */
+    /* Nine of a series' labels are the uploader's own (thread among them:
+     * a heap window flagged for an anomaly has all nine), so 21 static
+     * labels fit the server's 30 and 22 do not. */
+    o = good;
+    o.labels = many;
+    o.nlabels = PUSH_MAX_LABELS - 8;
+    CHECK_EQ_INT(upl_init(&f.loop, f.http, f.st, &o, NULL, NULL, &u), -EINVAL);
+    o.nlabels = PUSH_MAX_LABELS - 9;
+    CHECK_EQ_INT(upl_init(&f.loop, f.http, f.st, &o, NULL, NULL, &u), 0);
+    upl_close(u);
+    run_for(&f, 50);
+    /* A static label named like one of the uploader's own would make
+     * every series carry a name twice, which the server refuses. */
+    static const char *const own[] = {"__name__", "service_name", "version", "host",     "isolate",
+                                      "runtime",  "thread",       "anomaly", "__delta__"};
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(own); i++) {
+        struct push_label dup[] = {{"team", "sre"}, {own[i], "x"}};
+        o = good;
+        o.labels = dup;
+        o.nlabels = 2;
+        if (upl_init(&f.loop, f.http, f.st, &o, NULL, NULL, &u) != -EINVAL) {
+            fprintf(stderr, "static label %s\n", own[i]);
+            CHECK(0);
+        }
+    }
 
     /* every allocation of upl_init failing in turn: -ENOMEM, nothing leaked */
     o = good;
