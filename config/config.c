@@ -6,8 +6,9 @@
  * names an option (its value must be a scalar; for a map option, a mapping
  * of names to scalars, walked up to the row's `max` entries), a section
  * that prefixes options (its value must be a mapping), or `targets` (a list
- * of mappings whose keys are the per-target options). Anything else is an
- * error.
+ * of mappings whose keys are the per-target options, walked the same way:
+ * a key there names a target option or a target section such as
+ * `threads`). Anything else is an error.
  * Problems are collected, not returned at the first one, as lines (at most
  * CFG_MAX_ERRORS) that are sorted by position at the end. The walk stops
  * once there are that many, which also bounds the work a hostile file can
@@ -18,7 +19,8 @@
  * The configuration is handed out only when there was no problem at all.
  *
  * Defaults are applied first by parsing each row's `def` text with the code
- * that parses a file's value. Numbers are parsed with integer arithmetic
+ * that parses a file's value; a row whose default is another row's value
+ * (cfg_option.def_row) is resolved once its target entry has been walked. Numbers are parsed with integer arithmetic
  * (no strtod: no locale, no hex or exponent forms, no rounding surprises).
  * A row may carry its own check (cfg_option.check, e.g. the upload
  * URL's syntax in upload.c), run on a string's value or on each key and
@@ -924,6 +926,44 @@ static int apply_defaults(void *base, enum cfg_scope scope)
     return rc;
 }
 
+/* The width of a numeric row's field. */
+static size_t row_size(const struct cfg_option *o)
+{
+    switch (o->type) {
+    case CFG_T_SIZE:
+    case CFG_T_DURATION:
+        return sizeof(uint64_t);
+    case CFG_T_COUNT:
+        return sizeof(uint32_t);
+    case CFG_T_FRACTION:
+        return sizeof(double);
+    case CFG_T_ENUM:
+    case CFG_T_BOOL:
+        return sizeof(int);
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Give each row of scope that takes its default from another row
+ * (cfg_option.def_row) and was left unset (0: such a row's min is above 0,
+ * so no valid value is 0) that row's value. Runs once the file's values are
+ * in, so that `memory_limit: 256MiB` also moves threads.memory_limit.
+ */
+static void resolve_def_rows(void *base, enum cfg_scope scope)
+{
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->scope != scope || o->def_row == NULL)
+            continue;
+        const struct cfg_option *from = find_row(o->def_row, scope, NULL);
+        ISOPROF_ASSERT(from != NULL && from->type == o->type && row_size(o) != 0 && o->min > 0);
+        if (row_number(o, base) == 0)
+            memcpy(field_of(o, base), field_of(from, base), row_size(o));
+    }
+}
+
 /* Append a target holding the per-target defaults. *cap tracks the array's
  * capacity (struct cfg only keeps the count). */
 static int add_target(struct cfg *c, size_t *cap, struct cfg_target **out)
@@ -953,6 +993,7 @@ static int add_default_target(struct cfg *c, size_t *cap)
     rc = set_value(o, t, CFG_DEFAULT_INSPECTOR, strlen(CFG_DEFAULT_INSPECTOR), o->name, &e,
                    (struct pos){0, 0});
     errs_release(&e);
+    resolve_def_rows(t, CFG_SCOPE_TARGET);
     return rc;
 }
 
@@ -1037,13 +1078,13 @@ static int is_null(const yaml_node_t *n)
            strcmp(s, "NULL") == 0;
 }
 
-/* Is path a section, i.e. a proper prefix of some GLOBAL row's name? */
-static int is_section(const char *path)
+/* Is path a section, i.e. a proper prefix of some row's name in scope? */
+static int is_section(const char *path, enum cfg_scope scope)
 {
     size_t n = strlen(path);
     for (size_t i = 0; i < cfg_noptions; i++) {
-        if (cfg_options[i].scope == CFG_SCOPE_GLOBAL &&
-            strncmp(cfg_options[i].name, path, n) == 0 && cfg_options[i].name[n] == '.')
+        if (cfg_options[i].scope == scope && strncmp(cfg_options[i].name, path, n) == 0 &&
+            cfg_options[i].name[n] == '.')
             return 1;
     }
     return 0;
@@ -1073,9 +1114,11 @@ static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
 }
 
 /*
- * Find what an unknown key under prefix probably meant: a sibling within
- * two edits, else (for GLOBAL) an option elsewhere with that exact last
- * component. Writes " (did you mean 'x'?)" into buf, or "".
+ * Find what an unknown key under prefix (a section of scope, "" for the
+ * root or the target entry itself) probably meant: a sibling within two
+ * edits, else an option elsewhere in scope with that exact last component,
+ * named from the root or the target entry ("sampling.cpu.period",
+ * "threads.max"). Writes " (did you mean 'x'?)" into buf, or "".
  */
 static void suggest(const char *prefix, const char *key, enum cfg_scope scope, char *buf,
                     size_t cap)
@@ -1099,7 +1142,7 @@ static void suggest(const char *prefix, const char *key, enum cfg_scope scope, c
             if (o->scope != scope)
                 continue;
             cand = o->name;
-            if (scope == CFG_SCOPE_GLOBAL && pl != 0) {
+            if (pl != 0) {
                 if (strncmp(cand, prefix, pl) != 0 || cand[pl] != '.')
                     continue;
                 cand += pl + 1;
@@ -1120,12 +1163,10 @@ static void suggest(const char *prefix, const char *key, enum cfg_scope scope, c
         snprintf(buf, cap, " (did you mean '%.*s'?)", (int)best_len, best_name);
         return;
     }
-    if (scope != CFG_SCOPE_GLOBAL)
-        return;
     for (size_t i = 0; i < cfg_noptions; i++) {
         const struct cfg_option *o = &cfg_options[i];
         const char *last = strrchr(o->name, '.');
-        if (o->scope == CFG_SCOPE_GLOBAL && last != NULL && strcmp(last + 1, key) == 0) {
+        if (o->scope == scope && last != NULL && strcmp(last + 1, key) == 0) {
             snprintf(buf, cap, " (did you mean '%s'?)", o->name);
             return;
         }
@@ -1309,6 +1350,66 @@ static int set_from_node(struct walk *w, const struct cfg_option *o, void *base,
     return set_value(o, base, sv(v), v->data.scalar.length, fullname, w->e, node_pos(v));
 }
 
+/*
+ * Walk mapping node map of one target entry whose keys are under prefix (""
+ * for the entry itself, "threads" inside its `threads:`); where names the
+ * entry ("targets[2]"). Every problem is reported with the key's full name
+ * ("targets[2].threads.max"); the recursion is bounded by the depth of the
+ * TARGET rows' names. Returns 0 (problems in w->e) or -ENOMEM.
+ */
+static int walk_target_map(struct walk *w, const yaml_node_t *map, struct cfg_target *t,
+                           const char *where, const char *prefix)
+{
+    char here[128];
+    snprintf(here, sizeof(here), "%s%s%s", where, *prefix ? "." : "", prefix);
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        if (w->e->full)
+            return 0;
+        const yaml_node_t *k, *v;
+        const char *key = pair_key(w, map, p, here, &k, &v);
+        if (key == NULL)
+            continue;
+        char path[64 + CFG_MAX_KEY], full[128 + 64 + CFG_MAX_KEY], shown[320], hint[96];
+        if (!key_usable(k)) {
+            ERR_NODE(w->e, k, "unknown key '%s.%s'", here,
+                     echo(shown, sizeof(shown), key, k->data.scalar.length));
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", key);
+        snprintf(full, sizeof(full), "%s.%s", here, key);
+        if (strchr(key, '.') != NULL) {
+            /* As for the global options: one way to write each option. */
+            ERR_NODE(w->e, k, "'%s': write nested keys, one name per level, not a dotted name",
+                     echo(shown, sizeof(shown), full, strlen(full)));
+            continue;
+        }
+        const struct cfg_option *o = find_row(path, CFG_SCOPE_TARGET, NULL);
+        if (o != NULL) {
+            int rc = set_from_node(w, o, t, v, full);
+            if (rc == -ENOMEM)
+                return rc;
+            continue;
+        }
+        if (is_section(path, CFG_SCOPE_TARGET)) {
+            if (is_null(v))
+                continue; /* `threads:` with nothing: all defaults */
+            if (v->type != YAML_MAPPING_NODE) {
+                ERR_NODE(w->e, v, "%s must be a mapping of options, not %s", full, node_kind(v));
+                continue;
+            }
+            int rc = walk_target_map(w, v, t, where, path);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        suggest(prefix, key, CFG_SCOPE_TARGET, hint, sizeof(hint));
+        ERR_NODE(w->e, k, "unknown key '%s'%s", echo(shown, sizeof(shown), full, strlen(full)),
+                 hint);
+    }
+    return 0;
+}
+
 static int walk_target(struct walk *w, const yaml_node_t *item, size_t index)
 {
     char where[48];
@@ -1320,35 +1421,19 @@ static int walk_target(struct walk *w, const yaml_node_t *item, size_t index)
     }
     struct cfg_target *t;
     int rc = add_target(w->c, &w->targets_cap, &t);
+    if (rc == 0)
+        rc = walk_target_map(w, item, t, where, "");
     if (rc != 0)
         return rc;
-    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
-         p++) {
-        if (w->e->full)
-            return 0;
-        const yaml_node_t *k, *v;
-        const char *key = pair_key(w, item, p, where, &k, &v);
-        if (key == NULL)
-            continue;
-        char full[48 + CFG_MAX_KEY + 2], shown[320], hint[96];
-        const struct cfg_option *o = key_usable(k) ? find_row(key, CFG_SCOPE_TARGET, NULL) : NULL;
-        if (o == NULL) {
-            echo(shown, sizeof(shown), key, k->data.scalar.length);
-            suggest("", key_usable(k) ? key : "", CFG_SCOPE_TARGET, hint, sizeof(hint));
-            ERR_NODE(w->e, k, "unknown key '%s.%s'%s", where, shown, hint);
-            continue;
-        }
-        snprintf(full, sizeof(full), "%s.%s", where, key);
-        rc = set_from_node(w, o, t, v, full);
-        if (rc == -ENOMEM)
-            return rc;
-    }
+    resolve_def_rows(t, CFG_SCOPE_TARGET);
     /* Required keys: checked by name, so that a present but invalid value
-     * is reported once, as invalid, not also as missing. */
+     * is reported once, as invalid, not also as missing. Only keys of the
+     * entry itself can be required (a section's are optional with it). */
     for (size_t i = 0; i < cfg_noptions; i++) {
         const struct cfg_option *o = &cfg_options[i];
         if (o->scope != CFG_SCOPE_TARGET || !o->required)
             continue;
+        ISOPROF_ASSERT(strchr(o->name, '.') == NULL);
         int present = 0;
         for (yaml_node_pair_t *p = item->data.mapping.pairs.start;
              p < item->data.mapping.pairs.top && !present; p++) {
@@ -1431,7 +1516,7 @@ static int walk_map(struct walk *w, const yaml_node_t *map, const char *prefix)
             w->slots[idx].bad = rc != 0;
             continue;
         }
-        if (is_section(path)) {
+        if (is_section(path, CFG_SCOPE_GLOBAL)) {
             if (is_null(v))
                 continue; /* `log:` with nothing: all defaults */
             if (v->type != YAML_MAPPING_NODE) {
@@ -1894,21 +1979,27 @@ static void display_name(const struct cfg_option *o, char *buf, size_t cap)
     snprintf(buf, cap, "%s%s", o->scope == CFG_SCOPE_TARGET ? "targets[]." : "", o->name);
 }
 
-static const char *display_default(const struct cfg_option *o)
+/* The DEFAULT column: the value, "(required)", "(unset)", or the row whose
+ * value an unset row takes, in parentheses ("(memory_limit)"). */
+static const char *display_default(const struct cfg_option *o, char *buf, size_t cap)
 {
+    if (o->def == NULL && o->def_row != NULL) {
+        snprintf(buf, cap, "(%s)", o->def_row);
+        return buf;
+    }
     return o->def ? def_text(o) : o->required ? "(required)" : "(unset)";
 }
 
 void cfg_write_help(FILE *f)
 {
     int wn = 0, wt = 0, wd = 0, wb = 0;
-    char name[96], b[96];
+    char name[96], b[96], def[96];
     for (size_t i = 0; i < cfg_noptions; i++) {
         const struct cfg_option *o = &cfg_options[i];
         display_name(o, name, sizeof(name));
         bounds_text(o, b, sizeof(b));
         int n = (int)strlen(name), t = (int)strlen(type_name(o->type)),
-            d = (int)strlen(display_default(o)), bb = (int)strlen(b);
+            d = (int)strlen(display_default(o, def, sizeof(def))), bb = (int)strlen(b);
         wn = n > wn ? n : wn;
         wt = t > wt ? t : wt;
         wd = d > wd ? d : wd;
@@ -1921,7 +2012,8 @@ void cfg_write_help(FILE *f)
         display_name(o, name, sizeof(name));
         bounds_text(o, b, sizeof(b));
         fprintf(f, "  %-*s  %-*s  %-*s  %-*s  %s%s\n", wn, name, wt, type_name(o->type), wd,
-                display_default(o), wb, b, o->help, o->reloadable ? "" : " [restart]");
+                display_default(o, def, sizeof(def)), wb, b, o->help,
+                o->reloadable ? "" : " [restart]");
     }
     fprintf(f,
             "\n  Durations: a number and ns, us, ms, s, m or h (\"250ms\", \"1.5m\"). Sizes: a\n"
@@ -1970,25 +2062,82 @@ static void write_comment(FILE *f, int indent, const struct cfg_option *o)
             has_b ? b : "", o->reloadable ? "" : "; needs a restart");
 }
 
+/*
+ * Where the example writer is: the previous row's name (NULL: no section is
+ * open), the indent of a name at depth 0, and for a target entry whether
+ * its first line is still to come (written after "- ").
+ */
+struct ex_state {
+    const char *prev;
+    int indent;
+    int item; /* a list item: depth 0 lines are "  - key" first, then "    key" */
+    int first;
+};
+
+/* The prefix of a line at depth d: spaces, or "  - " for a target entry's
+ * first line. */
+static void ex_prefix(FILE *f, struct ex_state *st, int d)
+{
+    if (st->item && d == 0 && st->first) {
+        fprintf(f, "%*s- ", st->indent - 2, "");
+        st->first = 0;
+    } else {
+        fprintf(f, "%*s", st->indent + d * 2, "");
+    }
+}
+
+/* Write row o (its help, then its key at its default, or commented out when
+ * it has none), opening the sections of its name that the previous row did
+ * not share with it. */
+static void write_row_example(FILE *f, struct ex_state *st, const struct cfg_option *o,
+                              const char *val)
+{
+    int nsec = ncomponents(o->name) - 1;
+    int psec = st->prev ? ncomponents(st->prev) - 1 : 0;
+    int same = 0; /* leading sections shared with prev, already open */
+    while (same < nsec && same < psec) {
+        const char *a, *b;
+        size_t la = component(o->name, same, &a), lb = component(st->prev, same, &b);
+        if (la != lb || memcmp(a, b, la) != 0)
+            break;
+        same++;
+    }
+    for (int d = same; d < nsec; d++) {
+        const char *sec;
+        size_t l = component(o->name, d, &sec);
+        if (d == 0 && !st->item)
+            fputc('\n', f);
+        ex_prefix(f, st, d);
+        fprintf(f, "%.*s:\n", (int)l, sec);
+    }
+    const char *leaf;
+    size_t ll = component(o->name, nsec, &leaf);
+    write_comment(f, st->indent + nsec * 2, o);
+    if (val != NULL) {
+        ex_prefix(f, st, nsec);
+        fprintf(f, "%.*s: %s\n", (int)ll, leaf, val);
+    } else {
+        fprintf(f, "%*s# %.*s:\n", st->indent + nsec * 2, "", (int)ll, leaf);
+    }
+    st->prev = o->name;
+}
+
 static void write_targets_example(FILE *f)
 {
     fprintf(f, "\n# Inspector endpoints to profile; only these are ever contacted. Without a\n"
                "# `targets` key the agent watches %s; `targets: []` watches none.\n"
                "targets:\n",
             CFG_DEFAULT_INSPECTOR);
-    int first = 1;
+    struct ex_state st = {.prev = NULL, .indent = 4, .item = 1, .first = 1};
     for (size_t j = 0; j < cfg_noptions; j++) {
         const struct cfg_option *t = &cfg_options[j];
         if (t->scope != CFG_SCOPE_TARGET)
             continue;
-        const char *val = t->type == CFG_T_INSPECTOR ? CFG_DEFAULT_INSPECTOR : def_text(t);
-        write_comment(f, 4, t);
-        if (val != NULL)
-            fprintf(f, "  %s%s: %s\n", first ? "- " : "  ", t->name, val);
-        else
-            fprintf(f, "    # %s:\n", t->name);
-        if (val != NULL)
-            first = 0;
+        /* The entry's first line is a key with a value, so that "- " opens
+         * it: the required inspector comes first in the table. */
+        ISOPROF_ASSERT(!st.first || t->type == CFG_T_INSPECTOR);
+        write_row_example(f, &st, t,
+                          t->type == CFG_T_INSPECTOR ? CFG_DEFAULT_INSPECTOR : def_text(t));
     }
 }
 
@@ -1998,7 +2147,7 @@ int cfg_write_example(FILE *f)
                "# Durations: ns, us, ms, s, m, h. Sizes: B, KiB, MiB, GiB (KB, MB, GB: powers\n"
                "# of 10). Shares: 10%% or 0.1. Bools: true or false. Maps: `name: value`\n"
                "# lines under the option's key. `isoprofd --help` lists the options.\n");
-    const char *prev = NULL; /* the previous GLOBAL row's name */
+    struct ex_state st = {.prev = NULL, .indent = 0, .item = 0, .first = 0};
     int targets_done = 0;
     for (size_t i = 0; i < cfg_noptions; i++) {
         const struct cfg_option *o = &cfg_options[i];
@@ -2006,34 +2155,10 @@ int cfg_write_example(FILE *f)
             if (!targets_done)
                 write_targets_example(f);
             targets_done = 1;
-            prev = NULL; /* the next global row reopens its sections */
+            st.prev = NULL; /* the next global row reopens its sections */
             continue;
         }
-        int nsec = ncomponents(o->name) - 1;
-        int psec = prev ? ncomponents(prev) - 1 : 0;
-        int same = 0; /* leading sections shared with prev, already open */
-        while (same < nsec && same < psec) {
-            const char *a, *b;
-            size_t la = component(o->name, same, &a), lb = component(prev, same, &b);
-            if (la != lb || memcmp(a, b, la) != 0)
-                break;
-            same++;
-        }
-        for (int d = same; d < nsec; d++) {
-            const char *s;
-            size_t l = component(o->name, d, &s);
-            if (d == 0)
-                fputc('\n', f);
-            fprintf(f, "%*s%.*s:\n", d * 2, "", (int)l, s);
-        }
-        const char *leaf;
-        size_t ll = component(o->name, nsec, &leaf);
-        write_comment(f, nsec * 2, o);
-        if (o->def != NULL)
-            fprintf(f, "%*s%.*s: %s\n", nsec * 2, "", (int)ll, leaf, def_text(o));
-        else
-            fprintf(f, "%*s# %.*s:\n", nsec * 2, "", (int)ll, leaf);
-        prev = o->name;
+        write_row_example(f, &st, o, o->def != NULL ? def_text(o) : NULL);
     }
     return ferror(f) ? -EIO : 0;
 }

@@ -8,9 +8,11 @@
  *
  * Keys (see `isoprofd --help` for types, defaults and bounds):
  *   store.path, store.max_size, store.on_damage
- *   targets: a list of {inspector, worker, version, memory_limit}; absent
- *            means one target at CFG_DEFAULT_INSPECTOR, an empty list means
- *            none (the agent idles)
+ *   targets: a list of {inspector, worker, version, memory_limit,
+ *            threads: {enabled, memory_limit, max}}; absent means one target
+ *            at CFG_DEFAULT_INSPECTOR, an empty list means none (the agent
+ *            idles). threads.memory_limit left unset is the target's
+ *            memory_limit.
  *   discovery.interval
  *   sampling.cpu.{duration, period, interval, jitter, max_concurrent}
  *   sampling.heap.{interval, period}, sampling.memory_poll
@@ -30,9 +32,10 @@
  * counts a bare whole number; shares "10%" or 0.1; bools true or false. A
  * bare number is refused where a unit is expected. A section or an optional
  * key given an empty value (`log:`, `worker: ~`, `headers:`) is the same as
- * leaving it out. A mapping option (upload.headers, upload.labels) holds
- * `name: value` entries whose values are strings (a null one is refused;
- * write '' for an empty value); a message never quotes a header's value or
+ * leaving it out (`threads: ~` and `threads: {}` are all defaults). A
+ * mapping option (upload.headers, upload.labels) holds `name: value`
+ * entries whose values are strings (a null one is refused; write '' for an
+ * empty value); a message never quotes a header's value or
  * a URL that holds credentials.
  *
  * No logging, no global state: every function may be called from any
@@ -91,6 +94,21 @@ struct cfg_target {
     char *worker;    /* label override; NULL if unset */
     char *version;   /* label; NULL if unset */
     uint64_t memory_limit; /* bytes */
+    /* The isolate's worker threads (Node's worker_threads: each Worker is a
+     * V8 isolate of its own, reached through this target's inspector
+     * session). Every field is resolved: the daemon reads it as is. */
+    struct {
+        /* 1 (default): attach to the target's worker threads and profile
+         * each as an isolate of its own; 0: the main thread only. */
+        int enabled;
+        /* Bytes, >= 1 MiB: the heap limit each worker thread's memory is
+         * watched against (its Worker's resourceLimits). When the file
+         * leaves threads.memory_limit unset, this is the target's
+         * memory_limit above (so it is never 0). */
+        uint64_t memory_limit;
+        /* 1..1024 (default 64): worker threads attached at once. */
+        uint32_t max;
+    } threads;
 };
 
 /* A loaded configuration. Every pointer is owned by the struct and freed by
@@ -231,8 +249,8 @@ int cfg_check_reload(const struct cfg *running, const struct cfg *next, char **w
 /*
  * cfg_write_example - write a commented YAML config holding every option at
  * its default, with its help, type and bounds; loaded back it equals the
- * defaults. Options without a default (a target's worker, version) appear
- * commented out. Returns 0, or -EIO if the stream reports an error.
+ * defaults. Options without a default (a target's worker, version and
+ * threads.memory_limit) appear commented out. Returns 0, or -EIO if the stream reports an error.
  */
 int cfg_write_example(FILE *f);
 

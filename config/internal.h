@@ -45,7 +45,9 @@ typedef const char *(*cfg_check_fn)(const char *s, size_t len, int is_key, const
                                     char *buf, size_t cap);
 
 /* GLOBAL rows live in struct cfg under their dotted name; TARGET rows are the
- * keys of one `targets:` entry and live in struct cfg_target. */
+ * keys of one `targets:` entry and live in struct cfg_target, under a name
+ * relative to the entry that may be dotted too ("threads.max": a `threads:`
+ * mapping inside the entry). */
 enum cfg_scope { CFG_SCOPE_GLOBAL, CFG_SCOPE_TARGET };
 
 struct cfg_option {
@@ -53,8 +55,13 @@ struct cfg_option {
     enum cfg_type type;
     enum cfg_scope scope;
     /* default, written as in YAML ("" is the empty string, printed as "");
-     * NULL: unset (or required) */
+     * NULL: unset (or required), or def_row's value */
     const char *def;
+    /* NULL, or the name of another row of the same scope and type whose
+     * value this row takes when the file leaves it unset (def is then NULL,
+     * and min above 0 so that 0 can mean "unset" during the walk):
+     * targets[].threads.memory_limit is the target's memory_limit. */
+    const char *def_row;
     /*
      * Bounds in the value's unit: ns, bytes, count, string length in bytes;
      * fractions in parts per million. max 0 means no upper bound (for a

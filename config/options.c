@@ -10,8 +10,9 @@
  * and the example config are printed from the same rows.
  *
  * Rows of one section must be contiguous, and all TARGET rows must be
- * contiguous: the example config opens each section once, at its first row.
- * The unit tests load the example back, which catches a misplaced row.
+ * contiguous (and within them, the rows of a target's section such as
+ * `threads`): the example config opens each section once, at its first
+ * row. The unit tests load the example back, which catches a misplaced row.
  */
 #include "internal.h"
 
@@ -104,7 +105,8 @@ const char *cfg_check_loopback(const char *s, size_t len, int is_key, const char
 }
 
 /*
- * A field left out of a row is 0 or NULL: no default (unset), no lower
+ * A field left out of a row is 0 or NULL: no default (unset), no row it
+ * takes its default from, no lower
  * bound (for a string: "" refused), no upper bound, not required,
  * restart-only (not reloadable), no check beyond the type's, no choices.
  */
@@ -161,6 +163,32 @@ const struct cfg_option cfg_options[] = {
      .reloadable = 1,
      .offset = T(memory_limit),
      .help = "the isolate's heap limit; memory near it flags an anomaly"},
+    {.name = "threads.enabled",
+     .type = CFG_T_BOOL,
+     .scope = CFG_SCOPE_TARGET,
+     .def = "true",
+     .reloadable = 1,
+     .offset = T(threads.enabled),
+     .help = "profile the target's worker threads (Node worker_threads), each as an isolate of "
+             "its own; false: the main thread only"},
+    {.name = "threads.memory_limit",
+     .type = CFG_T_SIZE,
+     .scope = CFG_SCOPE_TARGET,
+     .def_row = "memory_limit",
+     .min = MIB,
+     .reloadable = 1,
+     .offset = T(threads.memory_limit),
+     .help = "a worker thread's heap limit (its Worker's resourceLimits); memory near it flags "
+             "an anomaly; unset: the target's memory_limit"},
+    {.name = "threads.max",
+     .type = CFG_T_COUNT,
+     .scope = CFG_SCOPE_TARGET,
+     .def = "64",
+     .min = 1,
+     .max = 1024,
+     .reloadable = 1,
+     .offset = T(threads.max),
+     .help = "most worker threads of the target attached at once"},
 
     {.name = "discovery.interval",
      .type = CFG_T_DURATION,

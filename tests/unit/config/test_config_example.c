@@ -172,7 +172,19 @@ TEST(table_is_consistent)
         const struct cfg_option *o = &cfg_options[i];
         CHECK(o->name != NULL && o->help != NULL && o->help[0] != '\0');
         CHECK(o->max == 0 || o->max >= o->min);
-        CHECK(o->def != NULL || o->required || o->type == CFG_T_STRING);
+        CHECK(o->def != NULL || o->required || o->type == CFG_T_STRING || o->def_row != NULL);
+        /* a row that takes another's value when unset: no default of its own,
+         * a row of its scope and type to take it from, and 0 free to mean unset */
+        if (o->def_row != NULL) {
+            const struct cfg_option *from = NULL;
+            for (size_t j = 0; j < cfg_noptions; j++)
+                if (cfg_options[j].scope == o->scope &&
+                    strcmp(cfg_options[j].name, o->def_row) == 0)
+                    from = &cfg_options[j];
+            CHECK(o->def == NULL && !o->required && o->min > 0);
+            CHECK(from != NULL && from != o && from->type == o->type && from->def_row == NULL);
+            CHECK(o->type == CFG_T_SIZE || o->type == CFG_T_DURATION || o->type == CFG_T_COUNT);
+        }
         for (size_t j = 0; j < i; j++)
             CHECK(!(cfg_options[j].scope == o->scope && strcmp(cfg_options[j].name, o->name) == 0));
         /* an enum names its choices (cfg_defaults fails if the default is not one) */
