@@ -5,13 +5,15 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/isoprof/npm. Idempotent; prints nothing
 # when everything is present.
 #
-#   packaging/setup.sh [--quiet] [--runtimes] [--bench] [--print-runtimes]
+#   packaging/setup.sh [--quiet] [--runtimes] [--bench] [--browser] [--print-runtimes]
 #
 #   --quiet           say nothing unless something fails
 #   --runtimes        also install workerd and Deno (pinned versions)
 #   --bench           also what tests/bench/bench.js needs: wrk and valgrind
 #                     (Debian), @pyroscope/nodejs and pprof-format (npm,
 #                     pinned), and the test runtimes
+#   --browser         also Debian's chromium, which the flame graph tests
+#                     open their pages in (headless)
 #   --print-runtimes  print workerd=PATH and deno=PATH; exit 1 if one is
 #                     missing. Alone it checks nothing else; with --runtimes
 #                     it installs first.
@@ -33,14 +35,15 @@ DENO="$CACHE/node_modules/@deno/linux-x64-glibc/deno"
 PYROSCOPE="$CACHE/node_modules/@pyroscope/nodejs/package.json"
 PPROF_FORMAT="$CACHE/node_modules/pprof-format/package.json"
 
-quiet=0 runtimes=0 print=0 bench=0
+quiet=0 runtimes=0 print=0 bench=0 browser=0
 for a in "$@"; do
   case "$a" in
     --quiet) quiet=1 ;;
     --runtimes) runtimes=1 ;;
     --bench) bench=1 runtimes=1 ;;
+    --browser) browser=1 ;;
     --print-runtimes) print=1 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -72,6 +75,7 @@ if [ "$print" = 1 ] && [ "$runtimes" = 0 ]; then
 fi
 
 [ "$bench" = 1 ] && PACKAGES+=(wrk valgrind)
+[ "$browser" = 1 ] && PACKAGES+=(chromium)
 missing=()
 if command -v dpkg-query >/dev/null; then
   for p in "${PACKAGES[@]}"; do

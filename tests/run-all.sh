@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (the README's second quick-start command; .ci/run calls
-# it): installs what is missing (Debian packages, the test runtimes and the
-# benchmark harness's tools, so its smoke test runs),
+# it): installs what is missing (Debian packages, the test runtimes, the
+# benchmark harness's tools, so its smoke test runs, and Chromium, which
+# the flame graph tests open their pages in),
 # then builds and runs the whole CTest suite twice, a RelWithDebInfo build
 # in build/ and an ASan+UBSan build in build-asan/.
 #
@@ -23,7 +24,7 @@ suite() {
   run ctest --test-dir "$dir" --output-on-failure -j"$jobs"
 }
 
-run packaging/setup.sh --quiet --bench
+run packaging/setup.sh --quiet --bench --browser
 echo "== RelWithDebInfo build (build/)" >&2
 suite build
 if [ "${ISOPROF_SKIP_SANITIZE:-0}" != 1 ]; then

@@ -9,6 +9,7 @@
  * stderr saying why).
  */
 #include "config.h"
+#include "flamegraph.h"
 #include "pprof.h"
 #include "store.h"
 
@@ -46,6 +47,10 @@ struct cli {
     long top_n;
     const char *anomaly_id;         /* export --anomaly ID */
     struct store_anomaly_filter af; /* anomalies */
+    const char *format;             /* export --format */
+    double fold;                    /* flamegraph --fold, a share */
+    struct store_filter bf;         /* flamegraph: the base set of a diff */
+    int diff;                       /* a --base-* option was given */
 };
 
 /* Which command parse_args reads for: options valid for it. */
@@ -56,7 +61,9 @@ enum {
     ARG_N = 8,
     ARG_PINNED = 16,
     ARG_ANOMALY_ID = 32,
-    ARG_KIND = 64
+    ARG_KIND = 64,
+    ARG_FORMAT = 128,
+    ARG_FLAME = 256
 };
 
 __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...)
@@ -84,16 +91,20 @@ static void usage(FILE *f)
         "       isoprof export    --store DIR (--id ID | --anomaly ID --type T | FILTERS) [-o "
         "FILE]\n"
         "       isoprof top       --store DIR [FILTERS] [-n 20]\n"
-        "       isoprof anomalies --store DIR [--kind K] [--worker W] [--version V]\n"
+        "       isoprof flamegraph --store DIR [FILTERS] [BASE] [--fold PCT] [-o FILE.html]\n"
+        "       isoprof anomalies --store DIR [--kind K] [--worker W] [--version V] [--thread T]\n"
         "                         [--since T] [--until T] [--json]\n"
         "       isoprof store     stat|check --store DIR\n"
         "       isoprof status    [--socket S] [--json]\n"
-        "       isoprof profile   --worker W [--version V] [--isolate I] --type cpu|heap\n"
+        "       isoprof profile   --worker W [--version V] [--thread T | --isolate I]\n"
+        "                         --type cpu|heap\n"
         "                         [--seconds 10] [--interval 1ms] [--all] [-o FILE] [--socket S]\n"
         "       isoprof metrics   [--socket S]\n"
         "\n"
         "Reads the windows isoprofd stored. FILTERS:\n"
         "  --worker W      only worker W          --version V   only version V\n"
+        "  --thread T      only thread T: main, or a worker thread's name (its Worker's\n"
+        "                  name option, else worker-<threadId>)\n"
         "  --type cpu|heap only that profile type\n"
         "  --since T       windows starting at or after T\n"
         "  --until T       windows starting before T\n"
@@ -101,16 +112,36 @@ static void usage(FILE *f)
         "now (-15m, -2h, -7d).\n"
         "\n"
         "windows    one line per window (an aligned table, or with --json one JSON object per\n"
-        "           line: id, worker, version, isolate, runtime, type, start, end, samples,\n"
+        "           line: id, worker, version, thread, isolate, runtime, type, start, end, "
+        "samples,\n"
         "           bytes, anomaly, pinned, memory, upload); --anomaly [KIND]: only the\n"
         "           windows anomalies (of that kind) keep as evidence\n"
         "export     one window (--id), the window of --type an anomaly pinned last before its\n"
         "           end (--anomaly ID: for oom_suspected the last profile before the death), or\n"
-        "           all matching windows of one type merged; gzip'd pprof to FILE or stdout\n"
-        "           (read it with 'go tool pprof')\n"
+        "           all matching windows of one type merged, to FILE or stdout. --format:\n"
+        "             pprof       gzip'd pprof (the default; read it with 'go tool pprof')\n"
+        "             folded      one line a stack, 'root;...;leaf COUNT' (flamegraph.pl,\n"
+        "                         inferno); a frame is 'name (file:line)'; CPU counts samples,\n"
+        "                         heap bytes\n"
+        "             cpuprofile  Chrome DevTools / speedscope JSON (CPU windows only; the\n"
+        "                         samples' order is synthetic, the totals exact)\n"
         "top        flat and cumulative share per function over the matching windows\n"
+        "flamegraph the matching windows merged (or one: --id, --anomaly ID --type T) as one\n"
+        "           self-contained HTML page that opens in any browser, offline: a flame graph\n"
+        "           (click to zoom, search, tooltips), a table of functions by self and total,\n"
+        "           and what was merged. Frames under PCT %% of the total (--fold, default\n"
+        "           0.01; 0 keeps all) are folded into one '(folded)' frame a parent.\n"
+        "           BASE makes it a diff against a second set of windows: the FILTERS with\n"
+        "           --base-worker W, --base-version V, --base-since T or --base-until T in\n"
+        "           place of their own; frames are coloured by the change in their share\n"
+        "           (red grew, blue shrank) beside a table of the biggest changes. E.g.\n"
+        "             isoprof flamegraph --store DIR --worker api --version v2 \\\n"
+        "                 --base-version v1 -o v1-to-v2.html\n"
+        "             isoprof flamegraph --store DIR --since -1h --base-since -2h \\\n"
+        "                 --base-until -1h -o last-hour.html\n"
+        "           Written to FILE, or stdout when it is not a terminal\n"
         "anomalies  one line per anomaly (with --json one object per line: id, kind, worker,\n"
-        "           version, isolate, time, end, open, value, threshold, unit, windows);\n"
+        "           version, thread, isolate, time, end, open, value, threshold, unit, windows);\n"
         "           KIND is memory_near_limit, oom_suspected or latency_p999_spike\n"
         "store      stat: counts, sizes, schema, upload outbox; check: verify every record\n"
         "           and index\n"
@@ -120,9 +151,10 @@ static void usage(FILE *f)
         "           outbox and uptime; --json: the raw JSON of GET /status\n"
         "profile    take a window now and write its gzip'd pprof to FILE or stdout (never a\n"
         "           terminal); the window is also stored, marked on_demand. --seconds 1..3600\n"
-        "           (cpu), --interval 100us..1s (default: sampling.cpu.interval); several\n"
-        "           isolates of the worker: name one with --isolate, or --all for one merged\n"
-        "           profile. A progress line goes to stderr when it is a terminal\n"
+        "           (cpu), --interval 100us..1s (default: sampling.cpu.interval); the main\n"
+        "           thread unless --thread names a worker thread (or --isolate an isolate);\n"
+        "           several isolates of the worker: name one with --isolate, or --all for one\n"
+        "           merged profile. A progress line goes to stderr when it is a terminal\n"
         "metrics    the agent's own Prometheus metrics (GET /metrics)\n"
         "The socket S: --socket, else $ISOPROF_SOCKET, else $RUNTIME_DIRECTORY/isoprof.sock,\n"
         "else DIR/control.sock with --store DIR, else /run/isoprof/isoprof.sock (the first\n"
@@ -292,12 +324,25 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
     int allow_id = (allow & ARG_ID) != 0, allow_out = (allow & ARG_OUT) != 0;
     int allow_json = (allow & ARG_JSON) != 0, allow_n = (allow & ARG_N) != 0;
     static const struct option opts[] = {
-        {"store", required_argument, NULL, 's'},   {"worker", required_argument, NULL, 'w'},
-        {"version", required_argument, NULL, 'v'}, {"type", required_argument, NULL, 't'},
-        {"since", required_argument, NULL, 'S'},   {"until", required_argument, NULL, 'U'},
-        {"id", required_argument, NULL, 'i'},      {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},          {"anomaly", optional_argument, NULL, 'a'},
-        {"kind", required_argument, NULL, 'k'},    {NULL, 0, NULL, 0},
+        {"store", required_argument, NULL, 's'},
+        {"worker", required_argument, NULL, 'w'},
+        {"version", required_argument, NULL, 'v'},
+        {"type", required_argument, NULL, 't'},
+        {"since", required_argument, NULL, 'S'},
+        {"until", required_argument, NULL, 'U'},
+        {"id", required_argument, NULL, 'i'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {"anomaly", optional_argument, NULL, 'a'},
+        {"kind", required_argument, NULL, 'k'},
+        {"format", required_argument, NULL, 'F'},
+        {"fold", required_argument, NULL, 'f'},
+        {"base-worker", required_argument, NULL, 'W'},
+        {"base-version", required_argument, NULL, 'V'},
+        {"base-since", required_argument, NULL, 'B'},
+        {"base-until", required_argument, NULL, 'E'},
+        {"thread", required_argument, NULL, 'T'},
+        {NULL, 0, NULL, 0},
     };
     int ch;
     optind = 1;
@@ -312,6 +357,9 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
             break;
         case 'v':
             c->f.version = c->af.version = optarg;
+            break;
+        case 'T':
+            c->f.thread = c->af.thread = optarg;
             break;
         case 'a': {
             /* --anomaly KIND / --anomaly=KIND / --anomaly (windows), --anomaly ID (export) */
@@ -356,6 +404,40 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
                 return die("--until: '%s' is not RFC 3339 or a relative time like -15m", optarg);
             c->af.until_ns = c->f.until_ns;
             break;
+        case 'F':
+            if (!(allow & ARG_FORMAT))
+                return die("--format is not an option of this command");
+            if (strcmp(optarg, "pprof") != 0 && strcmp(optarg, "folded") != 0 &&
+                strcmp(optarg, "cpuprofile") != 0)
+                return die("--format must be pprof, folded or cpuprofile, not '%s'", optarg);
+            c->format = optarg;
+            break;
+        case 'f': {
+            if (!(allow & ARG_FLAME))
+                return die("--fold is not an option of this command");
+            char *end;
+            errno = 0;
+            double pct = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || errno != 0 || !(pct >= 0 && pct < 100))
+                return die("--fold: '%s' is not a percentage from 0 to under 100", optarg);
+            c->fold = pct / 100;
+            break;
+        }
+        case 'W':
+        case 'V':
+        case 'B':
+        case 'E':
+            if (!(allow & ARG_FLAME))
+                return die("%s is not an option of this command", argv[optind - 1]);
+            c->diff = 1;
+            if (ch == 'W')
+                c->bf.worker = optarg;
+            else if (ch == 'V')
+                c->bf.version = optarg;
+            else if (parse_time(optarg, ch == 'B' ? &c->bf.since_ns : &c->bf.until_ns) != 0)
+                return die("%s: '%s' is not RFC 3339 or a relative time like -15m",
+                           ch == 'B' ? "--base-since" : "--base-until", optarg);
+            break;
         case 'i':
             if (!allow_id)
                 return die("--id is not an option of this command");
@@ -388,6 +470,21 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
         return die("--store DIR is required");
     if (c->f.since_ns && c->f.until_ns && c->f.until_ns <= c->f.since_ns)
         return die("--until must be later than --since");
+    if (c->diff) {
+        /* the base set: the FILTERS, with the --base-* options in place of theirs */
+        struct store_filter b = c->f;
+        if (c->bf.worker)
+            b.worker = c->bf.worker;
+        if (c->bf.version)
+            b.version = c->bf.version;
+        if (c->bf.since_ns)
+            b.since_ns = c->bf.since_ns;
+        if (c->bf.until_ns)
+            b.until_ns = c->bf.until_ns;
+        if (b.since_ns && b.until_ns && b.until_ns <= b.since_ns)
+            return die("the base set's --until must be later than its --since");
+        c->bf = b;
+    }
     return 0;
 }
 
@@ -440,6 +537,8 @@ static int list_on_window(const struct store_window *w, void *arg)
         json_str(stdout, w->worker);
         fputs(",\"version\":", stdout);
         json_str(stdout, w->version);
+        fputs(",\"thread\":", stdout);
+        json_str(stdout, w->thread ? w->thread : "main");
         printf(",\"isolate\":%" PRIu32 ",\"runtime\":", w->isolate);
         json_str(stdout, w->runtime);
         printf(",\"type\":\"%s\",\"start\":\"%s\",\"end\":\"%s\",\"samples\":%" PRIu64
@@ -470,18 +569,19 @@ static int list_on_window(const struct store_window *w, void *arg)
         fputs("}\n", stdout);
     } else {
         if (l->count == 0)
-            printf("%-36s  %-20s %-12s %-10s %-8s %-4s  %-24s %6s %8s %9s  %s\n", "ID", "WORKER",
-                   "VERSION", "ISOLATE", "RUNTIME", "TYPE", "START", "SECS", "SAMPLES", "BYTES",
-                   "ANOMALY");
+            printf("%-36s  %-20s %-12s %-12s %-10s %-8s %-4s  %-24s %6s %8s %9s  %s\n", "ID",
+                   "WORKER", "VERSION", "THREAD", "ISOLATE", "RUNTIME", "TYPE", "START", "SECS",
+                   "SAMPLES", "BYTES", "ANOMALY");
         /* The anomaly it was taken for, else one that pinned it afterwards. */
         const char *an = w->anomaly ? store_anomaly_name(w->anomaly) : "";
         for (unsigned k = 1; !*an && k <= STORE_ANOMALY_MAX; k++)
             if (w->pinned & (1u << k))
                 an = store_anomaly_name(k);
-        printf("%-36s  %-20.20s %-12.12s %-10" PRIu32 " %-8.8s %-4s  %-24s %6.1f %8" PRIu64
+        printf("%-36s  %-20.20s %-12.12s %-12.12s %-10" PRIu32 " %-8.8s %-4s  %-24s %6.1f %8" PRIu64
                " %9" PRIu64 "  %s\n",
-               id, w->worker, w->version, w->isolate, w->runtime, type_name(w->type), start,
-               (double)(w->end_ns - w->start_ns) / 1e9, w->samples, w->stored_size, an);
+               id, w->worker, w->version, w->thread ? w->thread : "main", w->isolate, w->runtime,
+               type_name(w->type), start, (double)(w->end_ns - w->start_ns) / 1e9, w->samples,
+               w->stored_size, an);
     }
     l->count++;
     return 0;
@@ -516,13 +616,65 @@ static int cmd_windows(int argc, char **argv)
 
 /* --- export / top: load and merge matching windows --- */
 
+/* Distinct labels of the windows collected, for a flame graph's header:
+ * the first few kept, the rest counted while they fit. */
+#define CLI_LABELS_KEPT 3
+#define CLI_LABELS_COUNTED 64
+struct label_set {
+    char *v[CLI_LABELS_COUNTED];
+    size_t n;
+    int more; /* more distinct ones than counted */
+};
+
 struct collect_ctx {
     uint64_t *ids;
     size_t n, cap;
     uint8_t type;
     int mixed;
     int overflow;
+    struct label_set workers, versions;
+    uint64_t start_ns, end_ns, samples;
 };
+
+static int label_add(struct label_set *l, const char *v)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], v) == 0)
+            return 0;
+    if (l->n == CLI_LABELS_COUNTED) {
+        l->more = 1;
+        return 0;
+    }
+    if ((l->v[l->n] = isoprof_strdup(v)) == NULL)
+        return -ENOMEM;
+    l->n++;
+    return 0;
+}
+
+/* "a", "a, b, c", "a, b, c and 4 more" (or "and more" past the count). */
+static void label_text(const struct label_set *l, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < l->n && i < CLI_LABELS_KEPT && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", l->v[i]);
+    if (len < cap && (l->n > CLI_LABELS_KEPT || l->more)) {
+        if (l->more)
+            snprintf(buf + len, cap - len, " and more");
+        else
+            snprintf(buf + len, cap - len, " and %zu more", l->n - CLI_LABELS_KEPT);
+    }
+}
+
+static void collect_free(struct collect_ctx *k)
+{
+    for (size_t i = 0; i < k->workers.n; i++)
+        isoprof_free(k->workers.v[i]);
+    for (size_t i = 0; i < k->versions.n; i++)
+        isoprof_free(k->versions.v[i]);
+    isoprof_free(k->ids);
+    memset(k, 0, sizeof(*k));
+}
 
 static int collect_on_window(const struct store_window *w, void *arg)
 {
@@ -531,6 +683,13 @@ static int collect_on_window(const struct store_window *w, void *arg)
         k->type = w->type;
     else if (w->type != k->type)
         k->mixed = 1;
+    if (label_add(&k->workers, w->worker) != 0 || label_add(&k->versions, w->version) != 0)
+        return -ENOMEM;
+    if (k->start_ns == 0 || w->start_ns < k->start_ns)
+        k->start_ns = w->start_ns;
+    if (w->end_ns > k->end_ns)
+        k->end_ns = w->end_ns;
+    k->samples += w->samples;
     if (k->n == k->cap) {
         if (k->cap >= CLI_MAX_MERGE) {
             k->overflow = 1;
@@ -663,6 +822,8 @@ static int list_on_anomaly(const struct store_anomaly *a, void *arg)
         json_str(stdout, a->worker);
         fputs(",\"version\":", stdout);
         json_str(stdout, a->version);
+        fputs(",\"thread\":", stdout);
+        json_str(stdout, a->thread ? a->thread : "main");
         printf(",\"isolate\":%" PRIu32 ",\"time\":\"%s\",\"end\":\"%s\",\"open\":%s"
                ",\"value\":%" PRIu64 ",\"threshold\":%" PRIu64 ",\"unit\":\"%s\",\"windows\":[",
                a->isolate, start, end, open ? "true" : "false", a->value, a->threshold,
@@ -675,11 +836,12 @@ static int list_on_anomaly(const struct store_anomaly *a, void *arg)
         fputs("]}\n", stdout);
     } else {
         if (l->count == 0)
-            printf("%-6s %-18s %-20s %-12s %-10s %-24s %-24s %10s %10s %s\n", "ID", "KIND",
-                   "WORKER", "VERSION", "ISOLATE", "START", "END", "VALUE", "THRESHOLD", "WINDOWS");
-        printf("%-6" PRIu64 " %-18s %-20.20s %-12.12s %-10" PRIu32 " %-24s %-24s ", a->id,
-               store_anomaly_name(a->kind), a->worker, a->version, a->isolate, start,
-               open ? "(ongoing)" : end);
+            printf("%-6s %-18s %-20s %-12s %-12s %-10s %-24s %-24s %10s %10s %s\n", "ID", "KIND",
+                   "WORKER", "VERSION", "THREAD", "ISOLATE", "START", "END", "VALUE", "THRESHOLD",
+                   "WINDOWS");
+        printf("%-6" PRIu64 " %-18s %-20.20s %-12.12s %-12.12s %-10" PRIu32 " %-24s %-24s ", a->id,
+               store_anomaly_name(a->kind), a->worker, a->version, a->thread ? a->thread : "main",
+               a->isolate, start, open ? "(ongoing)" : end);
         print_quantity(a->kind, a->value);
         putchar(' ');
         print_quantity(a->kind, a->threshold);
@@ -710,6 +872,42 @@ static int cmd_anomalies(int argc, char **argv)
     return 0;
 }
 
+/* --id or --anomaly ID (--type T) into c->f.id: one window. Returns an
+ * exit code. */
+static int resolve_one(struct cli *c, struct store *s)
+{
+    if (c->id && c->anomaly_id)
+        return die("--id and --anomaly exclude each other");
+    if (c->id && store_id_parse(s, c->id, &c->f.id) != 0)
+        return die("--id: '%s' is not a window id of this store", c->id);
+    if (c->anomaly_id)
+        return resolve_anomaly(c, s);
+    return 0;
+}
+
+/* The windows f matches into *k (the caller frees it with collect_free),
+ * of one type. what names the set in messages ("" or " the base set").
+ * Returns an exit code. */
+static int collect_windows(struct store *s, const struct store_filter *f, const char *what,
+                           struct collect_ctx *k)
+{
+    int rc = store_windows(s, f, collect_on_window, k);
+    if (rc < 0) {
+        fprintf(stderr, "isoprof: reading windows: %s\n", isoprof_strerror(rc));
+        return EXIT_USAGE;
+    }
+    if (k->n == 0) {
+        fprintf(stderr, "isoprof: no window matched%s\n", what);
+        return EXIT_NOMATCH;
+    }
+    if (k->mixed)
+        return die("windows of both types matched%s; add --type cpu or --type heap", what);
+    if (k->overflow)
+        fprintf(stderr, "isoprof: more than %d windows matched%s; using the first %d\n",
+                CLI_MAX_MERGE, what, CLI_MAX_MERGE);
+    return 0;
+}
+
 /* The merged raw pprof of the matching windows into *out. Returns an exit code. */
 static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
 {
@@ -717,46 +915,16 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
     int rc;
     if ((rc = open_store(c, &s)) != 0)
         return rc;
-    if (c->id && c->anomaly_id) {
+    struct collect_ctx k = {0};
+    if ((rc = resolve_one(c, s)) != 0 || (rc = collect_windows(s, &c->f, "", &k)) != 0) {
         store_close(s);
-        return die("--id and --anomaly exclude each other");
-    }
-    if (c->id) {
-        if (store_id_parse(s, c->id, &c->f.id) != 0) {
-            store_close(s);
-            return die("--id: '%s' is not a window id of this store", c->id);
-        }
-    }
-    if (c->anomaly_id && (rc = resolve_anomaly(c, s)) != 0) {
-        store_close(s);
+        collect_free(&k);
         return rc;
     }
-    struct collect_ctx k = {0};
-    rc = store_windows(s, &c->f, collect_on_window, &k);
-    if (rc < 0) {
-        store_close(s);
-        isoprof_free(k.ids);
-        fprintf(stderr, "isoprof: reading windows: %s\n", isoprof_strerror(rc));
-        return EXIT_USAGE;
-    }
-    if (k.n == 0) {
-        store_close(s);
-        isoprof_free(k.ids);
-        fprintf(stderr, "isoprof: no window matched\n");
-        return EXIT_NOMATCH;
-    }
-    if (k.mixed) {
-        store_close(s);
-        isoprof_free(k.ids);
-        return die("matching windows are of both types; add --type cpu or --type heap");
-    }
-    if (k.overflow)
-        fprintf(stderr, "isoprof: more than %d windows matched; using the first %d\n",
-                CLI_MAX_MERGE, CLI_MAX_MERGE);
     struct pprof_buf *bufs = isoprof_calloc(k.n, sizeof(*bufs));
     if (bufs == NULL) {
         store_close(s);
-        isoprof_free(k.ids);
+        collect_free(&k);
         return die("out of memory");
     }
     int exit_code = 0;
@@ -801,20 +969,121 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
     for (size_t i = 0; i < loaded; i++)
         pprof_buf_free(&bufs[i]);
     isoprof_free(bufs);
-    isoprof_free(k.ids);
+    collect_free(&k);
     return exit_code;
+}
+
+/* Opens -o FILE (or takes stdout) for a command's output. text: refuse
+ * a terminal (an HTML page is not for one). NULL after saying why. */
+static FILE *open_out(const struct cli *c, int refuse_tty, const char *what)
+{
+    if (c->out == NULL) {
+        if (refuse_tty && isatty(STDOUT_FILENO)) {
+            die("not writing %s to a terminal; use -o FILE or a redirection", what);
+            return NULL;
+        }
+        return stdout;
+    }
+    FILE *f = fopen(c->out, "wb");
+    if (f == NULL)
+        die("%s: %s", c->out, strerror(errno));
+    return f;
+}
+
+/* Closes what open_out gave; rc is the writer's result. An exit code: a
+ * failed write removes a half-written -o FILE. */
+static int close_out(const struct cli *c, FILE *f, int rc, const char *why)
+{
+    int err = rc == -EIO ? errno : 0;
+    int bad = f == stdout ? fflush(f) != 0 : fclose(f) != 0;
+    if (bad && rc == 0) {
+        rc = -EIO;
+        err = errno;
+    }
+    if (rc == 0)
+        return 0;
+    if (c->out && f != stdout)
+        unlink(c->out);
+    if (rc == -EIO)
+        return die("writing %s: %s", c->out ? c->out : "stdout", strerror(err ? err : EIO));
+    return die("%s", why ? why : isoprof_strerror(rc));
+}
+
+/* Adds the windows of k to set of t (read one at a time). Returns an exit
+ * code; *added counts the windows that were still there. */
+static int tree_add_windows(struct store *s, const struct collect_ctx *k, int set,
+                            struct pprof_tree *t, size_t *added)
+{
+    for (size_t i = 0; i < k->n; i++) {
+        void *data;
+        size_t len;
+        int rc = store_load(s, k->ids[i], &data, &len);
+        if (rc == ISOPROF_ENOTFOUND)
+            continue; /* evicted since we listed it */
+        if (rc != 0) {
+            fprintf(stderr, "isoprof: loading window %" PRIu64 ": %s\n", k->ids[i],
+                    isoprof_strerror(rc));
+            return EXIT_USAGE;
+        }
+        struct pprof_buf b = {data, len};
+        char *why = NULL;
+        rc = pprof_tree_add(t, &b, set, &why);
+        pprof_buf_free(&b);
+        if (rc != 0) {
+            char id[STORE_ID_LEN + 1];
+            store_id_format(s, k->ids[i], id);
+            fprintf(stderr, "isoprof: window %s: %s\n", id, why ? why : isoprof_strerror(rc));
+            isoprof_free(why);
+            return EXIT_USAGE;
+        }
+        (*added)++;
+    }
+    return 0;
+}
+
+/* export --format folded|cpuprofile: the merged windows as text. */
+static int export_text(struct cli *c, const struct pprof_buf *raw)
+{
+    struct pprof_tree t = {0};
+    char *why = NULL;
+    int rc = pprof_tree_add(&t, raw, 0, &why);
+    if (rc != 0) {
+        rc = die("reading the merged profile: %s", why ? why : isoprof_strerror(rc));
+        isoprof_free(why);
+        pprof_tree_free(&t);
+        return rc;
+    }
+    int cpuprofile = strcmp(c->format, "cpuprofile") == 0;
+    const char *msg = NULL;
+    FILE *f;
+    if (cpuprofile && strcmp(t.unit, "nanoseconds") != 0) {
+        pprof_tree_free(&t);
+        return die("--format cpuprofile: a .cpuprofile holds CPU windows only");
+    }
+    if ((f = open_out(c, 0, NULL)) == NULL) {
+        pprof_tree_free(&t);
+        return EXIT_USAGE;
+    }
+    rc = cpuprofile ? fg_write_cpuprofile(f, &t, &msg) : fg_write_folded(f, &t, &msg);
+    pprof_tree_free(&t);
+    return close_out(c, f, rc, msg);
 }
 
 static int cmd_export(int argc, char **argv)
 {
     struct cli c = {0};
-    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID);
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FORMAT);
     if (rc)
         return rc;
     struct pprof_buf raw = {0}, gz = {0};
     uint8_t type;
     if ((rc = load_merged(&c, &raw, &type)) != 0)
         return rc;
+    if (c.format && strcmp(c.format, "pprof") != 0) {
+        rc = export_text(&c, &raw);
+        pprof_buf_free(&raw);
+        return rc;
+    }
     rc = pprof_gzip(raw.data, raw.len, &gz);
     pprof_buf_free(&raw);
     if (rc != 0)
@@ -872,6 +1141,80 @@ static int cmd_top(int argc, char **argv)
     }
     pprof_top_free(&t);
     return 0;
+}
+
+/* --- flamegraph --- */
+
+/* The header lines of a set of windows. Returns how many. */
+static size_t header_pairs(const struct collect_ctx *k, size_t windows, struct fg_pair *p)
+{
+    size_t n = 0;
+    p[n].key = k->workers.n + k->workers.more > 1 ? "workers" : "worker";
+    label_text(&k->workers, p[n++].value, sizeof(p->value));
+    p[n].key = k->versions.n + k->versions.more > 1 ? "versions" : "version";
+    label_text(&k->versions, p[n++].value, sizeof(p->value));
+    p[n].key = "type";
+    snprintf(p[n++].value, sizeof(p->value), "%s", type_name(k->type));
+    p[n].key = "from";
+    format_time(k->start_ns, p[n++].value, sizeof(p->value));
+    p[n].key = "to";
+    format_time(k->end_ns, p[n++].value, sizeof(p->value));
+    p[n].key = "windows";
+    snprintf(p[n++].value, sizeof(p->value), "%zu", windows);
+    p[n].key = "samples";
+    snprintf(p[n++].value, sizeof(p->value), "%" PRIu64, k->samples);
+    return n;
+}
+
+static int cmd_flamegraph(int argc, char **argv)
+{
+    struct cli c = {.fold = FG_FOLD_DEFAULT};
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FLAME);
+    if (rc)
+        return rc;
+    if (c.diff && (c.id || c.anomaly_id))
+        return die("--id and --anomaly pick one window; a diff compares two sets of FILTERS");
+    struct store *s;
+    if ((rc = open_store(&c, &s)) != 0)
+        return rc;
+    struct collect_ctx k[2] = {{0}, {0}};
+    struct pprof_tree t = {0};
+    size_t added[2] = {0, 0};
+    if ((rc = resolve_one(&c, s)) != 0 || (rc = collect_windows(s, &c.f, "", &k[0])) != 0 ||
+        (c.diff && (rc = collect_windows(s, &c.bf, " the base set", &k[1])) != 0) ||
+        (rc = tree_add_windows(s, &k[0], 0, &t, &added[0])) != 0 ||
+        (c.diff && (rc = tree_add_windows(s, &k[1], 1, &t, &added[1])) != 0))
+        goto out;
+    if (added[0] == 0 || (c.diff && added[1] == 0)) {
+        fprintf(stderr, "isoprof: the matching windows were evicted while being read\n");
+        rc = EXIT_NOMATCH;
+        goto out;
+    }
+    struct fg_pair head[8], base[8];
+    char title[4 * sizeof(head[0].value) + 64];
+    struct fg_info info = {
+        .title = title, .header = head, .base_header = base, .diff = c.diff, .fold_share = c.fold};
+    info.nheader = header_pairs(&k[0], added[0], head);
+    if (c.diff) {
+        info.nbase = header_pairs(&k[1], added[1], base);
+        snprintf(title, sizeof(title), "isoprof diff: %s %s against %s %s", head[0].value,
+                 head[1].value, base[0].value, base[1].value);
+    } else {
+        snprintf(title, sizeof(title), "isoprof flame graph: %s %s", head[0].value, head[1].value);
+    }
+    FILE *f = open_out(&c, 1, "an HTML page");
+    if (f == NULL) {
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    const char *why = NULL;
+    rc = close_out(&c, f, fg_write_html(f, &t, &info, &why), why);
+out:
+    store_close(s);
+    collect_free(&k[0]);
+    collect_free(&k[1]);
+    pprof_tree_free(&t);
+    return rc;
 }
 
 /* --- store --- */
@@ -955,7 +1298,7 @@ static int cmd_store(int argc, char **argv)
 struct ctl_cli {
     const char *socket, *store;
     int json, all;
-    const char *worker, *version, *isolate, *type, *seconds, *interval, *out;
+    const char *worker, *version, *thread, *isolate, *type, *seconds, *interval, *out;
 };
 
 /* Which command parse_ctl_args reads for. */
@@ -964,12 +1307,19 @@ enum { CTL_STATUS, CTL_PROFILE, CTL_METRICS };
 static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
 {
     static const struct option opts[] = {
-        {"socket", required_argument, NULL, 'S'},   {"store", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},           {"worker", required_argument, NULL, 'w'},
-        {"version", required_argument, NULL, 'v'},  {"isolate", required_argument, NULL, 'i'},
-        {"type", required_argument, NULL, 't'},     {"seconds", required_argument, NULL, 's'},
-        {"interval", required_argument, NULL, 'I'}, {"all", no_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"socket", required_argument, NULL, 'S'},
+        {"store", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},
+        {"worker", required_argument, NULL, 'w'},
+        {"version", required_argument, NULL, 'v'},
+        {"isolate", required_argument, NULL, 'i'},
+        {"type", required_argument, NULL, 't'},
+        {"seconds", required_argument, NULL, 's'},
+        {"interval", required_argument, NULL, 'I'},
+        {"all", no_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},
+        {"thread", required_argument, NULL, 'T'},
+        {NULL, 0, NULL, 0},
     };
     int profile = cmd == CTL_PROFILE, ch;
     optind = 1;
@@ -989,6 +1339,7 @@ static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
             break;
         case 'w':
         case 'v':
+        case 'T':
         case 'i':
         case 't':
         case 's':
@@ -999,6 +1350,8 @@ static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
                 return die("%s is not an option of this command", argv[optind - 1]);
             if (ch == 'w')
                 c->worker = optarg;
+            else if (ch == 'T')
+                c->thread = optarg;
             else if (ch == 'v')
                 c->version = optarg;
             else if (ch == 'i')
@@ -1502,6 +1855,8 @@ static int cmd_profile(int argc, char **argv)
         query_add(q, sizeof(q), "version", c.version);
     if (c.isolate)
         query_add(q, sizeof(q), "isolate", c.isolate);
+    if (c.thread)
+        query_add(q, sizeof(q), "thread", c.thread);
     query_add(q, sizeof(q), "type", c.type);
     if (c.seconds)
         query_add(q, sizeof(q), "seconds", c.seconds);
@@ -1561,6 +1916,8 @@ int main(int argc, char **argv)
         return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
         return cmd_top(argc - 1, argv + 1);
+    if (strcmp(cmd, "flamegraph") == 0)
+        return cmd_flamegraph(argc - 1, argv + 1);
     if (strcmp(cmd, "store") == 0)
         return cmd_store(argc - 1, argv + 1);
     if (strcmp(cmd, "anomalies") == 0)

@@ -223,6 +223,57 @@ int pprof_top(const struct pprof_buf *in, int sample_index, struct pprof_top *ou
 void pprof_top_free(struct pprof_top *t);
 
 /*
+ * The call tree of one or two sets of profiles: what a flame graph draws,
+ * and a diff compares. Stacks are merged root first by function, a
+ * function being (name, filename) as in pprof_top, so nodes[k].total is
+ * what pprof_top's cum counts along one path and nodes[k].self its flat.
+ * Set 0 is the profile shown (the compared one of a diff), set 1 the base.
+ * Values are those of the last sample type (cpu/nanoseconds,
+ * inuse_space/bytes); samples whose value is 0 add nothing.
+ */
+#define PPROF_TREE_MAX_NODES ((size_t)2 << 20)
+#define PPROF_TREE_ROOT UINT32_MAX /* nodes[0].fn */
+
+struct pprof_tree_fn {
+    char *name, *file; /* never NULL; "" when unknown */
+    int64_t line;      /* start line, 1-based; 0 unknown */
+};
+
+struct pprof_tree_node {
+    uint32_t fn;          /* index into fns; PPROF_TREE_ROOT for nodes[0] */
+    uint32_t parent;      /* nodes[0]'s is 0 */
+    uint32_t child, next; /* first child, next sibling (newest first); 0: none */
+    int64_t total[2];     /* value of the samples through this node, per set */
+    int64_t self[2];      /* ... of those that end here */
+};
+
+struct pprof_tree {
+    struct pprof_tree_fn *fns;
+    size_t nfns;
+    struct pprof_tree_node *nodes; /* nodes[0] is the root */
+    size_t nnodes;
+    size_t profiles[2];                  /* profiles added, per set */
+    char *type, *unit;                   /* of the value, from the first profile */
+    int64_t period;                      /* value per sample (cpu: ns), 0 unknown */
+    int64_t time_nanos[2], end_nanos[2]; /* earliest start, latest end; 0 unknown */
+    void *priv;                          /* lookup tables */
+};
+
+/*
+ * pprof_tree_add - add the samples of one serialized (not compressed)
+ * profile to set (0 or 1) of t, which starts zeroed. Every profile of a
+ * tree must have the same last sample type and unit, else
+ * ISOPROF_EPROFILE with *why (cpu and heap windows do not mix). Errors as
+ * for pprof_merge, and ISOPROF_ETOOBIG past PPROF_TREE_MAX_NODES nodes. After
+ * an error, t holds part of the profile: free it. Any thread (one tree to a
+ * thread).
+ */
+int pprof_tree_add(struct pprof_tree *t, const struct pprof_buf *in, int set, char **why);
+
+/* Frees everything t holds and zeroes it. t may be NULL. */
+void pprof_tree_free(struct pprof_tree *t);
+
+/*
  * pprof_gzip - gzip-compresses in[0..len) (the on-disk and on-the-wire
  * form of a pprof file) into out, owned by the caller: isoprof_gzip
  * (config/base.h) into a pprof_buf. Errors: -ENOMEM, -EINVAL. Any thread.
