@@ -741,14 +741,15 @@ _Static_assert(CFG_OD_INTERVAL_MIN_NS == 100000ull && CFG_OD_INTERVAL_MAX_NS == 
 int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct ctl_profile_req *r,
                       char *why, size_t cap)
 {
-    enum { P_WORKER, P_VERSION, P_ISOLATE, P_TYPE, P_SECONDS, P_INTERVAL, P_ALL, P_N };
+    enum { P_WORKER, P_VERSION, P_ISOLATE, P_TYPE, P_SECONDS, P_INTERVAL, P_ALL, P_THREAD, P_N };
     static const char *const names[P_N] = {"worker",  "version",  "isolate", "type",
-                                           "seconds", "interval", "all"};
+                                           "seconds", "interval", "all",     "thread"};
     unsigned seen = 0;
     char key[64], val[CTL_LABEL_MAX];
     memset(r, 0, sizeof(*r));
     r->seconds = CTL_SECONDS_DEFAULT;
     r->interval_ns = interval_ns;
+    snprintf(r->thread, sizeof(r->thread), "%s", TARGET_THREAD_MAIN);
     if (cap > 0)
         why[0] = '\0';
     const char *p = q, *end = q + qlen;
@@ -771,8 +772,8 @@ int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct c
                 break;
         if (k == P_N)
             return query_refuse(why, cap,
-                                "unknown parameter '%s' (worker, version, isolate, type, seconds, "
-                                "interval, all)",
+                                "unknown parameter '%s' (worker, version, isolate, thread, type, "
+                                "seconds, interval, all)",
                                 key);
         if (seen & (1u << k))
             return query_refuse(why, cap, "parameter '%s' given twice", key);
@@ -786,6 +787,12 @@ int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct c
             return query_refuse(why, cap, "%s is not valid percent-encoding", key);
         uint64_t v = 0;
         switch (k) {
+        case P_THREAD:
+            if (val[0] == '\0')
+                return query_refuse(why, cap, "%s must not be empty", key);
+            memcpy(r->thread, val, strlen(val) + 1);
+            r->has_thread = 1;
+            break;
         case P_WORKER:
         case P_VERSION:
             if (val[0] == '\0')
@@ -884,6 +891,9 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
             continue;
         if (r.has_isolate && t->isolate != r.isolate)
             continue;
+        /* an isolate named by id needs no thread; else the main thread by default */
+        if ((r.has_thread || !r.has_isolate) && strcmp(t->thread, r.thread) != 0)
+            continue;
         nmatch++;
         if (t->state == TARGET_READY)
             nready++;
@@ -893,7 +903,10 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
         return;
     }
     if (nmatch == 0) {
-        if (r.has_isolate)
+        if (r.has_thread && !r.has_isolate)
+            conn_error(c, 404, 0, "worker %s has no thread %s%s%s", r.worker, r.thread,
+                       r.has_version ? " in version " : "", r.has_version ? r.version : "");
+        else if (r.has_isolate)
             conn_error(c, 404, 0, "worker %s has no isolate %" PRIu32 "%s%s", r.worker, r.isolate,
                        r.has_version ? " of version " : "", r.has_version ? r.version : "");
         else
@@ -914,7 +927,9 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
     for (struct target *t = a->targets; t && n < nready; t = t->next) {
         if (t->removing || t->worker == NULL || strcmp(t->worker, r.worker) != 0 ||
             (r.has_version && (t->version == NULL || strcmp(t->version, r.version) != 0)) ||
-            (r.has_isolate && t->isolate != r.isolate) || t->state != TARGET_READY)
+            (r.has_isolate && t->isolate != r.isolate) ||
+            ((r.has_thread || !r.has_isolate) && strcmp(t->thread, r.thread) != 0) ||
+            t->state != TARGET_READY)
             continue;
         ts[n++] = t;
     }

@@ -65,7 +65,8 @@ int ctl_req_target(const struct ctl_req *r, struct ctl_target *t);
  *               [&seconds=N][&interval=DUR][&all=1] */
 struct ctl_profile_req {
     char worker[CTL_LABEL_MAX], version[CTL_LABEL_MAX];
-    int has_worker, has_version, has_isolate, all;
+    char thread[CTL_LABEL_MAX]; /* "main" unless thread= names a worker thread */
+    int has_worker, has_version, has_isolate, has_thread, all;
     uint32_t isolate;
     uint8_t type; /* STORE_TYPE_CPU or STORE_TYPE_HEAP */
     uint64_t seconds, interval_ns;

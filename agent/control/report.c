@@ -314,6 +314,8 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
     isoprof_json_str(b, t->worker);
     json_key(b, "version", 0);
     isoprof_json_str(b, t->version);
+    json_key(b, "thread", 0);
+    isoprof_json_str(b, t->thread);
     json_u64(b, "isolate", t->isolate, 0);
     json_key(b, "runtime", 0);
     isoprof_json_str(b, target_runtime(t));
@@ -328,7 +330,7 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
         isoprof_buf_printf(b, "%" PRIu64, t->mem_last);
     else
         isoprof_buf_puts(b, "null");
-    json_u64(b, "limit", t->ep->cfg->memory_limit, 0);
+    json_u64(b, "limit", target_memory_limit(t), 0);
     isoprof_buf_putc(b, '}');
     json_key(b, "last_window", 0);
     isoprof_buf_putc(b, '{');

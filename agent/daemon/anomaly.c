@@ -98,7 +98,7 @@ void memacc_figures(const struct memacc *m, struct store_mem *out)
 
 static uint64_t memory_threshold(const struct target *t)
 {
-    return (uint64_t)(t->a->cfg->anomaly.memory.threshold * (double)t->ep->cfg->memory_limit);
+    return (uint64_t)(t->a->cfg->anomaly.memory.threshold * (double)target_memory_limit(t));
 }
 
 static void episode_record(struct agent *a, struct episode *e, int op)
@@ -153,8 +153,8 @@ void anomaly_memory(struct target *t, uint64_t used)
     }
     if (t->last_trigger_mono_ns && now - t->last_trigger_mono_ns < c->anomaly.cooldown_ns)
         return; /* rate-limited: one trigger per isolate per cooldown */
-    struct episode *e =
-        episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, t->worker, t->version, t->isolate, used, thr);
+    struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, t->worker, t->version,
+                                    t->thread, t->isolate, used, thr);
     if (e == NULL) {
         log_error("out of memory flagging an anomaly", "worker=%s isolate=%u", t->worker,
                   t->isolate);
@@ -165,9 +165,9 @@ void anomaly_memory(struct target *t, uint64_t used)
     win_memory_episode(&t->w, now, e);
     a->n.anomalies[e->kind]++;
     log_warn("anomaly flagged",
-             "kind=%s worker=%s version=%s isolate=%u used=%U limit=%U threshold=%U",
-             store_anomaly_name(e->kind), t->worker, t->version, t->isolate, used,
-             t->ep->cfg->memory_limit, thr);
+             "kind=%s worker=%s version=%s thread=%s isolate=%u used=%U limit=%U threshold=%U",
+             store_anomaly_name(e->kind), t->worker, t->version, t->thread, t->isolate, used,
+             target_memory_limit(t), thr);
     episode_record(a, e, WRITER_EP_NEW);
     win_anomaly_heap(&t->w, now, e);
     win_anomaly_cpu(&t->w, now, e);
@@ -182,14 +182,15 @@ void anomaly_target_gone(struct target *t, int gone_by_itself)
     int near = (t->mem_last > 0 && t->mem_last >= thr) || t->mem_ep != NULL;
     if (gone_by_itself && !a->stopping && near) {
         struct episode *e = episode_new(STORE_ANOMALY_OOM_SUSPECTED, t->worker, t->version,
-                                        t->isolate, t->mem_last, thr);
+                                        t->thread, t->isolate, t->mem_last, thr);
         if (e != NULL) {
             e->open = 0;
             a->n.anomalies[e->kind]++;
             log_warn("anomaly flagged",
-                     "kind=%s worker=%s version=%s isolate=%u last_used=%U limit=%U threshold=%U",
-                     store_anomaly_name(e->kind), t->worker, t->version, t->isolate, t->mem_last,
-                     t->ep->cfg->memory_limit, thr);
+                     "kind=%s worker=%s version=%s thread=%s isolate=%u last_used=%U limit=%U "
+                     "threshold=%U",
+                     store_anomaly_name(e->kind), t->worker, t->version, t->thread, t->isolate,
+                     t->mem_last, target_memory_limit(t), thr);
             episode_record(a, e, WRITER_EP_OOM);
             episode_unref(e);
         }
@@ -276,7 +277,7 @@ static void latency_on_start(struct agent *a, const struct latency_event *ev)
     snprintf(worker, sizeof(worker), "%.*s", (int)ev->worker_len, ev->worker);
     snprintf(version, sizeof(version), "%.*s", (int)ev->version_len, ev->version);
     struct lat_open *o = isoprof_calloc(1, sizeof(*o));
-    struct episode *e = o ? episode_new(STORE_ANOMALY_LATENCY_P999_SPIKE, worker, version, 0,
+    struct episode *e = o ? episode_new(STORE_ANOMALY_LATENCY_P999_SPIKE, worker, version, NULL, 0,
                                         ev->p999_ns, ev->threshold_ns)
                           : NULL;
     if (e == NULL) {

@@ -68,6 +68,14 @@ enum agent_drop_reason {
     X(sessions_attached, "sessions_attached", "isoprof_sessions_attached_total", "",               \
       "Inspector sessions attached.")                                                              \
     X(sessions_dropped, "sessions_dropped", NULL, "", NULL) /* = the sum of sessions_dropped_by */ \
+    X(threads_attached, "threads_attached", "isoprof_threads_attached_total", "",                  \
+      "Worker threads attached (NodeWorker) and profiled as isolates of their own.")               \
+    X(threads_detached, "threads_detached", "isoprof_threads_detached_total", "",                  \
+      "Worker threads that ended (detachedFromWorker).")                                           \
+    X(threads_refused, "threads_refused", "isoprof_threads_refused_total", "",                     \
+      "Worker threads released unwatched: over threads.max or the attach rate, or bad ids.")       \
+    X(threads_dropped, "threads_dropped", "isoprof_threads_dropped_total", "",                     \
+      "Worker threads dropped by the agent (bad messages, a stalled window, a failed attach).")    \
     X(discovery_errors, "discovery_errors", "isoprof_discovery_errors_total", "",                  \
       "Inspector endpoint polls that failed (refused, timed out, bad answer).")                    \
     X(heap_windows, "heap_windows", "isoprof_heap_windows_total", "",                              \

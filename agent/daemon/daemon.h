@@ -42,6 +42,9 @@ struct memacc {
     uint32_t kib[MEMACC_MAX];
 };
 
+/* The label of a main thread. */
+#define TARGET_THREAD_MAIN "main"
+
 /* One configured inspector endpoint, polled for its targets. */
 struct endpoint {
     struct agent *a;
@@ -64,15 +67,28 @@ enum target_state {
     TARGET_READY,      /* attached; the schedule runs */
 };
 
-/* One isolate on one endpoint. */
+/* One isolate on one endpoint: a target of /json/list (the main thread,
+ * with a session of its own), or one of its worker threads (threads.c),
+ * which rides its parent's session under a NodeWorker session id. */
 struct target {
     struct agent *a;
     struct endpoint *ep;
-    char *id;      /* the /json/list id */
+    char *id;      /* the /json/list id; a worker's: the parent's id + "#" + workerId */
     char *ws_path; /* path of webSocketDebuggerUrl ("/uuid") */
     char *worker;  /* label */
     char *version; /* label */
+    char *thread;  /* label: "main", the Worker's name, or "worker-<workerId>" */
     uint32_t isolate;
+    /* worker threads (threads.c) */
+    struct target *parent;     /* a worker's main thread; NULL for a main thread */
+    char *session;             /* a worker's NodeWorker session id */
+    int held;                  /* a worker waiting for Runtime.runIfWaitingForDebugger */
+    int worker_gone;           /* a worker whose session ended: nothing more is sent for it */
+    uv_timer_t hold_timer;     /* a worker: releases it at the latest after THREADS_HOLD_MS */
+    unsigned nworkers;         /* a main thread: its workers attached now */
+    int threads_on;            /* a main thread: NodeWorker.enable was answered */
+    uint64_t attach_tokens_ns; /* a main thread: the attach rate's bucket (threads.c) */
+    unsigned inflight;         /* calls sent and not yet answered (target_call) */
     enum target_state state;
     struct cdp_session *cdp;
     uv_timer_t timer;     /* the next attach */
@@ -139,6 +155,7 @@ struct agent {
     struct lat_open *lat_open; /* open latency_p999_spike episodes */
     uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
     uint64_t latency_refused_logged, latency_refused_log_mono_ns; /* the refusal warning */
+    uint64_t threads_warn_mono_ns; /* threads.c: the last "not watched" warning */
     /* control.c, report.c, ondemand.c */
     struct control *control;
     struct report *report;
@@ -215,6 +232,60 @@ const char *target_runtime(const struct target *t);
  * derived at attach) and must be re-attached; -ENOMEM. */
 int target_relabel(struct target *t);
 
+/* The heap limit t's memory is watched against: the target's
+ * memory_limit, or threads.memory_limit for a worker thread. */
+uint64_t target_memory_limit(const struct target *t);
+/* cdp_call_on t's session (a worker's: its parent's WebSocket under its
+ * NodeWorker session id). The reply callback gets t as its arg; t is not
+ * freed while a call is out. Errors as cdp_call; -ENOTCONN when t has no
+ * session (or is being removed). */
+int target_call(struct target *t, const char *method, const char *params, uint64_t timeout_ms,
+                unsigned flags, void (*cb)(struct target *t, struct cdp_reply *r));
+/* Profiler.enable on t's session; t is READY once it answers
+ * (target_attach_start). 0, or a target_call error. */
+int target_enable(struct target *t);
+void target_attach_start(struct target *t);
+/* A target with its timers initialised, not yet linked (target_link):
+ * labels copied, thread "main" unless thread is given. NULL: ENOMEM. */
+struct target *target_alloc(struct agent *a, struct endpoint *ep, const char *id,
+                            const char *ws_path, const char *worker, const char *version,
+                            const char *thread);
+/* A target made by threads.c joins a->targets; target_remove ends it. */
+void target_link(struct target *t);
+/* Frees t once it is removing and nothing (a handle, a call) holds it. */
+void target_free_if_closed(struct target *t);
+
+/* threads.c - the worker threads of a Node (or Deno) target, through the
+ * NodeWorker domain of its main thread's session: each attached worker is
+ * a target of its own (t->parent set), profiled, watched and flagged like
+ * the main thread. A new worker waits for the agent (waitForDebuggerOnStart)
+ * only until its heap sampler runs, at most THREADS_HOLD_MS. */
+#define THREADS_HOLD_MS 2000
+/* Attaches per main thread: a burst of threads.max, then this many a second. */
+#define THREADS_ATTACH_PER_S 100
+/* The main thread t is READY: ask for its workers (targets[].threads.enabled). */
+void threads_enable(struct target *t);
+/* An event of t's session: NodeWorker.attachedToWorker / detachedFromWorker
+ * (others are ignored). session: a worker's own events go to its target. */
+void threads_on_event(struct target *t, const char *session, const char *method, yajl_val params);
+/* A worker session of t sent what is not CDP: that worker is dropped. */
+void threads_worker_error(struct target *t, const char *session, const char *why);
+/* t's session ended (or t is removed): every worker of it goes, gone by
+ * itself when gone_by_itself (the process died). */
+void threads_parent_gone(struct target *t, int gone_by_itself);
+/* t's config was reloaded: start watching its workers, or stop (its
+ * workers are let go, NodeWorker.disable sent). */
+void threads_reload(struct target *t);
+/* A worker's heap sampler answered (started or not): release it. No-op
+ * for a target that is not held. */
+void threads_release(struct target *t);
+/* Drop worker w (released, detached, its calls forgotten, removed): it
+ * misbehaved, or the agent cannot keep it. */
+void threads_drop(struct target *w, const char *why);
+/* Worker w leaves its main thread (target_remove): released if held,
+ * NodeWorker.detach sent, its pending calls forgotten, counted. */
+void threads_unlink(struct target *w);
+
 /* target.c: what windows.c asks of a target (struct win_ops; daemon.c
  * puts the table together). */
 int target_win_cpu_start(struct win_iso *w, uint64_t interval_ns);
@@ -226,6 +297,8 @@ void target_win_label(const struct win_iso *w, const char **worker, uint32_t *is
 /* writer.c */
 struct writer_meta {
     const char *worker, *version, *runtime;
+    const char *thread; /* "main", or a worker thread's label */
+    int raw_nested;     /* the raw reply is a worker session's envelope (cdp.h) */
     uint32_t isolate;
     uint8_t type;
     uint32_t flags;

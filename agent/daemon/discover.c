@@ -599,6 +599,9 @@ int discover_reload(struct agent *a, const struct cfg *next)
             int relabel = !same_label(ep->cfg->worker, tc->worker) ||
                           !same_label(ep->cfg->version, tc->version);
             ep->cfg = tc;
+            for (struct target *t = a->targets; t; t = t->next)
+                if (t->ep == ep && t->parent == NULL && !t->removing)
+                    threads_reload(t); /* targets[].threads.enabled may have changed */
             for (struct target *t = a->targets; relabel && t; t = t->next) {
                 if (t->ep != ep || t->removing)
                     continue;

@@ -5,17 +5,20 @@
 
 #include "base.h"
 
-struct episode *episode_new(uint8_t kind, const char *worker, const char *version, uint32_t isolate,
-                            uint64_t value, uint64_t threshold)
+struct episode *episode_new(uint8_t kind, const char *worker, const char *version,
+                            const char *thread, uint32_t isolate, uint64_t value,
+                            uint64_t threshold)
 {
     struct episode *e = isoprof_calloc(1, sizeof(*e));
     if (e == NULL)
         return NULL;
     e->worker = isoprof_strdup(worker);
     e->version = isoprof_strdup(version);
-    if (e->worker == NULL || e->version == NULL) {
+    e->thread = isoprof_strdup(thread ? thread : "main");
+    if (e->worker == NULL || e->version == NULL || e->thread == NULL) {
         isoprof_free(e->worker);
         isoprof_free(e->version);
+        isoprof_free(e->thread);
         isoprof_free(e);
         return NULL;
     }
@@ -41,6 +44,7 @@ void episode_unref(struct episode *e)
         return;
     isoprof_free(e->worker);
     isoprof_free(e->version);
+    isoprof_free(e->thread);
     isoprof_free(e);
 }
 

@@ -18,6 +18,7 @@ struct episode {
     uint64_t id;  /* 0 until recorded (or if recording failed) */
     uint8_t kind; /* enum store_anomaly_kind */
     char *worker, *version;
+    char *thread; /* "main", or a worker thread's label */
     uint32_t isolate;
     uint64_t start_ns, end_ns; /* wall */
     uint64_t value, threshold;
@@ -25,9 +26,10 @@ struct episode {
 };
 
 /* A new open episode (one reference, the caller's), started now; NULL on
- * ENOMEM. The strings are copied. */
-struct episode *episode_new(uint8_t kind, const char *worker, const char *version, uint32_t isolate,
-                            uint64_t value, uint64_t threshold);
+ * ENOMEM. The strings are copied; thread NULL is "main". */
+struct episode *episode_new(uint8_t kind, const char *worker, const char *version,
+                            const char *thread, uint32_t isolate, uint64_t value,
+                            uint64_t threshold);
 struct episode *episode_ref(struct episode *e);
 void episode_unref(struct episode *e); /* NULL-safe */
 

@@ -26,6 +26,10 @@
  * started", and it is started again (logged once per session).
  * Runtime.getHeapUsage every sampling.memory_poll feeds the memory watch
  * (anomaly.c).
+ *
+ * A worker thread (threads.c) is driven by the same code: its calls go
+ * through target_call on its parent's session, under its NodeWorker
+ * session id; it has no connection, backoff or reattach of its own.
  */
 #include "daemon.h"
 #include "log.h"
@@ -56,6 +60,47 @@ static void target_on_mem_timer(uv_timer_t *timer);
 const char *target_runtime(const struct target *t)
 {
     return t->ep->runtime ? t->ep->runtime : "v8";
+}
+
+uint64_t target_memory_limit(const struct target *t)
+{
+    return t->parent ? t->ep->cfg->threads.memory_limit : t->ep->cfg->memory_limit;
+}
+
+/* --- calls --- */
+
+struct tcall {
+    struct target *t;
+    void (*cb)(struct target *t, struct cdp_reply *r);
+};
+
+static void target_on_reply(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    struct tcall c = *(struct tcall *)arg;
+    isoprof_free(arg);
+    c.cb(c.t, r); /* t cannot be freed while inflight counts this call */
+    c.t->inflight--;
+    target_free_if_closed(c.t);
+}
+
+int target_call(struct target *t, const char *method, const char *params, uint64_t timeout_ms,
+                unsigned flags, void (*cb)(struct target *t, struct cdp_reply *r))
+{
+    struct cdp_session *s = t->parent ? t->parent->cdp : t->cdp;
+    if (s == NULL || t->removing)
+        return -ENOTCONN;
+    struct tcall *c = isoprof_malloc(sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    *c = (struct tcall){t, cb};
+    int rc = cdp_call_on(s, t->session, method, params, timeout_ms, flags, target_on_reply, c);
+    if (rc != 0) {
+        isoprof_free(c);
+        return rc;
+    }
+    t->inflight++;
+    return 0;
 }
 
 /* A label value: valid printable UTF-8-safe ASCII subset, bounded. Bytes
@@ -96,9 +141,9 @@ static char *worker_name(const struct endpoint *ep, const struct discovered *d)
     return label_dup("unknown", 7);
 }
 
-static void target_free_if_closed(struct target *t)
+void target_free_if_closed(struct target *t)
 {
-    if (!t->removing || t->pending_closes > 0 || t->cdp != NULL)
+    if (!t->removing || t->pending_closes > 0 || t->cdp != NULL || t->inflight > 0)
         return;
     struct agent *a = t->a;
     for (struct target **pp = &a->targets; *pp; pp = &(*pp)->next) {
@@ -112,6 +157,8 @@ static void target_free_if_closed(struct target *t)
     isoprof_free(t->ws_path);
     isoprof_free(t->worker);
     isoprof_free(t->version);
+    isoprof_free(t->thread);
+    isoprof_free(t->session);
     isoprof_free(t);
 }
 
@@ -128,6 +175,7 @@ static void target_session_ended(struct target *t)
 {
     win_detached(&t->w, isoprof_now_mono_ns());
     uv_timer_stop(&t->mem_timer);
+    uv_timer_stop(&t->hold_timer);
     t->mem_inflight = 0;
     t->heap_restart_logged = 0;
 }
@@ -199,6 +247,7 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
     t->close_reason = NULL;
     t->cdp = NULL;
     uv_timer_stop(&t->timer);
+    threads_parent_gone(t, t->close_reason_was_ours == 0);
     target_session_ended(t);
     if (was_ready)
         anomaly_target_gone(t, t->close_reason_was_ours == 0);
@@ -223,12 +272,21 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
     target_backoff(t, evicted);
 }
 
-static void target_on_event(struct cdp_session *s, const char *method, yajl_val params, void *arg)
+static void target_on_event(struct cdp_session *s, const char *session, const char *method,
+                            yajl_val params, void *arg)
 {
     (void)s;
-    (void)params;
     struct target *t = arg;
-    log_debug("cdp event", "worker=%s method=%s", t->worker, method);
+    log_debug("cdp event", "worker=%s session=%s method=%s", t->worker, session ? session : "main",
+              method);
+    threads_on_event(t, session, method, params);
+}
+
+static void target_on_worker_error(struct cdp_session *s, const char *session, const char *why,
+                                   void *arg)
+{
+    (void)s;
+    threads_worker_error(arg, session, why);
 }
 
 /* --- windows taken --- */
@@ -237,7 +295,7 @@ static void target_on_event(struct cdp_session *s, const char *method, yajl_val 
  * taken for (tags: their references are released here) and the memory
  * polls that fell inside it (mem, reset for the next window). A window the
  * writer cannot queue is dropped, and its requester told why. */
-static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
+static void target_submit(struct target *t, uint8_t type, char *raw, size_t len, int nested,
                           struct win_tags *tags, struct memacc *mem)
 {
     struct agent *a = t->a;
@@ -246,6 +304,8 @@ static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
         .worker = t->worker,
         .version = t->version,
         .runtime = target_runtime(t),
+        .thread = t->thread,
+        .raw_nested = nested,
         .isolate = t->isolate,
         .type = type,
         .flags = od ? STORE_FLAG_ON_DEMAND : 0,
@@ -285,10 +345,9 @@ static int target_heap_step_ok(const struct target *t, const struct cdp_reply *r
     return 1;
 }
 
-static void target_on_heap_started(struct cdp_session *s, struct cdp_reply *r, void *arg)
+static void target_on_heap_started(struct target *t, struct cdp_reply *r)
 {
-    (void)s;
-    struct target *t = arg;
+    threads_release(t); /* started or not, a waiting worker goes on now */
     if (!target_heap_step_ok(t, r)) {
         if (r->status != ISOPROF_ECLOSED && t->state == TARGET_READY)
             win_heap_off(&t->w, r->status);
@@ -306,24 +365,24 @@ static void target_heap_start(struct target *t)
              "{\"samplingInterval\":%llu,\"includeObjectsCollectedByMajorGC\":false,"
              "\"includeObjectsCollectedByMinorGC\":false}",
              (unsigned long long)t->a->cfg_boot->sampling.heap.interval);
-    if (cdp_call(t->cdp, "HeapProfiler.startSampling", params, TARGET_CALL_TIMEOUT_MS, 0,
-                 target_on_heap_started, t) != 0)
+    if (target_call(t, "HeapProfiler.startSampling", params, TARGET_CALL_TIMEOUT_MS, 0,
+                    target_on_heap_started) != 0) {
         log_warn("heap sampling not started", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
                  "HeapProfiler.startSampling not sent");
+        threads_release(t);
+    }
 }
 
-static void target_on_heap_enabled(struct cdp_session *s, struct cdp_reply *r, void *arg)
+static void target_on_heap_enabled(struct target *t, struct cdp_reply *r)
 {
-    (void)s;
-    struct target *t = arg;
     if (target_heap_step_ok(t, r))
         target_heap_start(t);
+    else
+        threads_release(t);
 }
 
-static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, void *arg)
+static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
 {
-    (void)s;
-    struct target *t = arg;
     struct agent *a = t->a;
     struct win_tags tags;
     win_heap_done(&t->w, &tags);
@@ -360,15 +419,14 @@ static void target_on_heap_profile(struct cdp_session *s, struct cdp_reply *r, v
     char *raw = r->raw;
     r->raw = NULL;
     a->n.heap_windows++;
-    target_submit(t, STORE_TYPE_HEAP, raw, r->raw_len, &tags, &t->mem_heap);
+    target_submit(t, STORE_TYPE_HEAP, raw, r->raw_len, r->raw_nested, &tags, &t->mem_heap);
 }
 
 int target_win_heap_take(struct win_iso *w)
 {
     struct target *t = container_of(w, struct target, w);
-    if (t->cdp == NULL ||
-        cdp_call(t->cdp, "HeapProfiler.getSamplingProfile", NULL, TARGET_HEAP_TIMEOUT_MS, CDP_RAW,
-                 target_on_heap_profile, t) != 0) {
+    if (target_call(t, "HeapProfiler.getSamplingProfile", NULL, TARGET_HEAP_TIMEOUT_MS, CDP_RAW,
+                    target_on_heap_profile) != 0) {
         log_error("HeapProfiler.getSamplingProfile not sent", "worker=%s isolate=%u", t->worker,
                   t->isolate);
         return -EAGAIN;
@@ -387,10 +445,8 @@ static uint64_t num_field(yajl_val obj, const char *name)
     return d > 0 && d < 1e18 ? (uint64_t)d : 0;
 }
 
-static void target_on_heap_usage(struct cdp_session *s, struct cdp_reply *r, void *arg)
+static void target_on_heap_usage(struct target *t, struct cdp_reply *r)
 {
-    (void)s;
-    struct target *t = arg;
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
         return;
     t->mem_inflight = 0;
@@ -413,33 +469,51 @@ static void target_on_heap_usage(struct cdp_session *s, struct cdp_reply *r, voi
 static void target_on_mem_timer(uv_timer_t *timer)
 {
     struct target *t = timer->data;
-    if (t->state != TARGET_READY || t->cdp == NULL || t->mem_inflight || t->a->stopping)
+    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping)
         return;
     t->mem_inflight = 1;
-    if (cdp_call(t->cdp, "Runtime.getHeapUsage", NULL, TARGET_CALL_TIMEOUT_MS, 0,
-                 target_on_heap_usage, t) != 0)
+    if (target_call(t, "Runtime.getHeapUsage", NULL, TARGET_CALL_TIMEOUT_MS, 0,
+                    target_on_heap_usage) != 0)
         t->mem_inflight = 0;
 }
 
-static void target_on_enabled(struct cdp_session *s, struct cdp_reply *r, void *arg)
+static void target_on_enabled(struct target *t, struct cdp_reply *r)
 {
-    struct target *t = arg;
-    struct agent *a = t->a;
     if (r->status != 0) {
-        log_warn("Profiler.enable failed", "worker=%s err=%s why=%s", t->worker,
-                 isoprof_strerror(r->status), r->error_message ? r->error_message : "");
-        if (r->status != ISOPROF_ECLOSED) {
+        log_warn("Profiler.enable failed", "worker=%s thread=%s err=%s why=%s", t->worker,
+                 t->thread, isoprof_strerror(r->status), r->error_message ? r->error_message : "");
+        if (r->status == ISOPROF_ECLOSED || t->removing)
+            return;
+        if (t->parent) {
+            threads_drop(t, "Profiler.enable failed");
+        } else if (t->cdp) {
             t->close_reason = "Profiler.enable failed";
-            cdp_close(s);
+            cdp_close(t->cdp);
         }
         return;
     }
+    if (t->removing)
+        return;
+    target_attach_start(t);
+}
+
+void target_attach_start(struct target *t)
+{
+    struct agent *a = t->a;
     t->state = TARGET_READY;
     t->attached_mono_ns = isoprof_now_mono_ns();
     t->isolate = a->isolate_base + ++a->isolate_seq;
-    a->n.sessions_attached++;
-    log_info("target attached", "worker=%s version=%s isolate=%u runtime=%s inspector=%s id=%s",
-             t->worker, t->version, t->isolate, target_runtime(t), t->ep->cfg->inspector, t->id);
+    if (t->parent) {
+        a->n.threads_attached++;
+        log_info("thread attached",
+                 "worker=%s version=%s thread=%s isolate=%u main_isolate=%u session=%s", t->worker,
+                 t->version, t->thread, t->isolate, t->parent->isolate, t->session);
+    } else {
+        a->n.sessions_attached++;
+        log_info("target attached", "worker=%s version=%s isolate=%u runtime=%s inspector=%s id=%s",
+                 t->worker, t->version, t->isolate, target_runtime(t), t->ep->cfg->inspector,
+                 t->id);
+    }
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
     t->mem_last = 0;
@@ -447,10 +521,20 @@ static void target_on_enabled(struct cdp_session *s, struct cdp_reply *r, void *
     win_attached(&t->w, isoprof_now_mono_ns());
     uint64_t poll_ms = a->cfg->sampling.memory_poll_ns / 1000000u;
     uv_timer_start(&t->mem_timer, target_on_mem_timer, poll_ms, poll_ms);
-    if (cdp_call(s, "HeapProfiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_heap_enabled,
-                 t) != 0)
+    if (target_call(t, "HeapProfiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0,
+                    target_on_heap_enabled) != 0) {
         log_warn("heap sampling not started", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
                  "HeapProfiler.enable not sent");
+        threads_release(t);
+    }
+    if (t->parent == NULL)
+        threads_enable(t);
+}
+
+/* Profiler.enable on t's session: t is READY when it answers. */
+int target_enable(struct target *t)
+{
+    return target_call(t, "Profiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_enabled);
 }
 
 static void target_on_open(struct cdp_session *s, int status, void *arg)
@@ -458,8 +542,8 @@ static void target_on_open(struct cdp_session *s, int status, void *arg)
     struct target *t = arg;
     if (status != 0)
         return; /* target_on_close follows and backs off */
-    int rc = cdp_call(s, "Profiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_enabled, t);
-    if (rc != 0) {
+    cdp_set_worker_error_cb(s, target_on_worker_error);
+    if (target_enable(t) != 0) {
         t->close_reason = "Profiler.enable not sent";
         cdp_close(s);
     }
@@ -481,9 +565,27 @@ static void target_connect(struct target *t)
     }
 }
 
+/* t's labels become worker and version (copied). */
+static int target_set_labels(struct target *t, const char *worker, const char *version)
+{
+    char *w = isoprof_strdup(worker), *v = isoprof_strdup(version);
+    if (w == NULL || v == NULL) {
+        isoprof_free(w);
+        isoprof_free(v);
+        return -ENOMEM;
+    }
+    isoprof_free(t->worker);
+    isoprof_free(t->version);
+    t->worker = w;
+    t->version = v;
+    return 0;
+}
+
 int target_relabel(struct target *t)
 {
     const struct cfg_target *c = t->ep->cfg;
+    if (t->parent != NULL)
+        return 0; /* its main thread relabels it */
     if (c->worker == NULL)
         return -EAGAIN; /* derived from the target's title or url at attach */
     const char *ver = c->version ? c->version : "unknown";
@@ -502,39 +604,63 @@ int target_relabel(struct target *t)
     isoprof_free(t->version);
     t->worker = w;
     t->version = v;
+    for (struct target *k = t->a->targets; k; k = k->next)
+        if (k->parent == t && target_set_labels(k, w, v) != 0)
+            return -ENOMEM;
     return 0;
 }
 
-static struct target *target_new(struct endpoint *ep, const struct discovered *d)
+struct target *target_alloc(struct agent *a, struct endpoint *ep, const char *id,
+                            const char *ws_path, const char *worker, const char *version,
+                            const char *thread)
 {
-    struct agent *a = ep->a;
     struct target *t = isoprof_calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
     t->a = a;
     t->ep = ep;
-    t->id = isoprof_strdup(d->id);
-    t->ws_path = isoprof_strdup(d->path);
-    t->worker = worker_name(ep, d);
-    const char *ver = ep->cfg->version ? ep->cfg->version : "unknown";
-    t->version = label_dup(ver, strlen(ver));
-    if (!t->id || !t->ws_path || !t->worker || !t->version) {
+    t->id = isoprof_strdup(id);
+    t->ws_path = isoprof_strdup(ws_path);
+    t->worker = isoprof_strdup(worker);
+    t->version = isoprof_strdup(version);
+    t->thread = thread ? label_dup(thread, strlen(thread)) : isoprof_strdup(TARGET_THREAD_MAIN);
+    if (!t->id || !t->ws_path || !t->worker || !t->version || !t->thread) {
         isoprof_free(t->id);
         isoprof_free(t->ws_path);
         isoprof_free(t->worker);
         isoprof_free(t->version);
+        isoprof_free(t->thread);
         isoprof_free(t);
         return NULL;
     }
     uv_timer_init(a->loop, &t->timer);
     uv_timer_init(a->loop, &t->win_timer);
     uv_timer_init(a->loop, &t->mem_timer);
-    t->timer.data = t->win_timer.data = t->mem_timer.data = t;
+    uv_timer_init(a->loop, &t->hold_timer);
+    t->timer.data = t->win_timer.data = t->mem_timer.data = t->hold_timer.data = t;
     win_iso_init(&t->w, &a->wins);
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
-    t->next = a->targets;
-    a->targets = t;
+    return t;
+}
+
+void target_link(struct target *t)
+{
+    t->next = t->a->targets;
+    t->a->targets = t;
+}
+
+static struct target *target_new(struct endpoint *ep, const struct discovered *d)
+{
+    char *worker = worker_name(ep, d);
+    const char *ver = ep->cfg->version ? ep->cfg->version : "unknown";
+    char *version = label_dup(ver, strlen(ver));
+    struct target *t =
+        worker && version ? target_alloc(ep->a, ep, d->id, d->path, worker, version, NULL) : NULL;
+    isoprof_free(worker);
+    isoprof_free(version);
+    if (t != NULL)
+        target_link(t);
     return t;
 }
 
@@ -542,16 +668,21 @@ void target_remove(struct target *t)
 {
     if (t->removing)
         return;
-    t->removing = 1;
     int was_ready = t->state == TARGET_READY;
+    if (t->parent == NULL)
+        threads_parent_gone(t, !t->a->stopping); /* its workers first */
+    else
+        threads_unlink(t); /* released, detached, its calls forgotten */
+    t->removing = 1;
     uv_timer_stop(&t->timer);
     target_session_ended(t);
-    if (was_ready)
+    if (was_ready && t->parent == NULL)
         anomaly_target_gone(t, !t->a->stopping); /* it left /json/list */
-    t->pending_closes += 3;
+    t->pending_closes += 4;
     uv_close((uv_handle_t *)&t->timer, target_on_timer_close);
     uv_close((uv_handle_t *)&t->win_timer, target_on_timer_close);
     uv_close((uv_handle_t *)&t->mem_timer, target_on_timer_close);
+    uv_close((uv_handle_t *)&t->hold_timer, target_on_timer_close);
     if (t->cdp)
         cdp_close(t->cdp);
 }
@@ -565,7 +696,7 @@ void target_sync(struct endpoint *ep, const struct discovered *d, size_t n)
     for (size_t i = 0; i < n; i++) {
         struct target *t;
         for (t = a->targets; t; t = t->next)
-            if (t->ep == ep && !t->removing && strcmp(t->id, d[i].id) == 0)
+            if (t->ep == ep && t->parent == NULL && !t->removing && strcmp(t->id, d[i].id) == 0)
                 break;
         if (t != NULL) {
             t->listed = 1;
@@ -583,7 +714,7 @@ void target_sync(struct endpoint *ep, const struct discovered *d, size_t n)
     }
     for (struct target *t = a->targets, *next; t; t = next) {
         next = t->next;
-        if (t->ep == ep && !t->listed && !t->removing) {
+        if (t->ep == ep && t->parent == NULL && !t->listed && !t->removing) {
             log_info("target detached", "worker=%s isolate=%u inspector=%s id=%s", t->worker,
                      t->isolate, ep->cfg->inspector, t->id);
             target_remove(t);
@@ -625,7 +756,13 @@ static void target_window_failed(struct target *t, const char *step, struct cdp_
     log_warn("window not taken", "worker=%s isolate=%u step=%s err=%s why=%s", t->worker,
              t->isolate, step, isoprof_strerror(r->status),
              r->error_message ? r->error_message : "");
-    if (r->status == ISOPROF_ETIMEDOUT && t->cdp != NULL) {
+    if (r->status == ISOPROF_ETIMEDOUT && t->parent != NULL && !t->removing) {
+        /* A worker that holds a window and answers nothing is dropped;
+         * the main thread and the other workers carry on. */
+        log_warn("thread stalled", "worker=%s thread=%s isolate=%u step=%s", t->worker, t->thread,
+                 t->isolate, step);
+        threads_drop(t, "stalled: a window's start or stop went unanswered");
+    } else if (r->status == ISOPROF_ETIMEDOUT && t->cdp != NULL) {
         /* The target holds the window and answers nothing: drop the
          * session (which stops its profiler) and keep it away for a while,
          * so the other targets get the slots. */
@@ -639,10 +776,8 @@ static void target_window_failed(struct target *t, const char *step, struct cdp_
     }
 }
 
-static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *arg)
+static void target_on_stopped(struct target *t, struct cdp_reply *r)
 {
-    (void)s;
-    struct target *t = arg;
     int ok = r->status == 0 && r->raw != NULL;
     struct win_tags tags;
     if (win_cpu_stopped(&t->w, isoprof_now_mono_ns(), ok, &tags) != 0)
@@ -654,24 +789,21 @@ static void target_on_stopped(struct cdp_session *s, struct cdp_reply *r, void *
     t->stalls = 0;
     char *raw = r->raw;
     r->raw = NULL;
-    target_submit(t, STORE_TYPE_CPU, raw, r->raw_len, &tags, &t->mem_cpu);
+    target_submit(t, STORE_TYPE_CPU, raw, r->raw_len, r->raw_nested, &tags, &t->mem_cpu);
 }
 
 int target_win_cpu_stop(struct win_iso *w)
 {
     struct target *t = container_of(w, struct target, w);
-    int rc = t->cdp ? cdp_call(t->cdp, "Profiler.stop", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW,
-                               target_on_stopped, t)
-                    : -ENOTCONN;
+    int rc =
+        target_call(t, "Profiler.stop", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW, target_on_stopped);
     if (rc != 0)
         log_error("Profiler.stop not sent", "worker=%s err=%e", t->worker, rc);
     return rc;
 }
 
-static void target_on_started(struct cdp_session *s, struct cdp_reply *r, void *arg)
+static void target_on_started(struct target *t, struct cdp_reply *r)
 {
-    (void)s;
-    struct target *t = arg;
     if (t->w.cpu != WIN_STARTING)
         return;
     if (r->status != 0) {
@@ -684,9 +816,8 @@ static void target_on_started(struct cdp_session *s, struct cdp_reply *r, void *
     win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
 }
 
-static void target_on_interval(struct cdp_session *s, struct cdp_reply *r, void *arg)
+static void target_on_interval(struct target *t, struct cdp_reply *r)
 {
-    struct target *t = arg;
     if (t->w.cpu != WIN_STARTING)
         return;
     if (r->status != 0) {
@@ -697,7 +828,7 @@ static void target_on_interval(struct cdp_session *s, struct cdp_reply *r, void 
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
         return;
     }
-    if (cdp_call(s, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started, t) != 0)
+    if (target_call(t, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started) != 0)
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
 }
 
@@ -708,8 +839,6 @@ int target_win_cpu_start(struct win_iso *w, uint64_t interval_ns)
     snprintf(params, sizeof(params), "{\"interval\":%llu}",
              (unsigned long long)(interval_ns / 1000u));
     memacc_reset(&t->mem_cpu);
-    if (t->cdp == NULL)
-        return -ENOTCONN;
-    return cdp_call(t->cdp, "Profiler.setSamplingInterval", params, TARGET_CALL_TIMEOUT_MS, 0,
-                    target_on_interval, t);
+    return target_call(t, "Profiler.setSamplingInterval", params, TARGET_CALL_TIMEOUT_MS, 0,
+                       target_on_interval);
 }

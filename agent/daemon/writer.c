@@ -52,7 +52,8 @@ struct writer_job {
     uint64_t time_ns; /* heap: wall clock of the snapshot */
     char *raw;
     size_t raw_len;
-    char *worker, *version, *runtime;
+    int raw_nested; /* raw is a worker session's envelope (cdp_unwrap_worker) */
+    char *worker, *version, *runtime, *thread;
     uint32_t isolate;
     uint8_t type;
     uint32_t flags;
@@ -157,6 +158,7 @@ static void job_free(struct writer *w, struct writer_job *j)
     isoprof_free(j->worker);
     isoprof_free(j->version);
     isoprof_free(j->runtime);
+    isoprof_free(j->thread);
     isoprof_free(j->why);
     pprof_buf_free(&j->res.pprof);
     isoprof_free(j);
@@ -221,7 +223,9 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
     j->worker = isoprof_strdup(m->worker);
     j->version = isoprof_strdup(m->version);
     j->runtime = isoprof_strdup(m->runtime);
-    if (!j->worker || !j->version || !j->runtime) {
+    j->thread = isoprof_strdup(m->thread ? m->thread : "main");
+    j->raw_nested = m->raw_nested;
+    if (!j->worker || !j->version || !j->runtime || !j->thread) {
         job_free(w, j);
         return -ENOMEM;
     }
@@ -253,6 +257,7 @@ int writer_episode(struct writer *w, struct episode *e, int op)
         .kind = e->kind,
         .worker = e->worker,
         .version = e->version,
+        .thread = e->thread,
         .isolate = e->isolate,
         .start_ns = e->start_ns,
         .end_ns = e->end_ns,
@@ -270,16 +275,33 @@ static void conv_on_work(uv_work_t *req)
 {
     struct writer *w = container_of(req, struct writer, conv_req);
     struct writer_job *j = w->conv_job;
+    const char *text = j->raw;
+    size_t len = j->raw_len;
+    char *inner = NULL;
+    if (j->raw_nested) {
+        /* A worker thread's reply is a string in its envelope: out of it
+         * first (the envelope freed at once, so the two are held together
+         * only while copying). */
+        j->err = cdp_unwrap_worker(j->raw, j->raw_len, &inner, &len);
+        ws_msg_free(j->raw);
+        j->raw = NULL;
+        if (j->err != 0) {
+            j->why = isoprof_strdup("a worker thread's reply whose envelope does not parse");
+            return;
+        }
+        text = inner;
+    }
     if (j->type == STORE_TYPE_HEAP) {
         struct pprof_heap_opts ho = {.time_ns = j->time_ns, .interval_bytes = j->interval_ns};
-        j->err = pprof_from_heap_json(j->raw, j->raw_len, &ho, &j->res, &j->why);
+        j->err = pprof_from_heap_json(text, len, &ho, &j->res, &j->why);
     } else {
         struct pprof_cpu_opts o = {
             .wall_minus_mono_ns = j->wall_minus_mono_ns,
             .interval_ns = j->interval_ns,
         };
-        j->err = pprof_from_cpu_json(j->raw, j->raw_len, &o, &j->res, &j->why);
+        j->err = pprof_from_cpu_json(text, len, &o, &j->res, &j->why);
     }
+    isoprof_free(inner);
     ws_msg_free(j->raw);
     j->raw = NULL;
 }
@@ -336,6 +358,7 @@ static void put_on_work(uv_work_t *req)
         r->w.worker = j->worker;
         r->w.version = j->version;
         r->w.runtime = j->runtime;
+        r->w.thread = j->thread;
         r->w.start_ns = j->res.start_ns;
         r->w.end_ns = j->res.end_ns;
         r->w.isolate = j->isolate;

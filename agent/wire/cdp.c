@@ -18,6 +18,14 @@
  * because yajl frees its tree recursively: 256 KiB of "[[[[" would be
  * 131,072 nested frames.
  *
+ * Worker sessions share the pending list: an entry carries its session
+ * (NULL: the main one), and a reply completes only the entry with its id
+ * and its session. The outer NodeWorker.sendMessageToWorker has the inner
+ * call's id, so its own reply, which comes first on the main session,
+ * finds the entry too: an error fails the call, a success is only noted.
+ * cdp_forget marks a session's entries gone and lets the timer complete
+ * them (ISOPROF_ECLOSED), so no callback runs inside cdp_forget.
+ *
  * Teardown: the ws client reports its end once (on_ws_close); the session
  * then fails what is pending, closes its timer, and in the timer's close
  * callback calls on_close and frees itself.
@@ -34,12 +42,16 @@
 #include <yajl/yajl_parse.h>
 
 #define CDP_PEEK 64
+#define CDP_PEEK_WORKER 256
 #define CDP_MAX_METHOD 128
+#define CDP_WORKER_EVENT "NodeWorker.receivedMessageFromWorker"
 #define CDP_MAX_TIMEOUT_MS (24ull * 3600 * 1000)
 
 struct cdp_pending {
     struct cdp_pending *next;
     uint64_t id;
+    char *session; /* NULL: the main session */
+    int gone;      /* cdp_forget: completes with ISOPROF_ECLOSED at the next tick */
     unsigned flags;
     uint64_t deadline; /* uv_now() milliseconds */
     cdp_reply_cb cb;
@@ -58,9 +70,12 @@ struct cdp_session {
     cdp_open_cb on_open;
     cdp_event_cb on_event;
     cdp_close_cb on_close;
+    cdp_worker_error_cb on_worker_error;
     void *arg;
     struct cdp_stats st;
     char error[200];
+    int test;        /* cdp_test_new: sends go to test_sent */
+    char *test_sent; /* the last message a test session sent */
 };
 
 static void cdp_set_error(struct cdp_session *s, const char *why)
@@ -117,16 +132,52 @@ int64_t cdp_peek_id(const char *msg, size_t len)
 
 /* --- pending calls and their timer --- */
 
-static struct cdp_pending *take_pending(struct cdp_session *s, uint64_t id)
+static int same_session(const char *a, const char *b)
+{
+    return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+/* The live (not forgotten) call with id on session (NULL: the main one). */
+static struct cdp_pending *find_pending(struct cdp_session *s, uint64_t id, const char *session)
+{
+    for (struct cdp_pending *p = s->pending; p; p = p->next)
+        if (p->id == id && !p->gone && same_session(p->session, session))
+            return p;
+    return NULL;
+}
+
+/* The live call with id, whichever its session: what a reply on the main
+ * session answers (a worker call's outer message shares its id). */
+static struct cdp_pending *find_pending_id(struct cdp_session *s, uint64_t id)
+{
+    for (struct cdp_pending *p = s->pending; p; p = p->next)
+        if (p->id == id && !p->gone)
+            return p;
+    return NULL;
+}
+
+static void unlink_pending(struct cdp_session *s, struct cdp_pending *p)
 {
     for (struct cdp_pending **pp = &s->pending; *pp; pp = &(*pp)->next) {
-        if ((*pp)->id == id) {
-            struct cdp_pending *p = *pp;
+        if (*pp == p) {
             *pp = p->next;
-            return p;
+            return;
         }
     }
-    return NULL;
+}
+
+static struct cdp_pending *take_pending(struct cdp_session *s, uint64_t id, const char *session)
+{
+    struct cdp_pending *p = find_pending(s, id, session);
+    if (p != NULL)
+        unlink_pending(s, p);
+    return p;
+}
+
+static void pending_free(struct cdp_pending *p)
+{
+    isoprof_free(p->session);
+    isoprof_free(p);
 }
 
 static void complete(struct cdp_session *s, struct cdp_pending *p, struct cdp_reply *r)
@@ -136,7 +187,7 @@ static void complete(struct cdp_session *s, struct cdp_pending *p, struct cdp_re
     else if (r->status != 0)
         s->st.errors++;
     p->cb(s, r, p->arg);
-    isoprof_free(p);
+    pending_free(p);
 }
 
 static void cdp_on_timer(uv_timer_t *t);
@@ -163,11 +214,9 @@ static void cdp_arm(struct cdp_session *s)
     s->armed = first;
 }
 
-static void cdp_on_timer(uv_timer_t *t)
+/* Complete every call due by now: timed out, or forgotten. */
+static void expire(struct cdp_session *s, uint64_t now)
 {
-    struct cdp_session *s = t->data;
-    uint64_t now = uv_now(s->loop);
-    s->armed = 0;
     for (;;) {
         /* Rescan after each callback: it may add or end calls. */
         struct cdp_pending *p = s->pending;
@@ -175,10 +224,17 @@ static void cdp_on_timer(uv_timer_t *t)
             p = p->next;
         if (p == NULL)
             break;
-        take_pending(s, p->id);
-        struct cdp_reply r = {.status = ISOPROF_ETIMEDOUT};
+        unlink_pending(s, p);
+        struct cdp_reply r = {.status = p->gone ? ISOPROF_ECLOSED : ISOPROF_ETIMEDOUT};
         complete(s, p, &r);
     }
+}
+
+static void cdp_on_timer(uv_timer_t *t)
+{
+    struct cdp_session *s = t->data;
+    s->armed = 0;
+    expire(s, uv_now(s->loop));
     cdp_arm(s);
 }
 
@@ -240,20 +296,26 @@ static void cdp_protocol_error(struct cdp_session *s, int status, const char *wh
 
 /* --- receiving --- */
 
-static void cdp_on_big(struct cdp_session *s, char *data, size_t len)
+/* A worker session's message that cannot be read: counted, its owner told. */
+static void worker_bad(struct cdp_session *s, const char *session, const char *why)
 {
-    int64_t id = cdp_peek_id(data, len);
-    struct cdp_pending *p = id >= 0 ? take_pending(s, (uint64_t)id) : NULL;
-    if (p == NULL) {
-        s->st.dropped_big++; /* a big or deep event, or an id we are not waiting for */
-        ws_msg_free(data);
-        return;
-    }
+    s->st.bad_messages++;
+    if (s->on_worker_error != NULL)
+        s->on_worker_error(s, session, why, s->arg);
+}
+
+/* A message too big (or deep) to parse here, for the call p (taken off the
+ * list): handed over raw with CDP_RAW, else refused. data is the whole
+ * message (the envelope, for a worker's: nested). */
+static void hand_big(struct cdp_session *s, struct cdp_pending *p, char *data, size_t len,
+                     int nested)
+{
     s->st.replies++;
     struct cdp_reply r = {0};
     if (p->flags & CDP_RAW) {
         r.raw = data;
         r.raw_len = len;
+        r.raw_nested = nested;
     } else {
         s->st.dropped_big++;
         ws_msg_free(data);
@@ -263,6 +325,26 @@ static void cdp_on_big(struct cdp_session *s, char *data, size_t len)
     }
     complete(s, p, &r);
     ws_msg_free(r.raw); /* NULL if the callback took it */
+}
+
+static void cdp_on_big(struct cdp_session *s, char *data, size_t len)
+{
+    char sid[CDP_SESSION_MAX + 1];
+    int64_t id = cdp_peek_id(data, len);
+    struct cdp_pending *p = NULL;
+    int nested = 0;
+    if (id >= 0) {
+        p = take_pending(s, (uint64_t)id, NULL);
+    } else if (cdp_peek_worker(data, len, sid, &id) == 0) {
+        p = take_pending(s, (uint64_t)id, sid);
+        nested = 1;
+    }
+    if (p == NULL) {
+        s->st.dropped_big++; /* a big or deep event, or an id we are not waiting for */
+        ws_msg_free(data);
+        return;
+    }
+    hand_big(s, p, data, len, nested);
 }
 
 /* A message the budget could not hold was dropped as it came (ws.c): the
@@ -276,8 +358,13 @@ static void cdp_on_ws_dropped(struct ws_client *ws, const char *head, size_t hea
     s->st.dropped_big++;
     if (s->closing)
         return;
+    char sid[CDP_SESSION_MAX + 1];
     int64_t id = cdp_peek_id(head, head_len);
-    struct cdp_pending *p = id >= 0 ? take_pending(s, (uint64_t)id) : NULL;
+    struct cdp_pending *p = NULL;
+    if (id >= 0)
+        p = take_pending(s, (uint64_t)id, NULL);
+    else if (cdp_peek_worker(head, head_len, sid, &id) == 0)
+        p = take_pending(s, (uint64_t)id, sid);
     if (p == NULL)
         return; /* an event, or an id we are not waiting for */
     s->st.replies++;
@@ -288,24 +375,36 @@ static void cdp_on_ws_dropped(struct ws_client *ws, const char *head, size_t hea
     complete(s, p, &r);
 }
 
-/* A parsed reply v for p; data may be handed over (then *data = NULL). */
-static void cdp_on_reply(struct cdp_session *s, struct cdp_pending *p, yajl_val v, char **data,
-                         size_t len)
+/* The message of an error reply v, or NULL when v is no error reply. */
+static const char *error_of(yajl_val v)
 {
-    static const char *error_path[] = {"error", NULL}, *message_path[] = {"message", NULL},
-                      *result_path[] = {"result", NULL};
+    static const char *error_path[] = {"error", NULL}, *message_path[] = {"message", NULL};
+    yajl_val e = yajl_tree_get(v, error_path, yajl_t_any);
+    if (e == NULL)
+        return NULL;
+    yajl_val m = YAJL_IS_OBJECT(e) ? yajl_tree_get(e, message_path, yajl_t_string) : NULL;
+    return m ? YAJL_GET_STRING(m) : "error reply without a message";
+}
+
+/* A parsed reply v for p (taken off the list); data (the whole message, or
+ * for a worker's the envelope: nested) may be handed over (then *data =
+ * NULL). */
+static void cdp_on_reply(struct cdp_session *s, struct cdp_pending *p, yajl_val v, char **data,
+                         size_t len, int nested)
+{
+    static const char *result_path[] = {"result", NULL};
     struct cdp_reply r = {0};
     s->st.replies++;
-    yajl_val e = yajl_tree_get(v, error_path, yajl_t_any);
-    if (e != NULL) {
-        yajl_val m = YAJL_IS_OBJECT(e) ? yajl_tree_get(e, message_path, yajl_t_string) : NULL;
+    const char *err = error_of(v);
+    if (err != NULL) {
         r.status = ISOPROF_ECDP;
-        r.error_message = m ? YAJL_GET_STRING(m) : "error reply without a message";
+        r.error_message = err;
     } else {
         r.result = yajl_tree_get(v, result_path, yajl_t_object);
         if (p->flags & CDP_RAW) {
             r.raw = *data;
             r.raw_len = len;
+            r.raw_nested = nested;
             *data = NULL;
         }
         /* No "result" is still a success: workerd answers Profiler.enable
@@ -313,6 +412,105 @@ static void cdp_on_reply(struct cdp_session *s, struct cdp_pending *p, yajl_val 
     }
     complete(s, p, &r);
     ws_msg_free(r.raw);
+}
+
+/* A message v (an object) of the main session, or (session non-NULL) the
+ * message inside a worker session's envelope data. */
+static void dispatch(struct cdp_session *s, const char *session, yajl_val v, char **data,
+                     size_t len)
+{
+    static const char *id_path[] = {"id", NULL}, *method_path[] = {"method", NULL},
+                      *params_path[] = {"params", NULL};
+    yajl_val idv = yajl_tree_get(v, id_path, yajl_t_any);
+    if (idv != NULL) {
+        struct cdp_pending *p = NULL;
+        int64_t id = YAJL_IS_INTEGER(idv) ? YAJL_GET_INTEGER(idv) : -1;
+        if (id >= 0)
+            p = session ? find_pending(s, (uint64_t)id, session) : find_pending_id(s, (uint64_t)id);
+        if (p == NULL) {
+            s->st.bad_messages++; /* not ours, or it already timed out */
+            return;
+        }
+        if (session == NULL && p->session != NULL) {
+            /* The reply to a worker call's envelope: only an error ends it. */
+            const char *err = error_of(v);
+            if (err == NULL)
+                return;
+            unlink_pending(s, p);
+            s->st.replies++;
+            struct cdp_reply r = {.status = ISOPROF_ECDP, .error_message = err};
+            complete(s, p, &r);
+            return;
+        }
+        unlink_pending(s, p);
+        cdp_on_reply(s, p, v, data, len, session != NULL);
+        return;
+    }
+    yajl_val m = yajl_tree_get(v, method_path, yajl_t_string);
+    if (m == NULL) {
+        if (session != NULL)
+            worker_bad(s, session, "a message with neither an id nor a method");
+        else
+            s->st.bad_messages++;
+        return;
+    }
+    s->st.events++;
+    if (s->on_event != NULL)
+        s->on_event(s, session, YAJL_GET_STRING(m), yajl_tree_get(v, params_path, yajl_t_object),
+                    s->arg);
+}
+
+/* NodeWorker.receivedMessageFromWorker (params): the message inside,
+ * parsed as one of the main session's (it is no bigger than its envelope,
+ * which was small enough to parse). */
+static void cdp_on_worker_message(struct cdp_session *s, yajl_val params, char **data, size_t len)
+{
+    static const char *sid_path[] = {"sessionId", NULL}, *msg_path[] = {"message", NULL};
+    yajl_val sv = params ? yajl_tree_get(params, sid_path, yajl_t_string) : NULL;
+    yajl_val mv = params ? yajl_tree_get(params, msg_path, yajl_t_string) : NULL;
+    const char *sid = sv ? YAJL_GET_STRING(sv) : NULL;
+    if (sid == NULL || *sid == '\0' || strlen(sid) > CDP_SESSION_MAX) {
+        s->st.bad_messages++; /* no session to blame */
+        return;
+    }
+    if (mv == NULL) {
+        worker_bad(s, sid, "receivedMessageFromWorker without a message string");
+        return;
+    }
+    const char *inner = YAJL_GET_STRING(mv);
+    size_t ilen = strlen(inner);
+    if (isoprof_json_depth(inner, ilen, CDP_PARSE_MAX_DEPTH) > CDP_PARSE_MAX_DEPTH) {
+        /* A deep reply (a heap profile's head): routed by its id alone. */
+        int64_t id = -1;
+        char peek[CDP_SESSION_MAX + 1];
+        struct cdp_pending *p = NULL;
+        if (cdp_peek_worker(*data, len, peek, &id) == 0 && strcmp(peek, sid) == 0)
+            p = take_pending(s, (uint64_t)id, sid);
+        if (p == NULL) {
+            worker_bad(s, sid, "a message nested too deeply to route");
+            return;
+        }
+        char *d = *data;
+        *data = NULL;
+        hand_big(s, p, d, len, 1);
+        return;
+    }
+    char err[160];
+    err[0] = '\0';
+    yajl_val v = yajl_tree_parse(inner, err, sizeof(err));
+    if (v == NULL || !YAJL_IS_OBJECT(v)) {
+        char why[200];
+        char *nl = strchr(err, '\n');
+        if (nl != NULL)
+            *nl = '\0';
+        snprintf(why, sizeof(why), "%s: %s", v == NULL ? "invalid JSON" : "not a JSON object",
+                 err[0] ? err : "parse error");
+        yajl_tree_free(v);
+        worker_bad(s, sid, why);
+        return;
+    }
+    dispatch(s, sid, v, data, len);
+    yajl_tree_free(v);
 }
 
 static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void *arg)
@@ -349,29 +547,169 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
     if (!YAJL_IS_OBJECT(v)) {
         s->st.bad_messages++;
     } else {
-        yajl_val idv = yajl_tree_get(v, id_path, yajl_t_any);
-        if (idv != NULL) {
-            struct cdp_pending *p = NULL;
-            if (YAJL_IS_INTEGER(idv) && YAJL_GET_INTEGER(idv) >= 0)
-                p = take_pending(s, (uint64_t)YAJL_GET_INTEGER(idv));
-            if (p == NULL)
-                s->st.bad_messages++; /* not ours, or it already timed out */
-            else
-                cdp_on_reply(s, p, v, &data, len);
-        } else {
-            yajl_val m = yajl_tree_get(v, method_path, yajl_t_string);
-            if (m == NULL) {
-                s->st.bad_messages++;
-            } else {
-                s->st.events++;
-                if (s->on_event != NULL)
-                    s->on_event(s, YAJL_GET_STRING(m), yajl_tree_get(v, params_path, yajl_t_object),
-                                s->arg);
-            }
-        }
+        yajl_val m = yajl_tree_get(v, method_path, yajl_t_string);
+        const char *method = m ? YAJL_GET_STRING(m) : NULL;
+        if (method != NULL && yajl_tree_get(v, id_path, yajl_t_any) == NULL &&
+            strcmp(method, CDP_WORKER_EVENT) == 0)
+            cdp_on_worker_message(s, yajl_tree_get(v, params_path, yajl_t_object), &data, len);
+        else
+            dispatch(s, NULL, v, &data, len);
     }
     yajl_tree_free(v);
     ws_msg_free(data);
+}
+
+/* The message inside a worker session's envelope, read with yajl's
+ * callbacks: the value of params.message, at depth 2. */
+struct unwrap {
+    int depth;
+    int in_params;  /* the key at depth 1 was "params" */
+    int at_message; /* the key at depth 2 (in params) is "message" */
+    int at_params;  /* the key at depth 1 is "params" */
+    char *out;
+    size_t out_len;
+    int oom;
+};
+
+static int uw_start_map(void *ctx)
+{
+    struct unwrap *u = ctx;
+    u->depth++;
+    if (u->depth == 2)
+        u->in_params = u->at_params;
+    return 1;
+}
+
+static int uw_end_map(void *ctx)
+{
+    struct unwrap *u = ctx;
+    if (u->depth == 2)
+        u->in_params = 0;
+    u->depth--;
+    return 1;
+}
+
+static int uw_key(void *ctx, const unsigned char *k, size_t n)
+{
+    struct unwrap *u = ctx;
+    if (u->depth == 1)
+        u->at_params = n == 6 && memcmp(k, "params", 6) == 0;
+    else if (u->depth == 2)
+        u->at_message = u->in_params && n == 7 && memcmp(k, "message", 7) == 0;
+    return 1;
+}
+
+static int uw_string(void *ctx, const unsigned char *v, size_t n)
+{
+    struct unwrap *u = ctx;
+    if (u->depth == 2 && u->at_message && u->out == NULL) {
+        if ((u->out = isoprof_strndup((const char *)v, n)) == NULL) {
+            u->oom = 1;
+            return 0;
+        }
+        u->out_len = n;
+    }
+    return 1;
+}
+
+static int uw_other(void *ctx)
+{
+    (void)ctx;
+    return 1;
+}
+static int uw_bool(void *ctx, int b)
+{
+    (void)b;
+    return uw_other(ctx);
+}
+static int uw_number(void *ctx, const char *v, size_t n)
+{
+    (void)v;
+    (void)n;
+    return uw_other(ctx);
+}
+
+int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len)
+{
+    static const yajl_callbacks cb = {
+        .yajl_null = uw_other,
+        .yajl_boolean = uw_bool,
+        .yajl_number = uw_number,
+        .yajl_string = uw_string,
+        .yajl_start_map = uw_start_map,
+        .yajl_map_key = uw_key,
+        .yajl_end_map = uw_end_map,
+        .yajl_start_array = uw_other,
+        .yajl_end_array = uw_other,
+    };
+    if (raw == NULL || out == NULL)
+        return -EINVAL;
+    struct unwrap u = {0};
+    yajl_handle h = yajl_alloc(&cb, NULL, &u);
+    if (h == NULL)
+        return -ENOMEM;
+    yajl_status st = yajl_parse(h, (const unsigned char *)raw, len);
+    if (st == yajl_status_ok)
+        st = yajl_complete_parse(h);
+    yajl_free(h);
+    if (u.oom) {
+        isoprof_free(u.out);
+        return -ENOMEM;
+    }
+    if (st != yajl_status_ok || u.out == NULL) {
+        isoprof_free(u.out);
+        return ISOPROF_EJSON;
+    }
+    *out = u.out;
+    if (out_len != NULL)
+        *out_len = u.out_len;
+    return 0;
+}
+
+/* Matches the literal lit at msg[*i] (whitespace before it allowed). */
+static int peek_lit(const char *msg, size_t lim, size_t *i, const char *lit)
+{
+    while (*i < lim && is_space(msg[*i]))
+        (*i)++;
+    size_t n = strlen(lit);
+    if (lim - *i < n || memcmp(msg + *i, lit, n) != 0)
+        return -1;
+    *i += n;
+    return 0;
+}
+
+int cdp_peek_worker(const char *msg, size_t len, char sid[CDP_SESSION_MAX + 1], int64_t *id)
+{
+    size_t i = 0, lim = len < CDP_PEEK_WORKER ? len : CDP_PEEK_WORKER;
+    if (msg == NULL || peek_lit(msg, lim, &i, "{") || peek_lit(msg, lim, &i, "\"method\"") ||
+        peek_lit(msg, lim, &i, ":") || peek_lit(msg, lim, &i, "\"" CDP_WORKER_EVENT "\"") ||
+        peek_lit(msg, lim, &i, ",") || peek_lit(msg, lim, &i, "\"params\"") ||
+        peek_lit(msg, lim, &i, ":") || peek_lit(msg, lim, &i, "{") ||
+        peek_lit(msg, lim, &i, "\"sessionId\"") || peek_lit(msg, lim, &i, ":") ||
+        peek_lit(msg, lim, &i, "\""))
+        return -1;
+    size_t n = 0;
+    while (i < lim && msg[i] != '"') {
+        char c = msg[i++];
+        if (n == CDP_SESSION_MAX || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return -1;
+        sid[n++] = c;
+    }
+    sid[n] = '\0';
+    i++; /* the closing quote */
+    if (n == 0 || i > lim || peek_lit(msg, lim, &i, ",") || peek_lit(msg, lim, &i, "\"message\"") ||
+        peek_lit(msg, lim, &i, ":") || peek_lit(msg, lim, &i, "\"{\\\"id\\\":"))
+        return -1;
+    int64_t v = 0;
+    size_t start = i;
+    while (i < lim && msg[i] >= '0' && msg[i] <= '9' && i - start < 18)
+        v = v * 10 + (msg[i++] - '0');
+    if (i == start || (msg[start] == '0' && i - start > 1) || i >= lim ||
+        (msg[i] != ',' && msg[i] != '}'))
+        return -1;
+    *id = v;
+    return 0;
 }
 
 /* --- the API --- */
@@ -439,12 +777,39 @@ static int cdp_check_params(const char *params, size_t len)
     return st == yajl_status_ok ? 0 : -EINVAL;
 }
 
-int cdp_call(struct cdp_session *s, const char *method, const char *params_json,
-             uint64_t timeout_ms, unsigned flags, cdp_reply_cb cb, void *arg)
+int cdp_valid_session(const char *sid)
 {
-    if (method == NULL || cb == NULL || !cdp_valid_method(method) || (flags & ~CDP_RAW) != 0)
+    size_t n = 0;
+    for (; sid[n] != '\0'; n++) {
+        char c = sid[n];
+        if (n >= CDP_SESSION_MAX || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return n > 0;
+}
+
+static int send_text(struct cdp_session *s, const char *data, size_t len)
+{
+    if (s->test) {
+        char *copy = isoprof_strndup(data, len);
+        if (copy == NULL)
+            return -ENOMEM;
+        isoprof_free(s->test_sent);
+        s->test_sent = copy;
+        return 0;
+    }
+    return ws_send_text(s->ws, data, len);
+}
+
+int cdp_call_on(struct cdp_session *s, const char *session, const char *method,
+                const char *params_json, uint64_t timeout_ms, unsigned flags, cdp_reply_cb cb,
+                void *arg)
+{
+    if (method == NULL || cb == NULL || !cdp_valid_method(method) || (flags & ~CDP_RAW) != 0 ||
+        (session != NULL && !cdp_valid_session(session)))
         return -EINVAL;
-    if (!s->open || s->closing || s->ws == NULL)
+    if (!s->open || s->closing || (s->ws == NULL && !s->test))
         return -ENOTCONN;
     const char *params = params_json ? params_json : "{}";
     size_t plen = strlen(params);
@@ -458,29 +823,43 @@ int cdp_call(struct cdp_session *s, const char *method, const char *params_json,
     struct cdp_pending *p = isoprof_calloc(1, sizeof(*p));
     if (p == NULL)
         return -ENOMEM;
+    if (session != NULL && (p->session = isoprof_strdup(session)) == NULL) {
+        isoprof_free(p);
+        return -ENOMEM;
+    }
     p->id = s->next_id;
     p->flags = flags;
     p->cb = cb;
     p->arg = arg;
-    p->deadline = uv_now(s->loop) + timeout_ms;
+    p->deadline = (s->test ? 0 : uv_now(s->loop)) + timeout_ms;
     /* Capped at what it can hold: the id, the method escaped at worst 6
      * bytes a byte, the params checked above, and the punctuation. */
-    struct isoprof_buf msg;
+    struct isoprof_buf msg, outer;
     isoprof_buf_init(&msg, plen + 6 * strlen(method) + 64);
     isoprof_buf_printf(&msg, "{\"id\":%" PRIu64 ",\"method\":", p->id);
     isoprof_json_str(&msg, method);
     isoprof_buf_puts(&msg, ",\"params\":");
     isoprof_buf_append(&msg, params, plen);
     rc = isoprof_buf_putc(&msg, '}');
-    if (rc != 0) {
+    if (rc == 0 && session != NULL) {
+        /* The envelope, with the same id; the call as a JSON string in it. */
+        isoprof_buf_init(&outer, 6 * msg.len + strlen(session) + 128);
+        isoprof_buf_printf(&outer,
+                           "{\"id\":%" PRIu64 ",\"method\":\"NodeWorker.sendMessageToWorker\","
+                           "\"params\":{\"sessionId\":",
+                           p->id);
+        isoprof_json_str(&outer, session);
+        isoprof_buf_puts(&outer, ",\"message\":");
+        isoprof_json_strn(&outer, msg.data, msg.len);
+        rc = isoprof_buf_puts(&outer, "}}");
         isoprof_buf_free(&msg);
-        isoprof_free(p);
-        return rc;
+        msg = outer;
     }
-    rc = ws_send_text(s->ws, msg.data, msg.len);
+    if (rc == 0)
+        rc = send_text(s, msg.data, msg.len);
     isoprof_buf_free(&msg);
     if (rc != 0) {
-        isoprof_free(p);
+        pending_free(p);
         return rc;
     }
     s->next_id++;
@@ -489,6 +868,35 @@ int cdp_call(struct cdp_session *s, const char *method, const char *params_json,
     s->pending = p;
     cdp_arm(s);
     return 0;
+}
+
+int cdp_call(struct cdp_session *s, const char *method, const char *params_json,
+             uint64_t timeout_ms, unsigned flags, cdp_reply_cb cb, void *arg)
+{
+    return cdp_call_on(s, NULL, method, params_json, timeout_ms, flags, cb, arg);
+}
+
+void cdp_forget(struct cdp_session *s, const char *session)
+{
+    if (session == NULL)
+        return;
+    int any = 0;
+    for (struct cdp_pending *p = s->pending; p; p = p->next) {
+        if (!p->gone && same_session(p->session, session)) {
+            p->gone = 1;
+            p->deadline = 1; /* due at the next tick of the timer */
+            any = 1;
+        }
+    }
+    if (any) {
+        s->armed = 0;
+        cdp_arm(s);
+    }
+}
+
+void cdp_set_worker_error_cb(struct cdp_session *s, cdp_worker_error_cb cb)
+{
+    s->on_worker_error = cb;
 }
 
 void cdp_close(struct cdp_session *s)
@@ -508,6 +916,7 @@ struct cdp_session *cdp_test_new(cdp_event_cb on_event, void *arg)
     if (s == NULL)
         return NULL;
     s->open = 1;
+    s->test = 1;
     s->next_id = 1;
     s->on_event = on_event;
     s->arg = arg;
@@ -522,6 +931,8 @@ int cdp_test_expect(struct cdp_session *s, uint64_t id, unsigned flags, cdp_repl
     *p = (struct cdp_pending){
         .next = s->pending, .id = id, .flags = flags, .deadline = UINT64_MAX, .cb = cb, .arg = arg};
     s->pending = p;
+    if (id >= s->next_id)
+        s->next_id = id + 1; /* cdp_call_on's ids come after */
     return 0;
 }
 
@@ -534,8 +945,19 @@ int cdp_test_feed(struct cdp_session *s, const char *data, size_t len)
     return 0;
 }
 
+const char *cdp_test_last_sent(const struct cdp_session *s)
+{
+    return s->test_sent;
+}
+
+void cdp_test_tick(struct cdp_session *s, uint64_t now_ms)
+{
+    expire(s, now_ms);
+}
+
 void cdp_test_free(struct cdp_session *s)
 {
     fail_all(s, ISOPROF_ECLOSED);
+    isoprof_free(s->test_sent);
     isoprof_free(s);
 }

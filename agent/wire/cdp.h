@@ -21,9 +21,27 @@
  * is not pending (unknown, or already timed out), an event without a
  * method: counted in bad_messages and ignored.
  *
- * Thread: every function is for the loop thread only; every callback runs
- * on the loop thread from a libuv callback, never from inside the call into
- * this module that caused it.
+ * Worker sessions (Node's NodeWorker domain, one WebSocket for the main
+ * thread and every worker thread): cdp_call_on sends a call to the isolate
+ * of worker session S as NodeWorker.sendMessageToWorker {sessionId: S,
+ * message: "<the call as a JSON string>"}, outer and inner message with
+ * the same id. Its answer comes back as the event
+ * NodeWorker.receivedMessageFromWorker {sessionId, message}: the inner
+ * message is parsed like a message of the main session (a reply completes
+ * the call with that id and that session, never another session's; an
+ * event goes to on_event with the session), and a big one is routed by a
+ * bounded peek at its envelope (cdp_peek_worker). The outer call's own
+ * reply only matters when it is an error (the session is unknown to the
+ * target): the call then fails with it. Bad input inside a worker's
+ * message (not JSON, not an object, nested too deep to route) is counted
+ * in bad_messages and reported to on_worker_error with its session; the
+ * WebSocket and every other session carry on. A worker that never answers
+ * (Node does not answer for an unknown session) times out like any call.
+ *
+ * Thread: every function is for the loop thread only, except
+ * cdp_unwrap_worker and cdp_peek_worker (pure, any thread); every callback
+ * runs on the loop thread from a libuv callback, never from inside the
+ * call into this module that caused it.
  */
 #ifndef ISOPROF_CDP_H
 #define ISOPROF_CDP_H
@@ -42,6 +60,8 @@ struct ws_budget;
 #define CDP_PARSE_MAX_DEPTH 64
 /* cdp_call flag: hand the reply over unparsed (r->raw), whatever its size. */
 #define CDP_RAW 0x1u
+/* The longest worker session id accepted (Node's are "1", "2", ...). */
+#define CDP_SESSION_MAX 64
 /* Used when cdp_call is given a timeout of 0. */
 #define CDP_DEFAULT_TIMEOUT_MS 30000u
 
@@ -67,6 +87,10 @@ struct cdp_reply {
      * session's budget). NULL otherwise. */
     char *raw;
     size_t raw_len;
+    /* raw is the envelope of a worker session's message (a
+     * NodeWorker.receivedMessageFromWorker event); the reply is the string
+     * in it: cdp_unwrap_worker gives its text. 0 for the main session. */
+    int raw_nested;
 };
 
 /* A call finished (exactly once per successful cdp_call). r is borrowed
@@ -75,9 +99,16 @@ typedef void (*cdp_reply_cb)(struct cdp_session *s, struct cdp_reply *r, void *a
 /* The session is open (0), or failed to open (a ws_close_cb status; then
  * on_close follows). Not called if cdp_close came first. */
 typedef void (*cdp_open_cb)(struct cdp_session *s, int status, void *arg);
-/* An event. method and params (NULL if absent or not an object) are
- * borrowed for the callback. */
-typedef void (*cdp_event_cb)(struct cdp_session *s, const char *method, yajl_val params, void *arg);
+/* An event. session: NULL for the main session's, else the worker
+ * session it came from. method, params (NULL if absent or not an object)
+ * and session are borrowed for the callback. */
+typedef void (*cdp_event_cb)(struct cdp_session *s, const char *session, const char *method,
+                             yajl_val params, void *arg);
+/* A worker session sent what is not a CDP message (why says what). The
+ * session's own calls are not failed: they time out, unless the owner
+ * drops the session (cdp_forget). */
+typedef void (*cdp_worker_error_cb)(struct cdp_session *s, const char *session, const char *why,
+                                    void *arg);
 /* Exactly once, last. Every pending call has been completed with
  * ISOPROF_ECLOSED before. status: 0 (closed cleanly by either side),
  * ISOPROF_EJSON (the target sent invalid JSON), or any ws_close_cb status.
@@ -113,6 +144,46 @@ int cdp_open(uv_loop_t *loop, const char *host, uint16_t port, const char *path,
  */
 int cdp_call(struct cdp_session *s, const char *method, const char *params_json,
              uint64_t timeout_ms, unsigned flags, cdp_reply_cb cb, void *arg);
+
+/*
+ * cdp_call_on - cdp_call to worker session `session` (NULL: the main
+ * session, as cdp_call). session: 1..CDP_SESSION_MAX bytes of
+ * [A-Za-z0-9._-], else -EINVAL. The reply's raw, for CDP_RAW, is the
+ * envelope (raw_nested set). Errors as cdp_call.
+ */
+int cdp_call_on(struct cdp_session *s, const char *session, const char *method,
+                const char *params_json, uint64_t timeout_ms, unsigned flags, cdp_reply_cb cb,
+                void *arg);
+
+/* 1 when sid is a session id cdp_call_on takes: 1..CDP_SESSION_MAX bytes
+ * of [A-Za-z0-9._-]. */
+int cdp_valid_session(const char *sid);
+
+/* A worker session ended (detachedFromWorker, or its owner dropped it):
+ * its pending calls complete with ISOPROF_ECLOSED, later, from a libuv
+ * callback; what it sends afterwards is counted and ignored. */
+void cdp_forget(struct cdp_session *s, const char *session);
+
+/* Set the worker-error callback (NULL: none); arg is the session's. */
+void cdp_set_worker_error_cb(struct cdp_session *s, cdp_worker_error_cb cb);
+
+/*
+ * cdp_unwrap_worker - the text of the message inside the envelope
+ * raw[0..len) of a worker session's message: *out (NUL-terminated, *out_len
+ * bytes; isoprof_free) holds params.message unescaped. Streams: no tree;
+ * memory is the output. 0, ISOPROF_EJSON (not JSON, or no string
+ * params.message), -ENOMEM. Any thread.
+ */
+int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len);
+
+/*
+ * cdp_peek_worker - from the first bytes of msg (at most 256 are read),
+ * written as Node writes them: {"method":"NodeWorker.receivedMessageFromWorker",
+ * "params":{"sessionId":"S","message":"{\"id\":N, ...: the session S
+ * (into sid, at most CDP_SESSION_MAX bytes + NUL) and the id N. 0, or -1
+ * when msg does not start that way. Any thread.
+ */
+int cdp_peek_worker(const char *msg, size_t len, char sid[CDP_SESSION_MAX + 1], int64_t *id);
 
 /* Close the session; pending calls complete with ISOPROF_ECLOSED, then
  * on_close follows (status 0 if the session was open, ISOPROF_ECLOSED if it
@@ -150,6 +221,14 @@ int64_t cdp_peek_id(const char *msg, size_t len);
 struct cdp_session *cdp_test_new(cdp_event_cb on_event, void *arg);
 int cdp_test_expect(struct cdp_session *s, uint64_t id, unsigned flags, cdp_reply_cb cb, void *arg);
 int cdp_test_feed(struct cdp_session *s, const char *data, size_t len);
+/* cdp_call and cdp_call_on on a test session write here instead of a
+ * socket: the last message sent (NUL-terminated, borrowed until the next
+ * call), or NULL. */
+const char *cdp_test_last_sent(const struct cdp_session *s);
+/* Complete what a test session's timer would at now_ms: calls whose
+ * timeout passed (ISOPROF_ETIMEDOUT; a test session's clock starts at 0)
+ * and forgotten ones (ISOPROF_ECLOSED). */
+void cdp_test_tick(struct cdp_session *s, uint64_t now_ms);
 void cdp_test_free(struct cdp_session *s);
 
 #endif

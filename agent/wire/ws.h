@@ -48,8 +48,9 @@ struct ws_budget {
 /* A message must be complete this long after its first frame began
  * (ws_opts.message_timeout_ms, 0 = this). */
 #define WS_MESSAGE_MS 30000
-/* Bytes of a dropped message kept for ws_dropped_cb. */
-#define WS_DROP_HEAD 64
+/* Bytes of a dropped message kept for ws_dropped_cb: enough for the
+ * envelope and id of a message from a worker's session (cdp.h). */
+#define WS_DROP_HEAD 256
 
 /*
  * A message the budget could not hold: its bytes were read and dropped as

@@ -5,11 +5,17 @@
  * the socket (cdp_test_feed).
  *
  * Input: messages separated by the byte 0x1e (ASCII record separator, which
- * JSON never needs raw). Before they are fed, calls 1 to 4 are pending: 1
- * and 3 with CDP_RAW (as Profiler.stop and getSamplingProfile), 2 and 4
- * without (as Runtime.getHeapUsage). Every reply must be well-formed as the
- * header promises: a status among those documented, a raw reply
- * NUL-terminated, an error with a message; each call answered at most once.
+ * JSON never needs raw). Before they are fed, calls 1 to 4 are pending on
+ * the main session and 5 to 8 on worker session "1" (as a Node worker's,
+ * sent through cdp_call_on): odd ones with CDP_RAW (as Profiler.stop and
+ * getSamplingProfile), even ones without (as Runtime.getHeapUsage). A
+ * message that starts with the byte 0x1d is fed wrapped: the rest of it
+ * becomes the message string of a NodeWorker.receivedMessageFromWorker
+ * envelope for session "1". Every reply must be well-formed as the header
+ * promises: a status among those documented, a raw reply NUL-terminated
+ * (and nested exactly when it answers a worker call), an error with a
+ * message; each call answered at most once; a worker's reply never
+ * completes a main-session call.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,7 +25,8 @@
 #include "cdp.h"
 #include "ws.h"
 
-#define CALLS 4
+#define CALLS 8
+#define MAIN_CALLS 4
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,8 +42,10 @@ static void on_reply(struct cdp_session *s, struct cdp_reply *r, void *arg)
     case 0:
         if (r->raw != NULL && r->raw[r->raw_len] != '\0')
             abort();
-        if (r->raw != NULL && (id == 2 || id == 4))
+        if (r->raw != NULL && id % 2 == 0)
             abort(); /* raw only for CDP_RAW calls */
+        if (r->raw != NULL && (r->raw_nested != 0) != (id > MAIN_CALLS))
+            abort(); /* a worker's raw reply is its envelope, the main session's is not */
         if (id % 2 == 1 && r->raw != NULL) {
             char *mine = r->raw; /* take it, as the target does */
             r->raw = NULL;
@@ -55,9 +64,12 @@ static void on_reply(struct cdp_session *s, struct cdp_reply *r, void *arg)
     }
 }
 
-static void on_event(struct cdp_session *s, const char *method, yajl_val params, void *arg)
+static void on_event(struct cdp_session *s, const char *session, const char *method,
+                     yajl_val params, void *arg)
 {
     (void)s;
+    if (session != NULL && strcmp(session, "1") != 0)
+        abort(); /* a session that was never named */
     (void)arg;
     if (method == NULL || (params != NULL && !YAJL_IS_OBJECT(params)))
         abort();
@@ -70,13 +82,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memset(answered, 0, sizeof(answered));
     for (uintptr_t id = 1; id <= CALLS; id++)
-        if (cdp_test_expect(s, id, id % 2 ? CDP_RAW : 0, on_reply, (void *)id) != 0)
+        if (id <= MAIN_CALLS ? cdp_test_expect(s, id, id % 2 ? CDP_RAW : 0, on_reply, (void *)id)
+                             : cdp_call_on(s, "1", "Profiler.stop", NULL, 0, id % 2 ? CDP_RAW : 0,
+                                           on_reply, (void *)id))
             goto out;
     const uint8_t *p = data, *end = data + size;
     while (p <= end) {
         const uint8_t *sep = memchr(p, 0x1e, (size_t)(end - p));
         const uint8_t *q = sep ? sep : end;
-        cdp_test_feed(s, (const char *)p, (size_t)(q - p));
+        if (q > p && *p == 0x1d) {
+            /* the rest, as a worker session's message */
+            struct isoprof_buf b;
+            isoprof_buf_init(&b, 6 * (size_t)(q - p) + 128);
+            isoprof_buf_puts(&b, "{\"method\":\"NodeWorker.receivedMessageFromWorker\","
+                                 "\"params\":{\"sessionId\":\"1\",\"message\":");
+            isoprof_json_strn(&b, (const char *)p + 1, (size_t)(q - p) - 1);
+            if (isoprof_buf_puts(&b, "}}") == 0)
+                cdp_test_feed(s, b.data, b.len);
+            isoprof_buf_free(&b);
+        } else {
+            cdp_test_feed(s, (const char *)p, (size_t)(q - p));
+        }
         p = q + 1;
     }
 out:

@@ -465,7 +465,7 @@ TEST(anomaly_window_takes_priority)
 {
     int a = two_isolates_one_slot(7), b = 1 - a;
     REQUIRE(sim.iso[b].w.cpu == WIN_QUEUED);
-    struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, "w", "v", 1, 2, 3);
+    struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, "w", "v", NULL, 1, 2, 3);
     REQUIRE(e != NULL);
     win_anomaly_cpu(&sim.iso[b].w, sim.now, e);
     CHECK_EQ_INT(sim.nstarts, 2);
@@ -611,7 +611,7 @@ TEST(heap_cadence_and_memory_episode)
     for (int i = 0; i < sim.ntaken; i++)
         heaps += sim.taken[i].heap;
     CHECK(heaps >= 9 && heaps <= 12); /* 3000 s / 300 s, +-jitter */
-    struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, "w", "v", 1, 2, 3);
+    struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, "w", "v", NULL, 1, 2, 3);
     REQUIRE(e != NULL);
     win_memory_episode(&sim.iso[0].w, sim.now, e);
     CHECK_EQ_INT(win_anomaly_heap(&sim.iso[0].w, sim.now, e), 0);

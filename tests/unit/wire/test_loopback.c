@@ -1042,8 +1042,10 @@ static void k_on_close(struct cdp_session *s, int status, void *arg)
     t_finish(t);
 }
 
-static void k_on_event(struct cdp_session *s, const char *method, yajl_val params, void *arg)
+static void k_on_event(struct cdp_session *s, const char *session, const char *method,
+                       yajl_val params, void *arg)
 {
+    (void)session;
     (void)s;
     struct tctx *t = arg;
     t->nevents++;

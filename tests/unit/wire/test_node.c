@@ -77,8 +77,10 @@ static void nt_on_close(struct cdp_session *s, int status, void *arg)
     nt_kill(t);
 }
 
-static void nt_on_event(struct cdp_session *s, const char *method, yajl_val params, void *arg)
+static void nt_on_event(struct cdp_session *s, const char *session, const char *method,
+                        yajl_val params, void *arg)
 {
+    (void)session;
     (void)s;
     (void)params;
     struct node_test *t = arg;

@@ -1,0 +1,325 @@
+/*
+ * threads.c - the worker threads of a Node (or Deno) target.
+ *
+ * Node runs each worker_threads Worker as a V8 isolate of its own, with its
+ * own heap limit, and lists none of them in /json/list: they are reached
+ * through the main thread's session, NodeWorker domain. Once a main thread
+ * is READY, NodeWorker.enable {waitForDebuggerOnStart: true} makes Node
+ * announce every worker (attachedToWorker {sessionId, workerInfo,
+ * waitingForDebugger}); each becomes a target of its own (t->parent set)
+ * whose calls go through target_call under its session id (cdp_call_on),
+ * so the same code profiles it: CPU windows under the same schedule and
+ * max_concurrent, its heap sampler, its memory polls against
+ * threads.memory_limit, its anomalies, its oom_suspected when it ends near
+ * the limit.
+ *
+ * Holding a new worker: with waitForDebuggerOnStart, a worker created
+ * after attach waits before its first line until Runtime.runIfWaitingForDebugger
+ * is sent to it, so its heap sampler can start first and its start-up
+ * allocations show in its heap window. The agent releases it as soon as
+ * HeapProfiler.startSampling answered (or failed), and at the latest after
+ * THREADS_HOLD_MS. A worker the agent will not keep (over threads.max or
+ * the attach rate, a bad session id, dropped) is released before it is
+ * detached: NodeWorker.detach alone does not release a waiting worker
+ * (measured, Node 20). When the agent itself goes away (exit, crash, kill),
+ * its WebSocket closes and Node releases every worker still waiting.
+ *
+ * Limits: at most threads.max workers attached per main thread, and
+ * attaches at a rate of THREADS_ATTACH_PER_S a second after a burst of
+ * threads.max; a pool that churns faster has the rest run unwatched
+ * (threads_refused). A worker that sends what is not CDP, or stalls a
+ * window, is dropped alone (threads_dropped); the main thread and the
+ * other workers carry on.
+ */
+#include "daemon.h"
+#include "log.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define THREADS_CALL_TIMEOUT_MS 5000
+#define THREADS_NAME_MAX 64
+/* Warnings about refused or unknown workers, at most once a minute. */
+#define THREADS_WARN_NS (60ull * 1000000000ull)
+
+static int threads_wanted(const struct target *t)
+{
+    const char *rt = target_runtime(t);
+    return t->parent == NULL && t->ep->cfg->threads.enabled &&
+           (strcmp(rt, "node") == 0 || strcmp(rt, "deno") == 0);
+}
+
+static const char *jstr(yajl_val obj, const char *key)
+{
+    const char *path[] = {key, NULL};
+    yajl_val v = obj ? yajl_tree_get(obj, path, yajl_t_string) : NULL;
+    return v ? YAJL_GET_STRING(v) : NULL;
+}
+
+static struct target *find_worker(const struct target *t, const char *sid)
+{
+    for (struct target *k = t->a->targets; k; k = k->next)
+        if (k->parent == t && !k->removing && strcmp(k->session, sid) == 0)
+            return k;
+    return NULL;
+}
+
+/* A call whose answer nobody needs (release and detach of a worker that
+ * is being let go). */
+static void on_ignored(struct cdp_session *s, struct cdp_reply *r, void *arg)
+{
+    (void)s;
+    (void)r;
+    (void)arg;
+}
+
+/* Let session sid of t's WebSocket go: released if it waits, detached. */
+static void let_go(struct target *t, const char *sid, int waiting)
+{
+    char params[CDP_SESSION_MAX + 32];
+    if (t->cdp == NULL)
+        return;
+    if (waiting)
+        cdp_call_on(t->cdp, sid, "Runtime.runIfWaitingForDebugger", NULL, THREADS_CALL_TIMEOUT_MS,
+                    0, on_ignored, NULL);
+    snprintf(params, sizeof(params), "{\"sessionId\":\"%s\"}", sid);
+    cdp_call(t->cdp, "NodeWorker.detach", params, THREADS_CALL_TIMEOUT_MS, 0, on_ignored, NULL);
+}
+
+static void warn_refused(struct agent *a, const struct target *t, const char *why)
+{
+    uint64_t now = isoprof_now_mono_ns();
+    if (a->threads_warn_mono_ns != 0 && now - a->threads_warn_mono_ns < THREADS_WARN_NS)
+        return;
+    a->threads_warn_mono_ns = now;
+    log_warn("worker thread not watched", "worker=%s isolate=%u why=%s refused_total=%U", t->worker,
+             t->isolate, why, a->n.threads_refused);
+}
+
+/* The attach rate: a GCRA bucket of threads.max attaches, refilled at
+ * THREADS_ATTACH_PER_S. 1: this attach may go ahead. */
+static int rate_ok(struct target *t, uint64_t now)
+{
+    const uint64_t step = 1000000000ull / THREADS_ATTACH_PER_S;
+    uint64_t burst = (uint64_t)t->ep->cfg->threads.max * step;
+    if (t->attach_tokens_ns < now)
+        t->attach_tokens_ns = now;
+    if (t->attach_tokens_ns - now >= burst)
+        return 0;
+    t->attach_tokens_ns += step;
+    return 1;
+}
+
+/* "pool-1" of Node's title "[worker 3] pool-1"; else "worker-<workerId>". */
+static void thread_label(yajl_val info, char *out, size_t cap)
+{
+    const char *title = jstr(info, "title"), *id = jstr(info, "workerId");
+    const char *name = NULL;
+    if (title != NULL && strncmp(title, "[worker ", 8) == 0) {
+        const char *end = strchr(title, ']');
+        if (end != NULL && end[1] == ' ' && end[2] != '\0')
+            name = end + 2;
+    }
+    if (name != NULL)
+        snprintf(out, cap, "%.*s", THREADS_NAME_MAX, name);
+    else
+        snprintf(out, cap, "worker-%.*s", THREADS_NAME_MAX - 7, id && *id ? id : "unknown");
+}
+
+static void on_threads_enabled(struct target *t, struct cdp_reply *r)
+{
+    if (r->status == ISOPROF_ECLOSED || t->removing)
+        return;
+    if (r->status != 0) {
+        log_info("worker threads not watched", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
+                 r->error_message ? r->error_message : isoprof_strerror(r->status));
+        return;
+    }
+    t->threads_on = 1;
+    log_debug("watching worker threads", "worker=%s isolate=%u", t->worker, t->isolate);
+}
+
+void threads_enable(struct target *t)
+{
+    if (!threads_wanted(t) || t->threads_on)
+        return;
+    if (target_call(t, "NodeWorker.enable", "{\"waitForDebuggerOnStart\":true}",
+                    THREADS_CALL_TIMEOUT_MS, 0, on_threads_enabled) != 0)
+        log_warn("worker threads not watched", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
+                 "NodeWorker.enable not sent");
+}
+
+void threads_reload(struct target *t)
+{
+    if (t->state != TARGET_READY)
+        return; /* threads_enable runs at attach */
+    if (threads_wanted(t)) {
+        threads_enable(t);
+        return;
+    }
+    if (!t->threads_on)
+        return;
+    for (struct target *k = t->a->targets; k; k = k->next)
+        if (k->parent == t && !k->removing)
+            target_remove(k); /* released and detached */
+    t->threads_on = 0;
+    if (t->cdp != NULL)
+        cdp_call(t->cdp, "NodeWorker.disable", NULL, THREADS_CALL_TIMEOUT_MS, 0, on_ignored, NULL);
+    log_info("worker threads no longer watched", "worker=%s isolate=%u", t->worker, t->isolate);
+}
+
+static void on_hold_timeout(uv_timer_t *timer)
+{
+    struct target *w = timer->data;
+    log_warn("worker thread released before its heap sampler answered",
+             "worker=%s thread=%s hold_ms=%u", w->worker, w->thread, (unsigned)THREADS_HOLD_MS);
+    threads_release(w);
+}
+
+static void attached(struct target *t, yajl_val params)
+{
+    struct agent *a = t->a;
+    const char *sid = jstr(params, "sessionId");
+    const char *path[] = {"waitingForDebugger", NULL};
+    yajl_val wv = params ? yajl_tree_get(params, path, yajl_t_any) : NULL;
+    int waiting = wv != NULL && YAJL_IS_TRUE(wv);
+    const char *info_path[] = {"workerInfo", NULL};
+    yajl_val info = params ? yajl_tree_get(params, info_path, yajl_t_object) : NULL;
+    if (sid == NULL || !cdp_valid_session(sid)) {
+        a->n.threads_refused++;
+        warn_refused(a, t, "attachedToWorker without a usable sessionId");
+        return;
+    }
+    if (find_worker(t, sid) != NULL) {
+        a->n.threads_refused++;
+        warn_refused(a, t, "attachedToWorker for a session already attached");
+        return;
+    }
+    if (a->stopping || !threads_wanted(t) || t->nworkers >= t->ep->cfg->threads.max ||
+        !rate_ok(t, isoprof_now_mono_ns())) {
+        a->n.threads_refused++;
+        warn_refused(a, t,
+                     t->nworkers >= t->ep->cfg->threads.max ? "threads.max workers attached"
+                                                            : "the attach rate was exceeded");
+        let_go(t, sid, waiting);
+        return;
+    }
+    char label[THREADS_NAME_MAX + 1], id[1100];
+    thread_label(info, label, sizeof(label));
+    const char *wid = jstr(info, "workerId");
+    snprintf(id, sizeof(id), "%s#%.64s", t->id, wid ? wid : sid);
+    struct target *w = target_alloc(a, t->ep, id, t->ws_path, t->worker, t->version, label);
+    if (w != NULL && (w->session = isoprof_strdup(sid)) == NULL) {
+        target_link(w);
+        target_remove(w); /* closes its handles, then frees it */
+        w = NULL;
+    }
+    if (w == NULL) {
+        log_error("out of memory adding a worker thread", "worker=%s", t->worker);
+        let_go(t, sid, waiting);
+        return;
+    }
+    w->parent = t;
+    w->held = waiting;
+    w->state = TARGET_CONNECTING;
+    target_link(w);
+    t->nworkers++;
+    log_debug("worker thread found", "worker=%s thread=%s session=%s waiting=%d", w->worker,
+              w->thread, sid, waiting);
+    if (waiting)
+        uv_timer_start(&w->hold_timer, on_hold_timeout, THREADS_HOLD_MS, 0);
+    if (target_enable(w) != 0)
+        threads_drop(w, "Profiler.enable not sent");
+}
+
+static void detached(struct target *t, yajl_val params)
+{
+    struct agent *a = t->a;
+    const char *sid = jstr(params, "sessionId");
+    struct target *w = sid ? find_worker(t, sid) : NULL;
+    if (w == NULL)
+        return; /* one the agent let go, or never knew */
+    a->n.threads_detached++;
+    w->worker_gone = 1;
+    w->held = 0;
+    log_info("thread detached", "worker=%s thread=%s isolate=%u", w->worker, w->thread, w->isolate);
+    if (w->state == TARGET_READY)
+        anomaly_target_gone(w, 1);
+    target_remove(w);
+}
+
+void threads_on_event(struct target *t, const char *session, const char *method, yajl_val params)
+{
+    if (session != NULL || t->parent != NULL || t->removing)
+        return; /* a worker's own events: none is asked for */
+    if (strcmp(method, "NodeWorker.attachedToWorker") == 0)
+        attached(t, params);
+    else if (strcmp(method, "NodeWorker.detachedFromWorker") == 0)
+        detached(t, params);
+}
+
+void threads_worker_error(struct target *t, const char *session, const char *why)
+{
+    struct target *w = find_worker(t, session);
+    if (w != NULL)
+        threads_drop(w, why);
+}
+
+void threads_drop(struct target *w, const char *why)
+{
+    if (w->removing || w->parent == NULL)
+        return;
+    w->a->n.threads_dropped++;
+    log_warn("thread dropped", "worker=%s thread=%s isolate=%u why=%s", w->worker, w->thread,
+             w->isolate, why);
+    target_remove(w);
+}
+
+static void on_released(struct target *w, struct cdp_reply *r)
+{
+    if (r->status != 0 && r->status != ISOPROF_ECLOSED)
+        log_warn("worker thread not released", "worker=%s thread=%s err=%e", w->worker, w->thread,
+                 r->status);
+}
+
+void threads_release(struct target *w)
+{
+    if (!w->held)
+        return;
+    w->held = 0;
+    uv_timer_stop(&w->hold_timer);
+    if (target_call(w, "Runtime.runIfWaitingForDebugger", NULL, THREADS_CALL_TIMEOUT_MS, 0,
+                    on_released) != 0)
+        log_warn("worker thread not released", "worker=%s thread=%s", w->worker, w->thread);
+}
+
+void threads_unlink(struct target *w)
+{
+    struct target *t = w->parent;
+    if (t == NULL)
+        return;
+    uv_timer_stop(&w->hold_timer);
+    if (!w->worker_gone)
+        let_go(t, w->session, w->held);
+    if (t->cdp != NULL)
+        cdp_forget(t->cdp, w->session);
+    w->held = 0;
+    t->nworkers--;
+    w->parent = NULL; /* the main thread may go first */
+}
+
+void threads_parent_gone(struct target *t, int gone_by_itself)
+{
+    for (struct target *k = t->a->targets; k; k = k->next) {
+        if (k->parent != t || k->removing)
+            continue;
+        k->worker_gone = t->cdp == NULL; /* with the session gone, nothing can be sent */
+        if (k->state == TARGET_READY)
+            anomaly_target_gone(k, gone_by_itself);
+        target_remove(k);
+    }
+    t->threads_on = 0;
+}
