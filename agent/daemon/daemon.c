@@ -65,7 +65,7 @@ static void agent_close_all(struct agent *a)
 static void agent_on_drained(uv_timer_t *timer)
 {
     struct agent *a = container_of(timer, struct agent, drained_timer);
-    if (a->stopping && a->wins.open == 0 && !writer_busy(a->writer))
+    if (a->stopping && a->wins.open == 0 && !writer_busy(a->writer) && a->threads_fences == 0)
         agent_close_all(a);
 }
 
@@ -76,6 +76,11 @@ static void agent_check_drained(struct agent *a)
 {
     if (a->stopping && !uv_is_closing((uv_handle_t *)&a->drained_timer))
         uv_timer_start(&a->drained_timer, agent_on_drained, 0, 0);
+}
+
+void agent_work_idle(struct agent *a)
+{
+    agent_check_drained(a);
 }
 
 static void agent_on_windows_idle(struct win_sched *s)
@@ -147,6 +152,7 @@ static void agent_stop(struct agent *a, int signum)
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: storing the open windows");
     log_info("stopping", "signal=%d open_windows=%u", signum, a->wins.slots);
     discover_stop(a);
+    threads_stop(a);
     uv_timer_start(&a->shutdown_timer, agent_on_deadline, SHUTDOWN_DEADLINE_MS, 0);
     win_stop_all(&a->wins, isoprof_now_mono_ns()); /* its idle callback says when all closed */
     agent_check_drained(a);                        /* the writer may be idle already */

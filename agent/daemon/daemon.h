@@ -84,9 +84,12 @@ struct target {
     char *session;             /* a worker's NodeWorker session id */
     int held;                  /* a worker waiting for Runtime.runIfWaitingForDebugger */
     int worker_gone;           /* a worker whose session ended: nothing more is sent for it */
-    uv_timer_t hold_timer;     /* a worker: releases it at the latest after THREADS_HOLD_MS */
+    uv_timer_t hold_timer;     /* a worker: releases it at the latest after THREADS_HOLD_MS;
+                                  a main thread: ends its fence after THREADS_FENCE_MS */
     unsigned nworkers;         /* a main thread: its workers attached now */
-    int threads_on;            /* a main thread: NodeWorker.enable was answered */
+    int threads_on;            /* a main thread: NodeWorker.enable sent (and not refused) */
+    int fencing;               /* a main thread: no new worker waits; late attaches let go */
+    int fence_disable;         /* ... then NodeWorker.disable (a reload turned threads off) */
     uint64_t attach_tokens_ns; /* a main thread: the attach rate's bucket (threads.c) */
     unsigned inflight;         /* calls sent and not yet answered (target_call) */
     enum target_state state;
@@ -156,6 +159,7 @@ struct agent {
     uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
     uint64_t latency_refused_logged, latency_refused_log_mono_ns; /* the refusal warning */
     uint64_t threads_warn_mono_ns; /* threads.c: the last "not watched" warning */
+    unsigned threads_fences;       /* threads.c: main threads fencing (the stop waits for them) */
     /* control.c, report.c, ondemand.c */
     struct control *control;
     struct report *report;
@@ -261,6 +265,9 @@ void target_free_if_closed(struct target *t);
  * the main thread. A new worker waits for the agent (waitForDebuggerOnStart)
  * only until its heap sampler runs, at most THREADS_HOLD_MS. */
 #define THREADS_HOLD_MS 2000
+/* How long a main thread's session stays open once no new worker waits,
+ * for the attaches of workers that were told to wait before (threads.c). */
+#define THREADS_FENCE_MS 500
 /* Attaches per main thread: a burst of threads.max, then this many a second. */
 #define THREADS_ATTACH_PER_S 100
 /* The main thread t is READY: ask for its workers (targets[].threads.enabled). */
@@ -274,8 +281,15 @@ void threads_worker_error(struct target *t, const char *session, const char *why
  * itself when gone_by_itself (the process died). */
 void threads_parent_gone(struct target *t, int gone_by_itself);
 /* t's config was reloaded: start watching its workers, or stop (its
- * workers are let go, NodeWorker.disable sent). */
+ * workers are let go, then a fence, then NodeWorker.disable). */
 void threads_reload(struct target *t);
+/* The agent stops: every main thread watching workers fences (no new
+ * worker waits; one already told to wait is released as it shows up).
+ * a->threads_fences counts those still fencing; each end calls
+ * agent_work_idle. */
+void threads_stop(struct agent *a);
+/* daemon.c: some piece of work the stop waits for went idle. */
+void agent_work_idle(struct agent *a);
 /* A worker's heap sampler answered (started or not): release it. No-op
  * for a target that is not held. */
 void threads_release(struct target *t);

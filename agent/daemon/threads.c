@@ -20,9 +20,26 @@
  * HeapProfiler.startSampling answered (or failed), and at the latest after
  * THREADS_HOLD_MS. A worker the agent will not keep (over threads.max or
  * the attach rate, a bad session id, dropped) is released before it is
- * detached: NodeWorker.detach alone does not release a waiting worker
- * (measured, Node 20). When the agent itself goes away (exit, crash, kill),
- * its WebSocket closes and Node releases every worker still waiting.
+ * detached, and so is every worker when the agent stops.
+ *
+ * What Node 20 does not do (measured): it releases a waiting worker only on
+ * Runtime.runIfWaitingForDebugger, never when its client goes: not on
+ * NodeWorker.detach or NodeWorker.disable, not when the WebSocket closes,
+ * not when the client is killed. And the next client is told such an
+ * orphan is waitingForDebugger: false. Node decides that a worker waits
+ * when `new Worker` runs on the main thread, and tells the session only
+ * once the worker's thread has started. Hence:
+ *  - every worker is released on attach whatever the flag says (the call
+ *    is a no-op for a running one), so a restarted isoprofd frees what a
+ *    killed one left waiting;
+ *  - before a main thread's session closes on purpose (the agent stops, a
+ *    reload turns threads off) it fences: NodeWorker.enable
+ *    {waitForDebuggerOnStart: false}, so no new worker waits, then
+ *    THREADS_FENCE_MS in which a worker told to wait before shows up and
+ *    is released;
+ *  - if isoprofd dies (killed, crashed) in the moment between a worker's
+ *    start and its release, that worker waits until isoprofd, restarted by
+ *    its service manager, or another inspector client attaches again.
  *
  * Limits: at most threads.max workers attached per main thread, and
  * attaches at a rate of THREADS_ATTACH_PER_S a second after a burst of
@@ -76,15 +93,15 @@ static void on_ignored(struct cdp_session *s, struct cdp_reply *r, void *arg)
     (void)arg;
 }
 
-/* Let session sid of t's WebSocket go: released if it waits, detached. */
-static void let_go(struct target *t, const char *sid, int waiting)
+/* Let session sid of t's WebSocket go: released (it may wait, whatever
+ * attachedToWorker said), then detached. */
+static void let_go(struct target *t, const char *sid)
 {
     char params[CDP_SESSION_MAX + 32];
     if (t->cdp == NULL)
         return;
-    if (waiting)
-        cdp_call_on(t->cdp, sid, "Runtime.runIfWaitingForDebugger", NULL, THREADS_CALL_TIMEOUT_MS,
-                    0, on_ignored, NULL);
+    cdp_call_on(t->cdp, sid, "Runtime.runIfWaitingForDebugger", NULL, THREADS_CALL_TIMEOUT_MS, 0,
+                on_ignored, NULL);
     snprintf(params, sizeof(params), "{\"sessionId\":\"%s\"}", sid);
     cdp_call(t->cdp, "NodeWorker.detach", params, THREADS_CALL_TIMEOUT_MS, 0, on_ignored, NULL);
 }
@@ -134,22 +151,74 @@ static void on_threads_enabled(struct target *t, struct cdp_reply *r)
     if (r->status == ISOPROF_ECLOSED || t->removing)
         return;
     if (r->status != 0) {
+        t->threads_on = 0;
         log_info("worker threads not watched", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
                  r->error_message ? r->error_message : isoprof_strerror(r->status));
         return;
     }
-    t->threads_on = 1;
     log_debug("watching worker threads", "worker=%s isolate=%u", t->worker, t->isolate);
 }
 
+/* threads_on is set when the call is sent: a worker told to wait may show
+ * up before the answer, and a fence must cover it. */
 void threads_enable(struct target *t)
 {
-    if (!threads_wanted(t) || t->threads_on)
+    if (!threads_wanted(t) || t->threads_on || t->a->stopping)
         return;
+    t->fence_disable = 0; /* a fence from a reload that turned threads off ends as it is */
     if (target_call(t, "NodeWorker.enable", "{\"waitForDebuggerOnStart\":true}",
-                    THREADS_CALL_TIMEOUT_MS, 0, on_threads_enabled) != 0)
+                    THREADS_CALL_TIMEOUT_MS, 0, on_threads_enabled) != 0) {
         log_warn("worker threads not watched", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
                  "NodeWorker.enable not sent");
+        return;
+    }
+    t->threads_on = 1;
+}
+
+static void on_fence_reply(struct target *t, struct cdp_reply *r)
+{
+    (void)t;
+    (void)r;
+}
+
+static void fence_end(struct target *t)
+{
+    if (!t->fencing)
+        return;
+    t->fencing = 0;
+    uv_timer_stop(&t->hold_timer);
+    t->a->threads_fences--;
+    if (t->fence_disable && t->cdp != NULL && !t->removing)
+        target_call(t, "NodeWorker.disable", NULL, THREADS_CALL_TIMEOUT_MS, 0, on_fence_reply);
+    t->fence_disable = 0;
+    agent_work_idle(t->a);
+}
+
+static void on_fence_timer(uv_timer_t *timer)
+{
+    fence_end(timer->data);
+}
+
+/* From now on no new worker of t waits; one told to wait before shows up
+ * within THREADS_FENCE_MS and is let go (attached refuses it). */
+static void fence_start(struct target *t, int then_disable)
+{
+    if (t->fencing || t->cdp == NULL || t->removing)
+        return;
+    if (target_call(t, "NodeWorker.enable", "{\"waitForDebuggerOnStart\":false}",
+                    THREADS_CALL_TIMEOUT_MS, 0, on_fence_reply) != 0)
+        return; /* nothing can be sent on that session */
+    t->fencing = 1;
+    t->fence_disable = then_disable;
+    t->a->threads_fences++;
+    uv_timer_start(&t->hold_timer, on_fence_timer, THREADS_FENCE_MS, 0);
+}
+
+void threads_stop(struct agent *a)
+{
+    for (struct target *t = a->targets; t; t = t->next)
+        if (t->parent == NULL && t->threads_on && !t->removing)
+            fence_start(t, 0);
 }
 
 void threads_reload(struct target *t)
@@ -166,8 +235,7 @@ void threads_reload(struct target *t)
         if (k->parent == t && !k->removing)
             target_remove(k); /* released and detached */
     t->threads_on = 0;
-    if (t->cdp != NULL)
-        cdp_call(t->cdp, "NodeWorker.disable", NULL, THREADS_CALL_TIMEOUT_MS, 0, on_ignored, NULL);
+    fence_start(t, 1);
     log_info("worker threads no longer watched", "worker=%s isolate=%u", t->worker, t->isolate);
 }
 
@@ -198,13 +266,15 @@ static void attached(struct target *t, yajl_val params)
         warn_refused(a, t, "attachedToWorker for a session already attached");
         return;
     }
-    if (a->stopping || !threads_wanted(t) || t->nworkers >= t->ep->cfg->threads.max ||
-        !rate_ok(t, isoprof_now_mono_ns())) {
+    const char *refuse = a->stopping                              ? "isoprofd is stopping"
+                         : !threads_wanted(t) || !t->threads_on   ? "worker threads are not watched"
+                         : t->nworkers >= t->ep->cfg->threads.max ? "threads.max workers attached"
+                         : !rate_ok(t, isoprof_now_mono_ns())     ? "the attach rate was exceeded"
+                                                                  : NULL;
+    if (refuse != NULL) {
         a->n.threads_refused++;
-        warn_refused(a, t,
-                     t->nworkers >= t->ep->cfg->threads.max ? "threads.max workers attached"
-                                                            : "the attach rate was exceeded");
-        let_go(t, sid, waiting);
+        warn_refused(a, t, refuse);
+        let_go(t, sid);
         return;
     }
     char label[THREADS_NAME_MAX + 1], id[1100];
@@ -219,18 +289,17 @@ static void attached(struct target *t, yajl_val params)
     }
     if (w == NULL) {
         log_error("out of memory adding a worker thread", "worker=%s", t->worker);
-        let_go(t, sid, waiting);
+        let_go(t, sid);
         return;
     }
     w->parent = t;
-    w->held = waiting;
+    w->held = 1; /* an orphan of a client that went says it does not wait */
     w->state = TARGET_CONNECTING;
     target_link(w);
     t->nworkers++;
     log_debug("worker thread found", "worker=%s thread=%s session=%s waiting=%d", w->worker,
               w->thread, sid, waiting);
-    if (waiting)
-        uv_timer_start(&w->hold_timer, on_hold_timeout, THREADS_HOLD_MS, 0);
+    uv_timer_start(&w->hold_timer, on_hold_timeout, THREADS_HOLD_MS, 0);
     if (target_enable(w) != 0)
         threads_drop(w, "Profiler.enable not sent");
 }
@@ -303,7 +372,7 @@ void threads_unlink(struct target *w)
         return;
     uv_timer_stop(&w->hold_timer);
     if (!w->worker_gone)
-        let_go(t, w->session, w->held);
+        let_go(t, w->session);
     if (t->cdp != NULL)
         cdp_forget(t->cdp, w->session);
     w->held = 0;
@@ -322,4 +391,6 @@ void threads_parent_gone(struct target *t, int gone_by_itself)
         target_remove(k);
     }
     t->threads_on = 0;
+    t->fence_disable = 0; /* the session is going: nothing to disable */
+    fence_end(t);
 }

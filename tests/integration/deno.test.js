@@ -30,3 +30,25 @@ test('deno: windows stored, runtime deno, hot function first', { timeout: 90000 
   assert.match(L.goPprof(['-raw', file]), /denoCrunch .*deno-hot\.js:3 s=3/);
   await L.stop(deno);
 });
+
+// Deno 2 answers NodeWorker like Node: its Workers are isolates of their
+// own, reached through the main thread's session. Its worker titles
+// ("worker [1]") carry no name, so the thread label is worker-<id>.
+test('deno workers: watched as threads of the target, their own windows', { timeout: 90000 }, async () => {
+  // Deno asks for read access to load a Worker's module from a file
+  const deno = await L.startDeno(path.join(L.WORKLOADS, 'deno-threads.js'), { args: [`--allow-read=${L.WORKLOADS}`] });
+  const dir = L.tmpdir();
+  const store = path.join(dir, 'store');
+  const d = await L.startDaemon(L.yamlConfig({ store, targets: [{ port: deno.port, worker: 'dn' }], duration: '1s', period: '1500ms', jitter: 0 }), { dir });
+  const att = await d.waitLog((l) => l.msg === 'thread attached', 30000, 'a Deno worker attached');
+  assert.match(att.thread, /^worker-\d+$/);
+  const top = () => L.cli(['top', '--store', store, '--type', 'cpu', '--thread', att.thread, '-n', '3']);
+  await L.waitFor(() => { const r = top(); return r.status === 0 && /denoThreadCrunch/.test(r.stdout.split('\n').slice(3, 4).join('\n')); }, 40000, 'worker windows led by denoThreadCrunch');
+  await L.waitFor(() => L.windows(store, ['--thread', 'main', '--type', 'cpu']).length >= 2, 30000, 'main thread windows');
+  const main = L.cli(['top', '--store', store, '--type', 'cpu', '--thread', 'main', '-n', '20']);
+  assert.ok(!/denoThreadCrunch/.test(main.stdout), main.stdout);
+  assert.ok(L.windows(store, ['--thread', att.thread]).every((w) => w.runtime === 'deno' && w.worker === 'dn'));
+  assert.strictEqual((await L.stopDaemon(d, { signal: 'SIGTERM' })).code, 0, d.tail());
+  assert.strictEqual(d.count((l) => l.level === 'error'), 0, d.tail());
+  await L.stop(deno);
+});

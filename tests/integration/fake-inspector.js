@@ -29,6 +29,21 @@
 // `times` (default Infinity) bounds how many times the misbehaviour fires;
 // after that the fake behaves normally, so a reattach can succeed.
 //
+// Worker threads, as Node 20's NodeWorker domain relays them over the main
+// session (modes apply to the main session only):
+//   fake.attachWorker({sessionId, name, waiting})  attachedToWorker to every
+//       session that sent NodeWorker.enable; the worker then answers
+//       sendMessageToWorker like a normal isolate, wrapped in
+//       receivedMessageFromWorker (error replies with the id last, as Node)
+//   fake.detachWorker(sessionId)       detachedFromWorker; it answers no more
+//   fake.fromWorker(sessionId, text)   receivedMessageFromWorker carrying text
+//   fake.workers                       sessionId -> {name, released, calls}
+//   fake.detached                      the sessionIds NodeWorker.detach named
+//   fake.nodeWorkerCalls               every NodeWorker.* request but sendMessageToWorker
+// `onWorkerCall(sessionId, msg)` runs first for every call to a worker;
+// returning true means it handled the call (e.g. detached the worker).
+// Like Node, a call to an unknown session is answered {} and nothing else.
+//
 // Everything the agent does is recorded: `violations` lists WebSocket rules
 // a client broke (unmasked frame, ping, fragment, bad handshake).
 //
@@ -201,8 +216,12 @@ async function startFakeInspector(opts = {}) {
     violations: [],
     httpRequests: [],
     sockets: new Set(),
+    workers: new Map(),
+    detached: [],
+    nodeWorkerCalls: [],
     port: 0,
   };
+  const workerSocks = new Set(); // sessions that sent NodeWorker.enable
   const running = new Map(); // socket -> profiling state
 
   function targets(host) {
@@ -242,20 +261,62 @@ async function startFakeInspector(opts = {}) {
 
   // workerd answers methods whose result is empty by echoing the request
   // ({id, method, params}, no "result"); style 'workerd' does the same.
-  function reply(sock, id, result, req) {
+  // `out` is where a session's messages go: {sock, write(text), worker}.
+  function reply(out, id, result, req) {
     const echo = fake.style === 'workerd' && Object.keys(result).length === 0;
     const msg = echo ? { id, method: req.method, params: req.params || {} } : fake.style === 'workerd' ? { id, method: req.method, result } : { id, result };
-    sock.write(frame(1, JSON.stringify(msg)));
+    out.write(JSON.stringify(msg));
   }
-  function error(sock, id, code, message) { sock.write(frame(1, JSON.stringify({ id, error: { code, message } }))); }
+  function error(out, id, code, message) {
+    out.write(out.worker ? JSON.stringify({ error: { code, message }, id }) : JSON.stringify({ id, error: { code, message } }));
+  }
+  function mainOut(sock) { return { sock, worker: null, write: (text) => sock.write(frame(1, text)) }; }
+  function workerOut(sock, sessionId) {
+    return {
+      sock, worker: sessionId,
+      write: (text) => sock.write(frame(1, JSON.stringify({ method: 'NodeWorker.receivedMessageFromWorker', params: { sessionId, message: text } }))),
+    };
+  }
+  function event(sock, method, params) { sock.write(frame(1, JSON.stringify({ method, params }))); }
+
+  fake.attachWorker = ({ sessionId, name, waiting = true, workerId = sessionId, heapUsed }) => {
+    fake.workers.set(sessionId, { name, released: false, calls: [], st: { profiling: false, enabled: false, heapUsed } });
+    const title = name ? `[worker ${workerId}] ${name}` : `[worker ${workerId}]`;
+    for (const sock of workerSocks) event(sock, 'NodeWorker.attachedToWorker', { sessionId, workerInfo: { workerId: String(workerId), type: 'worker', title, url: '' }, waitingForDebugger: waiting });
+  };
+  fake.detachWorker = (sessionId) => {
+    fake.workers.delete(sessionId);
+    for (const sock of workerSocks) event(sock, 'NodeWorker.detachedFromWorker', { sessionId });
+  };
+  fake.fromWorker = (sessionId, text) => {
+    for (const sock of workerSocks) event(sock, 'NodeWorker.receivedMessageFromWorker', { sessionId, message: text });
+  };
+
+  // NodeWorker.sendMessageToWorker: {} on the main session, then the inner
+  // call answered by the worker, if it exists.
+  function toWorker(sock, id, params, req) {
+    reply(mainOut(sock), id, {}, req);
+    const w = params && fake.workers.get(params.sessionId);
+    if (!w) return;
+    let inner;
+    try { inner = JSON.parse(params.message); } catch (_) { fake.violations.push(`invalid JSON to a worker: ${String(params.message).slice(0, 80)}`); return; }
+    w.calls.push(inner.method);
+    if (inner.method === 'Runtime.runIfWaitingForDebugger') w.released = true;
+    if (opts.onWorkerCall && opts.onWorkerCall(params.sessionId, inner)) return;
+    dispatch(workerOut(sock, params.sessionId), w.st, inner);
+  }
 
   function onMessage(sock, text) {
     let msg;
     try { msg = JSON.parse(text); } catch (_) { fake.violations.push(`invalid JSON from client: ${text.slice(0, 80)}`); return; }
     const { id, method } = msg;
     fake.methods.push(method);
+    if (method && method.startsWith('NodeWorker.') && method !== 'NodeWorker.sendMessageToWorker') fake.nodeWorkerCalls.push(msg);
     if (typeof id !== 'number' || typeof method !== 'string') { fake.violations.push(`bad request: ${text.slice(0, 80)}`); return; }
     const st = running.get(sock);
+    if (method === 'NodeWorker.sendMessageToWorker') { toWorker(sock, id, msg.params, msg); return; }
+    if (method === 'NodeWorker.enable') workerSocks.add(sock);
+    if (method === 'NodeWorker.disable') workerSocks.delete(sock);
     if (shouldFire(method)) {
       switch (fake.mode) {
         case 'invalid-json':
@@ -275,51 +336,60 @@ async function startFakeInspector(opts = {}) {
           return; // never answered
         case 'bad-profile':
           st.profiling = false;
-          reply(sock, id, { profile: badProfile(st.startUs, monoUs()) }, msg);
+          reply(mainOut(sock), id, { profile: badProfile(st.startUs, monoUs()) }, msg);
           return;
         default:
           throw new Error(`unknown mode ${fake.mode}`);
       }
     }
+    dispatch(mainOut(sock), st, msg);
+  }
+
+  // A well-behaved isolate's answer to msg, written to out.
+  function dispatch(out, st, msg) {
+    const { id, method } = msg;
+    const main = out.worker === null;
     switch (method) {
       case 'Profiler.enable': case 'Profiler.disable': case 'Runtime.enable': case 'Runtime.runIfWaitingForDebugger':
       case 'Debugger.enable': case 'Debugger.disable': case 'HeapProfiler.enable': case 'NodeWorker.enable':
+      case 'NodeWorker.disable': case 'NodeWorker.detach':
+        if (method === 'NodeWorker.detach' && msg.params) { fake.detached.push(msg.params.sessionId); fake.workers.delete(msg.params.sessionId); }
         st.enabled = method === 'Profiler.enable' ? true : st.enabled;
-        reply(sock, id, {}, msg);
+        reply(out, id, {}, msg);
         return;
       case 'Profiler.setSamplingInterval':
-        if (st.profiling) { error(sock, id, -32000, 'Cannot change sampling interval when profiling.'); return; }
+        if (st.profiling) { error(out, id, -32000, 'Cannot change sampling interval when profiling.'); return; }
         st.interval = msg.params && msg.params.interval;
-        reply(sock, id, {}, msg);
+        reply(out, id, {}, msg);
         return;
       case 'Profiler.start':
         st.profiling = true;
         st.startUs = monoUs();
-        reply(sock, id, {}, msg);
+        reply(out, id, {}, msg);
         return;
       case 'Profiler.stop':
-        if (!st.profiling) { error(sock, id, -32000, 'No recording profiles found'); return; }
+        if (!st.profiling) { error(out, id, -32000, 'No recording profiles found'); return; }
         st.profiling = false;
-        if (opts.stopText) { sock.write(frame(1, opts.stopText(id))); return; }
-        reply(sock, id, { profile: fake.profile || defaultProfile(st.startUs, monoUs()) }, msg);
+        if (main && opts.stopText) { out.sock.write(frame(1, opts.stopText(id))); return; }
+        reply(out, id, { profile: fake.profile || defaultProfile(st.startUs, monoUs()) }, msg);
         return;
       case 'Runtime.getHeapUsage':
-        reply(sock, id, { usedSize: fake.heapUsed, totalSize: fake.heapUsed * 2 }, msg);
+        reply(out, id, { usedSize: st.heapUsed || fake.heapUsed, totalSize: (st.heapUsed || fake.heapUsed) * 2 }, msg);
         return;
       case 'HeapProfiler.startSampling':
         st.sampling = true;
-        reply(sock, id, {}, msg);
+        reply(out, id, {}, msg);
         return;
       case 'HeapProfiler.stopSampling':
       case 'HeapProfiler.getSamplingProfile':
-        if (!st.sampling) { error(sock, id, -32000, 'V8 sampling heap profiler was not started.'); return; }
+        if (!st.sampling) { error(out, id, -32000, 'V8 sampling heap profiler was not started.'); return; }
         if (method === 'HeapProfiler.stopSampling') st.sampling = false;
         fake.heapProfiles++;
-        if (opts.heapText) { sock.write(frame(1, `{"id":${id},"result":{"profile":${opts.heapText}}}`)); return; }
-        reply(sock, id, { profile: fake.mode === 'bad-heap' ? badHeapProfile() : heapProfile() }, msg);
+        if (main && opts.heapText) { out.write(`{"id":${id},"result":{"profile":${opts.heapText}}}`); return; }
+        reply(out, id, { profile: main && fake.mode === 'bad-heap' ? badHeapProfile() : heapProfile() }, msg);
         return;
       default:
-        error(sock, id, -32601, `'${method}' wasn't found`);
+        error(out, id, -32601, `'${method}' wasn't found`);
     }
   }
 
@@ -370,7 +440,7 @@ async function startFakeInspector(opts = {}) {
     sock.on('data', onData);
     if (opts.onOpen) opts.onOpen(sock);
     sock.on('error', () => {});
-    sock.on('close', () => { fake.open--; fake.sockets.delete(sock); running.delete(sock); });
+    sock.on('close', () => { fake.open--; fake.sockets.delete(sock); running.delete(sock); workerSocks.delete(sock); });
   });
 
   await new Promise((resolve, reject) => {

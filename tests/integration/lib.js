@@ -184,10 +184,10 @@ async function startNode(script, { port = 0, args = [], env = {} } = {}) {
   return c;
 }
 
-async function startDeno(script, { port } = {}) {
+async function startDeno(script, { port, args = [] } = {}) {
   port = port || await freePort();
   const bin = runtimeBinary('deno');
-  const c = track(spawn(bin, ['run', '--no-prompt', `--inspect=127.0.0.1:${port}`, '--preload', GUARD, script], {
+  const c = track(spawn(bin, ['run', '--no-prompt', `--inspect=127.0.0.1:${port}`, '--preload', GUARD, ...args, script], {
     stdio: WORKLOAD_STDIO,
     env: { ...process.env, DENO_DIR: path.join(tmpdir(), 'deno'), NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
   }), 'deno');
@@ -264,6 +264,7 @@ function yamlConfig({ store, targets, duration = '2s', period = '3s', interval =
     if (t.worker) f.push(`worker: ${q(t.worker)}`);
     if (t.version) f.push(`version: ${q(t.version)}`);
     if (t.memory_limit) f.push(`memory_limit: ${t.memory_limit}`);
+    if (t.threads) f.push(`threads: ${t.threads}`);
     return `  - {${f.join(', ')}}`;
   };
   const cpu = [`duration: ${duration}`, `period: ${period}`, `interval: ${interval}`, `max_concurrent: ${maxConcurrent}`];

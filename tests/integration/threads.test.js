@@ -39,7 +39,7 @@ test('worker threads: their own windows, labels and status; the main thread unto
   // pool-1's CPU windows name threadCrunch first; the main thread's never do
   await L.waitFor(() => {
     const r = top(store, ['--thread', 'pool-1']);
-    return r.status === 0 && /^\s*\S+\s+\S+%.*threadCrunch .*node-threads\.js:15$/m.test(r.stdout.split('\n').slice(3, 4).join('\n'));
+    return r.status === 0 && /^\s*\S+\s+\S+%.*threadCrunch .*node-threads\.js:19$/m.test(r.stdout.split('\n').slice(3, 4).join('\n'));
   }, 30000, 'pool-1 windows led by threadCrunch');
   await L.waitFor(() => L.windows(store, ['--thread', 'main', '--type', 'cpu']).length >= 2, 30000, 'main thread windows');
   assert.ok(!/threadCrunch/.test(top(store, ['--thread', 'main']).stdout), 'the main thread does not run threadCrunch');
@@ -104,5 +104,102 @@ test(`${CHURN} short-lived workers: the daemon stays flat and counts them`, asyn
   assert.match(m, /^isoprof_threads_attached_total \d+$/m);
   const r = await L.stopDaemon(d, { signal: 'SIGTERM' });
   assert.strictEqual(r.code, 0, d.tail());
+  await L.stop(node);
+});
+
+const anomalies = (store, args = []) => {
+  const r = L.cli(['anomalies', '--store', store, '--json', ...args]);
+  if (r.status === 1) return [];
+  assert.strictEqual(r.status, 0, r.stderr);
+  return r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+};
+const flagged = (kind, thread) => (l) => l.msg === 'anomaly flagged' && l.kind === kind && l.thread === thread;
+
+test('worker deaths: one at its resourceLimits is oom_suspected; one terminated mid-window goes alone', async () => {
+  const dir = L.tmpdir();
+  const store = path.join(dir, 'store');
+  const trig = path.join(dir, 'triggers');
+  fs.mkdirSync(trig);
+  const node = await L.startNode(WORKLOAD, { env: { TRIGGERS: trig } });
+  // leaky's resourceLimits (16 MiB old space) end it at about 16 MiB used
+  const d = await L.startDaemon(L.yamlConfig({
+    store, targets: [{ port: node.port, worker: 'pool', version: 'v1', threads: '{memory_limit: 16MiB}' }],
+    duration: '1s', period: '1500ms', jitter: '0%', heap: '{period: 30s}', memoryPoll: '200ms',
+    anomaly: '{memory: {heap_period: 1s}, cooldown: 10s, latency: {listen: ""}}',
+  }), { dir });
+  await d.waitLog((l) => l.msg === 'thread attached' && l.thread === 'pool-1', 30000, 'pool-1 attached');
+
+  // terminated while one of its CPU windows runs
+  fs.writeFileSync(path.join(trig, 'doomed'), '');
+  const doomed = await d.waitLog((l) => l.msg === 'thread attached' && l.thread === 'doomed', 20000, 'doomed attached');
+  await d.waitLog((l) => l.msg === 'window started' && l.isolate === doomed.isolate, 30000, 'a CPU window of doomed', doomed.seq);
+  fs.writeFileSync(path.join(trig, 'terminate'), '');
+  await d.waitLog((l) => l.msg === 'thread detached' && l.thread === 'doomed', 20000, 'doomed detached');
+  await L.waitFor(() => /doomed ended/.test(node.stderrText), 10000, 'doomed to end');
+
+  // dies at its limit: flagged near it, then oom_suspected, for that thread only
+  fs.writeFileSync(path.join(trig, 'leaky'), '');
+  const near = await d.waitLog(flagged('memory_near_limit', 'leaky'), 60000, 'memory_near_limit of leaky');
+  const oom = await d.waitLog(flagged('oom_suspected', 'leaky'), 60000, 'oom_suspected of leaky');
+  assert.ok(near.seq < oom.seq);
+  assert.strictEqual(oom.limit, String(16 << 20), oom.raw);
+  await L.waitFor(() => /leaky died: ERR_WORKER_OUT_OF_MEMORY/.test(node.stderrText), 20000, 'leaky to die');
+  await d.waitLog((l) => l.msg === 'anomaly recorded' && l.kind === 'oom_suspected', 10000, 'oom recorded');
+  assert.strictEqual(node.exitCode, null, 'the process lives on');
+  // the main thread and pool-1 are still profiled
+  for (const thread of ['main', 'pool-1']) {
+    const n0 = L.windows(store, ['--thread', thread, '--type', 'cpu']).length;
+    await L.waitFor(() => L.windows(store, ['--thread', thread, '--type', 'cpu']).length >= n0 + 2, 30000, `more ${thread} windows`);
+  }
+  assert.deepStrictEqual(status(store).targets.map((t) => t.thread).sort(), ['main', 'pool-1']);
+  const r = await L.stopDaemon(d, { signal: 'SIGTERM' });
+  assert.strictEqual(r.code, 0, d.tail());
+  assert.strictEqual(d.count((l) => l.level === 'error'), 0, d.tail());
+
+  const leaky = anomalies(store, ['--thread', 'leaky']);
+  assert.deepStrictEqual(leaky.map((a) => a.kind), ['memory_near_limit', 'oom_suspected'], JSON.stringify(leaky));
+  assert.ok(leaky.every((a) => a.thread === 'leaky' && a.worker === 'pool' && a.threshold === Math.floor(0.9 * (16 << 20))), JSON.stringify(leaky));
+  assert.deepStrictEqual(anomalies(store, ['--thread', 'main']), []);
+  // its last heap window is pinned, and names the function that grew it
+  const lastHeap = L.windows(store, ['--thread', 'leaky', '--type', 'heap']).pop();
+  assert.ok(lastHeap && leaky[1].windows.includes(lastHeap.id), JSON.stringify(leaky[1]));
+  const file = L.exportTo(store, ['--anomaly', String(leaky[1].id), '--type', 'heap'], path.join(dir, 'leaky.pb.gz'));
+  assert.strictEqual(L.pprofTop(file, ['-sample_index=inuse_space'])[0].name, 'holdMore');
+  L.storeCheck(store);
+  await L.stop(node);
+});
+
+test('a worker waiting for the agent: released when the agent stops, and by the next agent when one was killed', async () => {
+  const dir = L.tmpdir();
+  const store = path.join(dir, 'store');
+  const node = await L.startNode(WORKLOAD);
+  const cfg = config(store, node.port);
+  const started = (n) => new RegExp(`late-${n} started after`).test(node.stderrText);
+  // stopped while late-1 waits for it (SIGSTOP: late-1's attach waits in the socket)
+  const d1 = await L.startDaemon(cfg, { dir });
+  await d1.waitLog((l) => l.msg === 'thread attached' && l.thread === 'pool-1', 30000, 'pool-1 attached');
+  process.kill(d1.pid, 'SIGSTOP');
+  process.kill(node.pid, 'SIGUSR2');
+  const stopping = L.stopDaemon(d1, { signal: 'SIGTERM', timeoutMs: 20000 });
+  process.kill(d1.pid, 'SIGCONT');
+  const r1 = await stopping;
+  assert.strictEqual(r1.code, 0, d1.tail());
+  await L.waitFor(() => started(1), 10000, 'late-1 to start once the agent stopped');
+
+  // killed while late-2 waits: Node keeps it waiting, and says to the next
+  // client that it does not wait; the next agent releases it all the same
+  const d2 = await L.startDaemon(cfg, { dir });
+  await d2.waitLog((l) => l.msg === 'thread attached' && l.thread === 'late-1', 30000, 'late-1 attached');
+  process.kill(d2.pid, 'SIGSTOP');
+  process.kill(node.pid, 'SIGUSR2');
+  process.kill(d2.pid, 'SIGKILL');
+  await L.waitFor(() => d2.signalCode !== null, 10000, 'the agent to die');
+  await L.sleep(2000); // what Node does by itself (the check is that late-2 has not started)
+  assert.ok(!started(2), 'late-2 started with no agent: Node now releases orphans, threads.c says it does not');
+  const d3 = await L.startDaemon(cfg, { dir });
+  await L.waitFor(() => started(2), 30000, 'late-2 released by the next agent');
+  await d3.waitLog((l) => l.msg === 'thread attached' && l.thread === 'late-2', 20000, 'late-2 attached');
+  const r3 = await L.stopDaemon(d3, { signal: 'SIGTERM' });
+  assert.strictEqual(r3.code, 0, d3.tail());
   await L.stop(node);
 });

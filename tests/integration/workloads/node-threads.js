@@ -1,11 +1,15 @@
 // Integration workload: a Node process with worker_threads (threads.test.js).
-//   pool-1      runs threadCrunch (line 15) over and over: where the time goes
+//   pool-1      runs threadCrunch (line 19) over and over: where the time goes
 //   SIGUSR2     starts a worker "late-N" whose first act is startupAlloc
-//               (line 22), which keeps what it allocates; the main thread
+//               (line 26), which keeps what it allocates; the main thread
 //               prints "late-N started after X ms" when it runs
-//   OOM=1       starts "leaky", whose heap grows by holdMore (line 29) until
-//               it reaches its resourceLimits (16 MiB old space) and dies;
-//               the main thread prints "leaky died: CODE" and lives on
+//   TRIGGERS=D  every 100 ms, looks for these files in directory D (each
+//               acted on once, then removed):
+//     leaky       starts "leaky", whose heap grows by holdMore (line 33)
+//                 until it reaches its resourceLimits (16 MiB old space) and
+//                 dies; the main thread prints "leaky died: CODE" and lives on
+//     doomed      starts "doomed", which runs threadCrunch like pool-1
+//     terminate   terminates doomed; the main thread prints "doomed ended"
 //   CHURN=N     starts N short-lived workers, one after another, then prints
 //               "churn done N"
 // The cold branches only make the functions too big for V8 to inline.
@@ -41,9 +45,23 @@ if (isMainThread) {
     const w = new Worker(self, { name, workerData: { role: 'late' } });
     w.on('message', () => process.stderr.write(`${name} started after ${Date.now() - t0} ms\n`));
   });
-  if (process.env.OOM === '1') {
-    const w = new Worker(self, { name: 'leaky', workerData: { role: 'leaky' }, resourceLimits: { maxOldGenerationSizeMb: 16 } });
-    w.on('error', (e) => process.stderr.write(`leaky died: ${e.code}\n`));
+  const triggers = process.env.TRIGGERS;
+  let doomed = null;
+  const actions = {
+    leaky: () => {
+      const w = new Worker(self, { name: 'leaky', workerData: { role: 'leaky' }, resourceLimits: { maxOldGenerationSizeMb: 16 } });
+      w.on('error', (e) => process.stderr.write(`leaky died: ${e.code}\n`));
+    },
+    doomed: () => { doomed = new Worker(self, { name: 'doomed', workerData: { role: 'pool' } }); },
+    terminate: () => { if (doomed) doomed.terminate().then(() => process.stderr.write('doomed ended\n')); },
+  };
+  if (triggers) {
+    setInterval(() => {
+      for (const [name, act] of Object.entries(actions)) {
+        const f = require('node:path').join(triggers, name);
+        if (require('node:fs').existsSync(f)) { require('node:fs').unlinkSync(f); act(); }
+      }
+    }, 100);
   }
   const churn = Number(process.env.CHURN || 0);
   if (churn > 0) {
@@ -65,5 +83,5 @@ if (isMainThread) {
 } else if (workerData.role === 'leaky') {
   const into = [];
   let n = 0;
-  setInterval(() => holdMore(into, n++), 20);
+  setInterval(() => holdMore(into, n++), 100); // about 1 MiB/s: several memory polls near the limit
 }
