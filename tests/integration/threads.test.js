@@ -160,9 +160,11 @@ test('worker deaths: one at its resourceLimits is oom_suspected; one terminated 
   assert.deepStrictEqual(leaky.map((a) => a.kind), ['memory_near_limit', 'oom_suspected'], JSON.stringify(leaky));
   assert.ok(leaky.every((a) => a.thread === 'leaky' && a.worker === 'pool' && a.threshold === Math.floor(0.9 * (16 << 20))), JSON.stringify(leaky));
   assert.deepStrictEqual(anomalies(store, ['--thread', 'main']), []);
-  // its last heap window is pinned, and names the function that grew it
+  // its last heap and CPU windows are pinned; the heap one names the function that grew it
   const lastHeap = L.windows(store, ['--thread', 'leaky', '--type', 'heap']).pop();
   assert.ok(lastHeap && leaky[1].windows.includes(lastHeap.id), JSON.stringify(leaky[1]));
+  const lastCpu = L.windows(store, ['--thread', 'leaky', '--type', 'cpu']).pop();
+  assert.ok(lastCpu && leaky[1].windows.includes(lastCpu.id), JSON.stringify(leaky[1]));
   const file = L.exportTo(store, ['--anomaly', String(leaky[1].id), '--type', 'heap'], path.join(dir, 'leaky.pb.gz'));
   assert.strictEqual(L.pprofTop(file, ['-sample_index=inuse_space'])[0].name, 'holdMore');
   L.storeCheck(store);
