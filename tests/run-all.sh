@@ -19,7 +19,7 @@ run() { echo "+ $*" >&2; "$@"; }
 
 suite() {
   local dir=$1; shift
-  run cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+  run cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISOPROF_WERROR=ON "$@"
   run cmake --build "$dir" -j"$jobs"
   run ctest --test-dir "$dir" --output-on-failure -j"$jobs"
 }
@@ -37,7 +37,7 @@ if [ "${ISOPROF_SKIP_SANITIZE:-0}" != 1 ]; then
 fi
 if [ "${ISOPROF_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== libFuzzer targets, ${ISOPROF_FUZZ_SECONDS:-15} s each (build-fuzz/)" >&2
-  run cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+  run cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISOPROF_WERROR=ON -DCMAKE_C_COMPILER=clang \
     -DISOPROF_FUZZ=ON -DISOPROF_FUZZ_SECONDS="${ISOPROF_FUZZ_SECONDS:-15}"
   run cmake --build build-fuzz -j"$jobs"
   run ctest --test-dir build-fuzz --output-on-failure -j"$jobs" -L fuzz
