@@ -35,6 +35,7 @@ const common = require('./common');
 
 const NODE_APP = path.join(__dirname, 'workloads', 'agent-node.js');
 const WORKER = path.join(__dirname, 'workloads', 'agent-worker.js');
+const THREADS_APP = path.join(__dirname, 'workloads', 'agent-threads.js');
 const WORKERD_COMPAT_DATE = '2024-09-23'; // workerd rejects dates after its own release
 const MIB = 1024;
 
@@ -130,6 +131,18 @@ async function startWorkerd(n) {
 
 // --- one configuration --------------------------------------------------
 
+// One Node process of n worker threads (each agent-node.js's load): n + 1
+// isolates behind one inspector.
+async function startThreads(n) {
+  const k = await common.startNode(THREADS_APP, { env: { THREADS: String(n) } });
+  return {
+    kids: [k],
+    targets: [{ inspector: `127.0.0.1:${k.port}`, worker: 'threads' }],
+    isolates: n + 1,
+    stop: async () => { await common.stop(k, 'SIGKILL'); },
+  };
+}
+
 function status(bin, sock) {
   const r = spawnSync(bin.isoprof, ['status', '--socket', sock, '--json'], { encoding: 'utf8', timeout: 10000 });
   if (r.status !== 0) return null;
@@ -143,8 +156,9 @@ function attachedCount(st) {
 async function measureConfig(ctx, spec, { seconds, schedule, slice }) {
   const [kind, nStr] = spec.split('-');
   const n = parseInt(nStr, 10);
-  ctx.log(`${spec}: starting ${kind === 'node' ? `${n} Node processes` : `workerd with ${n} workers`}`);
-  const t = kind === 'node' ? await startNodes(n) : await startWorkerd(n);
+  const what = { node: `${n} Node processes`, threads: `one Node process of ${n} worker threads`, workerd: `workerd with ${n} workers` };
+  ctx.log(`${spec}: starting ${what[kind]}`);
+  const t = kind === 'node' ? await startNodes(n) : kind === 'threads' ? await startThreads(n) : await startWorkerd(n);
   const dir = common.tmpdir('agent');
   const sock = path.join(dir, 'control.sock');
   const lines = [
@@ -164,11 +178,11 @@ async function measureConfig(ctx, spec, { seconds, schedule, slice }) {
   await common.waitFor(() => {
     if (d.exitCode !== null) throw new Error(`isoprofd exited: ${d.err.slice(-1500)}`);
     st = status(ctx.bin, sock);
-    return attachedCount(st) >= n;
-  }, 60000, `isoprofd to attach ${n} targets`).catch((e) => { ctx.log(`${spec}: ${e.message}; measuring anyway (${attachedCount(st)} attached)`); });
+    return attachedCount(st) >= t.isolates;
+  }, 60000, `isoprofd to attach ${t.isolates} isolates`).catch((e) => { ctx.log(`${spec}: ${e.message}; measuring anyway (${attachedCount(st)} attached)`); });
   const attachS = (Date.now() - tStart) / 1000;
   const cpuAttach = common.procCpu(d.pid);
-  ctx.log(`${spec}: ${attachedCount(st)}/${n} attached after ${attachS.toFixed(1)} s; measuring ${seconds} s`);
+  ctx.log(`${spec}: ${attachedCount(st)}/${t.isolates} attached after ${attachS.toFixed(1)} s; measuring ${seconds} s`);
   const t0 = Date.now();
   const cpu0 = common.procCpu(d.pid);
   const rss = [], anon = [], cpuMarks = [{ t: 0, cpu: cpu0 }];
@@ -192,7 +206,7 @@ async function measureConfig(ctx, spec, { seconds, schedule, slice }) {
   const slices = [];
   for (let i = 1; i < cpuMarks.length; i++) slices.push(100 * (cpuMarks[i].cpu - cpuMarks[i - 1].cpu) / (cpuMarks[i].t - cpuMarks[i - 1].t));
   return {
-    config: spec, runtime: kind, isolates: n, runtime_version: t.version || process.version, daemon_config: cfg,
+    config: spec, runtime: kind, isolates: t.isolates, runtime_version: t.version || process.version, daemon_config: cfg,
     attach_s: +attachS.toFixed(1), attach_cpu_s: +cpuAttach.toFixed(2), attached: attachedCount(st),
     seconds: +wall.toFixed(1), cpu_s: +cpu.toFixed(2),
     cpu_pct_core: +(100 * cpu / wall).toFixed(3),
