@@ -51,6 +51,8 @@
 
 /* The inspector watched when the config has no `targets` key. */
 #define CFG_DEFAULT_INSPECTOR "127.0.0.1:9229"
+/* store.path's default (the CLI looks there too). */
+#define CFG_DEFAULT_STORE_PATH "./isoprof-data"
 
 /* The limits of an on-demand window (POST /profile, `isoprof profile`):
  * the CLI, the control socket and the daemon check against these. */

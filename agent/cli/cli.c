@@ -40,6 +40,7 @@
 
 struct cli {
     const char *store_path;
+    const char *config_path; /* --config: where store.path is read when --store is not given */
     struct store_filter f;
     const char *id;
     const char *out;
@@ -87,19 +88,23 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: isoprof windows   --store DIR [FILTERS] [--anomaly [KIND]] [--json]\n"
-        "       isoprof export    --store DIR (--id ID | --anomaly ID --type T | FILTERS) [-o "
+        "usage: isoprof windows   [--store DIR] [FILTERS] [--anomaly [KIND]] [--json]\n"
+        "       isoprof export    [--store DIR] (--id ID | --anomaly ID --type T | FILTERS) [-o "
         "FILE]\n"
-        "       isoprof top       --store DIR [FILTERS] [-n 20]\n"
-        "       isoprof flamegraph --store DIR [FILTERS] [BASE] [--fold PCT] [-o FILE.html]\n"
-        "       isoprof anomalies --store DIR [--kind K] [--worker W] [--version V] [--thread T]\n"
+        "       isoprof top       [--store DIR] [FILTERS] [-n 20]\n"
+        "       isoprof flamegraph [--store DIR] [FILTERS] [BASE] [--fold PCT] [-o FILE.html]\n"
+        "       isoprof anomalies [--store DIR] [--kind K] [--worker W] [--version V] [--thread "
+        "T]\n"
         "                         [--since T] [--until T] [--json]\n"
-        "       isoprof store     stat|check --store DIR\n"
+        "       isoprof store     stat|check [--store DIR]\n"
         "       isoprof status    [--socket S] [--json]\n"
         "       isoprof profile   --worker W [--version V] [--thread T | --isolate I]\n"
         "                         --type cpu|heap\n"
         "                         [--seconds 10] [--interval 1ms] [--all] [-o FILE] [--socket S]\n"
         "       isoprof metrics   [--socket S]\n"
+        "\n"
+        "The store DIR: --store, else $ISOPROF_STORE, else store.path of --config FILE or of\n"
+        "/etc/isoprof/isoprof.yaml (when it exists), else ./isoprof-data (isoprofd's default).\n"
         "\n"
         "Reads the windows isoprofd stored. FILTERS:\n"
         "  --worker W      only worker W          --version V   only version V\n"
@@ -319,6 +324,58 @@ static int next_option(int argc, char **argv, const char *shortopts, const struc
     }
 }
 
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/*
+ * The store the daemon uses, found as it does: --store, else
+ * $ISOPROF_STORE, else store.path of the config (--config FILE, else
+ * CLI_SYSTEM_CONFIG when it exists), else the embedded default. A store
+ * named by one of them that does not exist is an error that says where the
+ * name came from; none at all, an error that lists what was tried.
+ */
+#define CLI_SYSTEM_CONFIG "/etc/isoprof/isoprof.yaml"
+static int resolve_store(struct cli *c)
+{
+    static char from_cfg[4097]; /* store.path is at most 4096 bytes */
+    if (c->store_path != NULL)
+        return 0;
+    const char *env = getenv("ISOPROF_STORE");
+    if (env != NULL && *env != '\0') {
+        c->store_path = env;
+        return is_dir(env) ? 0 : die("no store at %s (from $ISOPROF_STORE)", env);
+    }
+    const char *cfgp = c->config_path;
+    if (cfgp == NULL && access(CLI_SYSTEM_CONFIG, F_OK) == 0)
+        cfgp = CLI_SYSTEM_CONFIG;
+    if (cfgp != NULL) {
+        struct cfg *cfg = NULL;
+        char *why = NULL;
+        int rc = cfg_load_file(cfgp, &cfg, &why);
+        if (rc != 0) {
+            fprintf(stderr, "isoprof: cannot read the store's path from %s: %s\n", cfgp,
+                    why ? why : isoprof_strerror(rc));
+            isoprof_free(why);
+            return EXIT_USAGE;
+        }
+        snprintf(from_cfg, sizeof(from_cfg), "%s", cfg->store.path);
+        cfg_free(cfg);
+        c->store_path = from_cfg;
+        return is_dir(from_cfg) ? 0 : die("no store at %s (store.path of %s)", from_cfg, cfgp);
+    }
+    const char *def = CFG_DEFAULT_STORE_PATH;
+    if (is_dir(def)) {
+        c->store_path = def;
+        return 0;
+    }
+    return die("no store found: no --store, $ISOPROF_STORE unset, no --config and no %s, "
+               "and no %s here",
+               CLI_SYSTEM_CONFIG, def);
+}
+
 static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
 {
     int allow_id = (allow & ARG_ID) != 0, allow_out = (allow & ARG_OUT) != 0;
@@ -342,6 +399,7 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
         {"base-since", required_argument, NULL, 'B'},
         {"base-until", required_argument, NULL, 'E'},
         {"thread", required_argument, NULL, 'T'},
+        {"config", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     int ch;
@@ -351,6 +409,9 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
         switch (ch) {
         case 's':
             c->store_path = optarg;
+            break;
+        case 'C':
+            c->config_path = optarg;
             break;
         case 'w':
             c->f.worker = c->af.worker = optarg;
@@ -466,8 +527,8 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
     }
     if (ch < 0)
         return EXIT_USAGE;
-    if (c->store_path == NULL)
-        return die("--store DIR is required");
+    if (resolve_store(c) != 0)
+        return EXIT_USAGE;
     if (c->f.since_ns && c->f.until_ns && c->f.until_ns <= c->f.since_ns)
         return die("--until must be later than --since");
     if (c->diff) {

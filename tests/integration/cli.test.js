@@ -127,6 +127,44 @@ describe('on a store the daemon filled', () => {
     await fake.close();
   });
 
+  test('the store found as isoprofd finds it: --store, $ISOPROF_STORE, --config, ./isoprof-data', () => {
+    const n = L.windows(store).length;
+    const count = (args, opts = {}) => {
+      const r = L.cli(['windows', '--json', ...args], { ...opts, env: { ISOPROF_STORE: '', ...(opts.env || {}) } });
+      assert.strictEqual(r.status, 0, r.stderr);
+      return r.stdout.split('\n').filter(Boolean).length;
+    };
+    const empty = L.tmpdir(); // no isoprof-data here
+    assert.strictEqual(count([], { env: { ISOPROF_STORE: store }, cwd: empty }), n);
+    assert.strictEqual(count(['--store', store], { env: { ISOPROF_STORE: path.join(empty, 'nope') } }), n, '--store first');
+    const cfg = path.join(dir, 'isoprof.yaml'); // the daemon's config (store.path: store)
+    assert.strictEqual(count(['--config', cfg], { cwd: empty }), n);
+    // the daemon's default, ./isoprof-data, from where it ran
+    const here = L.tmpdir();
+    fs.symlinkSync(store, path.join(here, 'isoprof-data'));
+    assert.strictEqual(count([], { cwd: here }), n);
+    assert.strictEqual(L.cli(['store', 'stat'], { cwd: here, env: { ISOPROF_STORE: '' } }).status, 0);
+    // what is not there says where its name came from, or what was tried
+    const env = L.cli(['windows'], { env: { ISOPROF_STORE: path.join(empty, 'nope') } });
+    assert.strictEqual(env.status, 2);
+    assert.match(env.stderr, /no store at .*nope \(from \$ISOPROF_STORE\)/);
+    const badCfg = path.join(empty, 'other.yaml');
+    fs.writeFileSync(badCfg, `store: {path: ${JSON.stringify(path.join(empty, 'gone'))}}\n`);
+    const c = L.cli(['top', '--config', badCfg], { env: { ISOPROF_STORE: '' } });
+    assert.strictEqual(c.status, 2);
+    assert.match(c.stderr, /no store at .*gone \(store\.path of .*other\.yaml\)/);
+    const broken = path.join(empty, 'broken.yaml');
+    fs.writeFileSync(broken, 'store: {path: [1, 2]}\n');
+    const b = L.cli(['windows', '--config', broken], { env: { ISOPROF_STORE: '' } });
+    assert.strictEqual(b.status, 2);
+    assert.match(b.stderr, /cannot read the store's path from .*broken\.yaml/);
+    if (!fs.existsSync('/etc/isoprof/isoprof.yaml')) {
+      const none = L.cli(['windows'], { cwd: empty, env: { ISOPROF_STORE: '' } });
+      assert.strictEqual(none.status, 2);
+      assert.match(none.stderr, /no store found: no --store, \$ISOPROF_STORE unset, no --config and no \/etc\/isoprof\/isoprof\.yaml, and no \.\/isoprof-data here/);
+    }
+  });
+
   test('isoprof windows: --json fields, table, filters and exit 1 when nothing matches', () => {
     const ws = L.windows(store);
     assert.ok(ws.length >= 3, `windows: ${ws.length}`);

@@ -363,7 +363,7 @@ function assertNoSanitizer(text, who) {
 function cli(args, opts = {}) {
   const r = spawnSync(opts.bin || ISOPROF, args, {
     encoding: opts.encoding === undefined ? 'utf8' : opts.encoding, timeout: opts.timeout || 30000, maxBuffer: 256 << 20,
-    env: { ...process.env, ...(opts.env || {}) },
+    env: { ...process.env, ...(opts.env || {}) }, cwd: opts.cwd,
   });
   if (r.error) throw new Error(`${opts.bin || ISOPROF} ${args.join(' ')}: ${r.error.message}`);
   assertNoSanitizer(String(r.stderr), path.basename(opts.bin || ISOPROF));
