@@ -160,6 +160,9 @@ struct cfg {
         enum cfg_upload_api api; /* push (default) or ingest */
         uint64_t timeout_ns;     /* one request, connection included */
         struct {
+            uint64_t min_ns, max_ns; /* the retry delay's first cap and its ceiling */
+        } backoff;
+        struct {
             uint32_t max_profiles; /* profiles a request, 1..1024 */
             uint64_t max_bytes;    /* uncompressed pprof bytes a request */
             uint64_t max_delay_ns; /* a batch that is not full goes this long after

@@ -102,7 +102,8 @@ struct upl {
     uv_timer_t timer;
     struct upl_job *job; /* in the pool, or the batch being sent */
     struct http_req *inflight;
-    unsigned attempt;             /* consecutive failures */
+    unsigned attempt;             /* failures since the doubling last started */
+    int net_failing;              /* the last request got no answer at all */
     size_t solo;                  /* windows still to send one a request */
     int notified;                 /* windows were stored while a job ran */
     struct upl_job *settle_retry; /* an ack or reject that failed, tried again after a backoff */
@@ -125,10 +126,9 @@ uint64_t upl_backoff_ms(uint64_t min, uint64_t max, unsigned attempt, uint64_t r
         cap = cap > UINT64_MAX / 2 ? UINT64_MAX : cap * 2;
     if (cap > max)
         cap = max;
-    uint64_t d = cap == UINT64_MAX ? r : r % (cap + 1);
-    if (retry_after_ms > max)
-        retry_after_ms = max;
-    return d < retry_after_ms ? retry_after_ms : d;
+    if (retry_after_ms != 0)
+        return retry_after_ms < max ? retry_after_ms : max;
+    return cap == UINT64_MAX ? r : r % (cap + 1);
 }
 
 /* A copy of at most cap - 1 bytes of s with every byte that is not
@@ -618,9 +618,10 @@ static void upl_wait(struct upl *u, enum upl_state st, uint64_t ms)
 static void retry_later(struct upl *u, int err, long code, long retry_after_s, size_t profiles,
                         uint64_t bytes, uint64_t first_id, const char *why)
 {
+    /* Retry-After: the server said when; it does not move the doubling. */
     uint64_t ra = retry_after_s > 0 ? (uint64_t)retry_after_s * 1000 : 0;
     uint64_t d = upl_backoff_ms(u->bmin, u->bmax, u->attempt, ra, isoprof_rng_next(&u->rng));
-    if (u->attempt < 64)
+    if (ra == 0 && u->attempt < 64)
         u->attempt++;
     emit(u, UPL_EV_RETRY, err, code, profiles, bytes, d, first_id, why);
     upl_wait(u, ST_BACKOFF, d);
@@ -683,6 +684,11 @@ static void resp_on_done(const struct http_resp *r, void *arg)
     struct upl_job *j = u->job;
     u->inflight = NULL;
     u->st.requests++;
+    /* The server answers again after an outage: whatever it says, the
+     * delays the outage built up are over. */
+    if (r->status == 0 && u->net_failing)
+        u->attempt = 0;
+    u->net_failing = r->status != 0;
     if (r->status != 0)
         u->st.requests_error++;
     else if (r->code >= 200 && r->code < 300)
@@ -910,6 +916,8 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
     u->max_profile_size = o->max_profile_size;
     u->bmin = o->backoff_min_ms ? o->backoff_min_ms : UPL_BACKOFF_MIN_MS;
     u->bmax = o->backoff_max_ms ? o->backoff_max_ms : UPL_BACKOFF_MAX_MS;
+    if (u->bmin > u->bmax)
+        u->bmin = u->bmax;
     u->insecure = o->insecure;
     isoprof_rng_init(&u->rng);
     size_t ul = strlen(o->url);

@@ -11,9 +11,12 @@
  * Push API: one POST <url>/push.v1.PusherService/Push a batch, one
  * RawProfileSeries a window (PROTOCOLS.md §3). Legacy /ingest: one
  * multipart POST a window. Answers: 2xx acknowledges; 408, 429, 5xx,
- * 401, 403, 404, 3xx and network errors or time-outs back off (500 ms doubling
- * to 5 min, full jitter, at least Retry-After) and the batch is built
- * again; any other 4xx rejects: a batch of several windows is then sent
+ * 401, 403, 404, 3xx and network errors or time-outs back off and the
+ * batch is built again: a server's Retry-After is the wait (capped at the
+ * maximum); otherwise full jitter under a cap that starts at the minimum
+ * (500 ms) and doubles with each failure up to the maximum (60 s). The
+ * first answer from the server after network failures (it is back,
+ * whatever it says) starts the doubling again from the minimum; any other 4xx rejects: a batch of several windows is then sent
  * again one window a request, so that only the window the server refuses
  * is marked rejected (store_outbox_reject; it stays in the store). A
  * window over max_profile_size, or whose labels the server would refuse,
@@ -41,7 +44,7 @@
 enum upl_api { UPL_API_PUSH, UPL_API_INGEST };
 
 #define UPL_BACKOFF_MIN_MS 500u
-#define UPL_BACKOFF_MAX_MS 300000u
+#define UPL_BACKOFF_MAX_MS 60000u
 #define UPL_MAX_RESPONSE                                                                           \
     65536u /* response bytes kept (for the log); the rest is read and dropped */
 
@@ -143,9 +146,9 @@ void upl_close_then(struct upl *u, void (*closed)(void *arg), void *arg);
 
 /*
  * upl_backoff_ms - the delay before retry number attempt (0-based):
- * uniform in [0, min(max, min << attempt)] using r (a random 64-bit
- * number), and never less than retry_after_ms (capped at max). Exposed for
- * the unit test.
+ * retry_after_ms when it is not 0 (the server's Retry-After), capped at
+ * max; else uniform in [0, min(max, min << attempt)] using r (a random
+ * 64-bit number). Exposed for the unit test.
  */
 uint64_t upl_backoff_ms(uint64_t min, uint64_t max, unsigned attempt, uint64_t retry_after_ms,
                         uint64_t r);

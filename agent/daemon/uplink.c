@@ -224,6 +224,8 @@ int agent_upload_start(struct agent *a)
         .url = url,
         .host = host,
         .timeout_ms = c->upload.timeout_ns / 1000000u,
+        .backoff_min_ms = c->upload.backoff.min_ns / 1000000u,
+        .backoff_max_ms = c->upload.backoff.max_ns / 1000000u,
         .max_profiles = c->upload.batch.max_profiles,
         .max_bytes = c->upload.batch.max_bytes,
         .max_delay_ms = c->upload.batch.max_delay_ns / 1000000u,
@@ -274,6 +276,8 @@ static int map_same(const struct cfg_map *x, const struct cfg_map *y)
 static int upload_same(const struct cfg *x, const struct cfg *y)
 {
     return x->upload.api == y->upload.api && x->upload.timeout_ns == y->upload.timeout_ns &&
+           x->upload.backoff.min_ns == y->upload.backoff.min_ns &&
+           x->upload.backoff.max_ns == y->upload.backoff.max_ns &&
            x->upload.batch.max_profiles == y->upload.batch.max_profiles &&
            x->upload.batch.max_bytes == y->upload.batch.max_bytes &&
            x->upload.batch.max_delay_ns == y->upload.batch.max_delay_ns &&

@@ -30,6 +30,7 @@ TEST(defaults)
             .url = "",
             .api = CFG_UPLOAD_PUSH,
             .timeout_ns = 10000000000ull,
+            .backoff = {.min_ns = 500000000ull, .max_ns = 60000000000ull},
             .batch = {.max_profiles = 32, .max_bytes = 1ull << 20, .max_delay_ns = 10000000000ull},
             .max_profile_size = 4ull << 20,
             .host = "",
@@ -50,6 +51,7 @@ static const char *full_section =
     "  url: https://profiles-prod-001.grafana.net/\n"
     "  api: ingest\n"
     "  timeout: 30s\n"
+    "  backoff: {min: 1s, max: 2m}\n"
     "  batch: {max_profiles: 1024, max_bytes: 64MiB, max_delay: 10ms}\n"
     "  max_profile_size: 256MiB\n"
     "  host: web-1\n"
@@ -89,6 +91,7 @@ TEST(full_section_round_trips)
             .url = "https://profiles-prod-001.grafana.net/",
             .api = CFG_UPLOAD_INGEST,
             .timeout_ns = 30000000000ull,
+            .backoff = {.min_ns = 1000000000ull, .max_ns = 120000000000ull},
             .batch = {.max_profiles = 1024, .max_bytes = 64ull << 20, .max_delay_ns = 10000000ull},
             .max_profile_size = 256ull << 20,
             .host = "web-1",
@@ -338,6 +341,10 @@ static const struct one_error one_errors[] = {
     {"upload:\n  labels: {env: 'a,b'}\n  api: ingest\n",
      "t.yaml:2:17: upload.labels.env must not contain ',' or '}' when upload.api is ingest (the "
      "/ingest endpoint cannot escape them)"},
+    {"upload:\n  backoff: {min: 2s, max: 1s}\n",
+     "t.yaml:2:27: upload.backoff.max must be >= upload.backoff.min (2s)"},
+    {"upload:\n  backoff: {min: 90s}\n",
+     "t.yaml:2:18: upload.backoff.min must be <= upload.backoff.max (1m)"},
     {"upload:\n  api: ingest\n  labels:\n    ok: fine\n    brace: 'x}'\n",
      "t.yaml:5:12: upload.labels.brace must not contain ',' or '}' when upload.api is ingest "
      "(the /ingest endpoint cannot escape them)"},
