@@ -76,7 +76,7 @@ const CHURN = Number(process.env.ISOPROF_THREADS_CHURN || 1000);
 test(`${CHURN} short-lived workers: the daemon stays flat and counts them`, async () => {
   const dir = L.tmpdir();
   const store = path.join(dir, 'store');
-  const node = await L.startNode(WORKLOAD, { env: { CHURN: String(CHURN), CHURN_DELAY_MS: '2000' } });
+  const node = await L.startNode(WORKLOAD, { env: { CHURN: String(CHURN), CHURN_PARALLEL: '4', CHURN_DELAY_MS: '2000' } });
   // Under ASan, freed memory waits in a quarantine of up to 256 MiB, which
   // RSS would measure instead of the daemon; a small one keeps the check
   // about isoprofd (LeakSanitizer checks what is left at exit).

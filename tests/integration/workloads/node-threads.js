@@ -10,8 +10,8 @@
 //                 dies; the main thread prints "leaky died: CODE" and lives on
 //     doomed      starts "doomed", which runs threadCrunch like pool-1
 //     terminate   terminates doomed; the main thread prints "doomed ended"
-//   CHURN=N     starts N short-lived workers, one after another, then prints
-//               "churn done N"
+//   CHURN=N     starts N short-lived workers, CHURN_PARALLEL (1) at a time,
+//               then prints "churn done N"
 // The cold branches only make the functions too big for V8 to inline.
 'use strict';
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
@@ -65,13 +65,19 @@ if (isMainThread) {
   }
   const churn = Number(process.env.CHURN || 0);
   if (churn > 0) {
-    let done = 0;
+    // CHURN_PARALLEL chains, each starting its next worker when the last exits
+    let started = 0, done = 0;
     const next = () => {
-      if (done === churn) { process.stderr.write(`churn done ${done}\n`); return; }
+      if (started === churn) return;
+      started++;
       const w = new Worker('require("node:worker_threads").parentPort.postMessage(1)', { eval: true });
-      w.on('exit', () => { done++; setImmediate(next); });
+      w.on('exit', () => {
+        if (++done === churn) process.stderr.write(`churn done ${done}\n`);
+        setImmediate(next);
+      });
     };
-    setTimeout(next, Number(process.env.CHURN_DELAY_MS || 0));
+    const chains = Number(process.env.CHURN_PARALLEL || 1);
+    setTimeout(() => { for (let i = 0; i < chains; i++) next(); }, Number(process.env.CHURN_DELAY_MS || 0));
   }
   setInterval(() => {}, 1000);
 } else if (workerData.role === 'pool') {
