@@ -88,6 +88,9 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     if (p[0] != STORE_REC_MAGIC || p[1] < 1 || p[1] > STORE_REC_VERSION || p[2] != STORE_CODEC_ZSTD)
         return ISOPROF_ECORRUPT;
     size_t fixed = p[1] == 1 ? STORE_REC_FIXED_V1 : STORE_REC_FIXED;
+    *why = "shorter than a header";
+    if (len < fixed)
+        return ISOPROF_ECORRUPT; /* before the thread length is read from it */
     size_t rl = p[3];
     /* Versions 1 and 2 carry no thread: their windows ran on the main
      * thread, the only one isolates were taken from then. */
