@@ -121,13 +121,13 @@ static void upl_kick(struct upl *u);
 uint64_t upl_backoff_ms(uint64_t min, uint64_t max, unsigned attempt, uint64_t retry_after_ms,
                         uint64_t r)
 {
+    if (retry_after_ms != 0)
+        return retry_after_ms < max ? retry_after_ms : max;
     uint64_t cap = min;
     for (unsigned i = 0; i < attempt && cap < max; i++)
         cap = cap > UINT64_MAX / 2 ? UINT64_MAX : cap * 2;
     if (cap > max)
         cap = max;
-    if (retry_after_ms != 0)
-        return retry_after_ms < max ? retry_after_ms : max;
     return cap == UINT64_MAX ? r : r % (cap + 1);
 }
 

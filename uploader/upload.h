@@ -16,10 +16,12 @@
  * maximum); otherwise full jitter under a cap that starts at the minimum
  * (500 ms) and doubles with each failure up to the maximum (60 s). The
  * first answer from the server after network failures (it is back,
- * whatever it says) starts the doubling again from the minimum; any other 4xx rejects: a batch of
- * several windows is then sent again one window a request, so that only the window the server
- * refuses is marked rejected (store_outbox_reject; it stays in the store). A window over
- * max_profile_size, or whose labels the server would refuse, is rejected without being sent.
+ * whatever it says) starts the doubling again from the minimum. Any other
+ * 4xx rejects: a batch of several windows is then sent again one window a
+ * request, so that only the window the server refuses is marked rejected
+ * (store_outbox_reject; it stays in the store). A window over
+ * max_profile_size, or whose labels the server would refuse, is rejected
+ * without being sent.
  *
  * DESIGN: one request in flight at a time. Reading the outbox, loading,
  * gzip and encoding run in the libuv thread pool (one job at a time), as do

@@ -69,18 +69,14 @@ static void agent_on_drained(uv_timer_t *timer)
         agent_close_all(a);
 }
 
-/* A piece of work went idle (windows.c, the writer): check a loop turn
- * later, once the callback that told us has finished its own work (a
- * window's end is told before its profile reaches the writer). */
-static void agent_check_drained(struct agent *a)
+/* A piece of work went idle (windows.c, the writer, a fence of
+ * threads.c): check a loop turn later, once the callback that told us has
+ * finished its own work (a window's end is told before its profile
+ * reaches the writer). */
+void agent_check_drained(struct agent *a)
 {
     if (a->stopping && !uv_is_closing((uv_handle_t *)&a->drained_timer))
         uv_timer_start(&a->drained_timer, agent_on_drained, 0, 0);
-}
-
-void agent_work_idle(struct agent *a)
-{
-    agent_check_drained(a);
 }
 
 static void agent_on_windows_idle(struct win_sched *s)

@@ -88,8 +88,8 @@ struct target {
                                   a main thread: ends its fence after THREADS_FENCE_MS */
     unsigned nworkers;         /* a main thread: its workers attached now */
     int threads_on;            /* a main thread: NodeWorker.enable sent (and not refused) */
-    int fencing;               /* a main thread: no new worker waits; late attaches let go */
-    int fence_disable;         /* ... then NodeWorker.disable (a reload turned threads off) */
+    int fencing;               /* a main thread: no new worker waits; late attaches let go
+                                  (then NodeWorker.disable if threads_on is 0: a reload) */
     uint64_t attach_tokens_ns; /* a main thread: the attach rate's bucket (threads.c) */
     unsigned inflight;         /* calls sent and not yet answered (target_call) */
     enum target_state state;
@@ -286,10 +286,11 @@ void threads_reload(struct target *t);
 /* The agent stops: every main thread watching workers fences (no new
  * worker waits; one already told to wait is released as it shows up).
  * a->threads_fences counts those still fencing; each end calls
- * agent_work_idle. */
+ * agent_check_drained. */
 void threads_stop(struct agent *a);
-/* daemon.c: some piece of work the stop waits for went idle. */
-void agent_work_idle(struct agent *a);
+/* daemon.c: a piece of work the stop waits for went idle: the stop ends
+ * a loop turn later if nothing else is left. */
+void agent_check_drained(struct agent *a);
 /* A worker's heap sampler answered (started or not): release it. No-op
  * for a target that is not held. */
 void threads_release(struct target *t);

@@ -165,7 +165,6 @@ void threads_enable(struct target *t)
 {
     if (!threads_wanted(t) || t->threads_on || t->a->stopping)
         return;
-    t->fence_disable = 0; /* a fence from a reload that turned threads off ends as it is */
     if (target_call(t, "NodeWorker.enable", "{\"waitForDebuggerOnStart\":true}",
                     THREADS_CALL_TIMEOUT_MS, 0, on_threads_enabled) != 0) {
         log_warn("worker threads not watched", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
@@ -181,27 +180,31 @@ static void on_fence_reply(struct target *t, struct cdp_reply *r)
     (void)r;
 }
 
-static void fence_end(struct target *t)
+/* The fence of t is over; disable: NodeWorker.disable now. */
+static void fence_end(struct target *t, int disable)
 {
     if (!t->fencing)
         return;
     t->fencing = 0;
     uv_timer_stop(&t->hold_timer);
     t->a->threads_fences--;
-    if (t->fence_disable && t->cdp != NULL && !t->removing)
+    if (disable && t->cdp != NULL && !t->removing)
         target_call(t, "NodeWorker.disable", NULL, THREADS_CALL_TIMEOUT_MS, 0, on_fence_reply);
-    t->fence_disable = 0;
-    agent_work_idle(t->a);
+    agent_check_drained(t->a);
 }
 
+/* A reload turned threads off (threads_on 0, and not turned back on
+ * since): NodeWorker.disable once the fence is over. The stop's fences
+ * leave threads_on set: the session closes anyway. */
 static void on_fence_timer(uv_timer_t *timer)
 {
-    fence_end(timer->data);
+    struct target *t = timer->data;
+    fence_end(t, !t->threads_on);
 }
 
 /* From now on no new worker of t waits; one told to wait before shows up
  * within THREADS_FENCE_MS and is let go (attached refuses it). */
-static void fence_start(struct target *t, int then_disable)
+static void fence_start(struct target *t)
 {
     if (t->fencing || t->cdp == NULL || t->removing)
         return;
@@ -209,7 +212,6 @@ static void fence_start(struct target *t, int then_disable)
                     THREADS_CALL_TIMEOUT_MS, 0, on_fence_reply) != 0)
         return; /* nothing can be sent on that session */
     t->fencing = 1;
-    t->fence_disable = then_disable;
     t->a->threads_fences++;
     uv_timer_start(&t->hold_timer, on_fence_timer, THREADS_FENCE_MS, 0);
 }
@@ -218,7 +220,7 @@ void threads_stop(struct agent *a)
 {
     for (struct target *t = a->targets; t; t = t->next)
         if (t->parent == NULL && t->threads_on && !t->removing)
-            fence_start(t, 0);
+            fence_start(t);
 }
 
 void threads_reload(struct target *t)
@@ -235,7 +237,7 @@ void threads_reload(struct target *t)
         if (k->parent == t && !k->removing)
             target_remove(k); /* released and detached */
     t->threads_on = 0;
-    fence_start(t, 1);
+    fence_start(t); /* then NodeWorker.disable */
     log_info("worker threads no longer watched", "worker=%s isolate=%u", t->worker, t->isolate);
 }
 
@@ -391,6 +393,5 @@ void threads_parent_gone(struct target *t, int gone_by_itself)
         target_remove(k);
     }
     t->threads_on = 0;
-    t->fence_disable = 0; /* the session is going: nothing to disable */
-    fence_end(t);
+    fence_end(t, 0); /* the session is going: nothing to disable */
 }
