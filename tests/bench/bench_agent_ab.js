@@ -26,10 +26,7 @@ const HELP = `usage: node tests/bench/bench_agent_ab.js --a DIR --b DIR [options
   --json FILE        write every run and the summary
 `;
 
-function arg(name, def) {
-  const i = process.argv.indexOf('--' + name);
-  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : def;
-}
+const arg = common.arg;
 
 async function main() {
   if (process.argv.includes('-h') || process.argv.includes('--help')) {

@@ -37,10 +37,7 @@ const HELP = `usage: node --experimental-websocket tests/bench/bench_flamegraph.
   --json FILE    write the machine, every round and the summary
 `;
 
-function arg(name, def) {
-  const i = process.argv.indexOf('--' + name);
-  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : def;
-}
+const arg = common.arg;
 
 const CHILD_TIMEOUT_MS = 10 * 60 * 1000; // one CLI run or one flame_fill
 const LOAD_TIMEOUT_MS = 120 * 1000;      // one page load

@@ -183,6 +183,14 @@ function npmVersion(name) {
   return JSON.parse(fs.readFileSync(path.join(npmModules(), name, 'package.json'), 'utf8')).version;
 }
 
+// --- command line -------------------------------------------------------
+
+// The value after --name on the command line, else def.
+function arg(name, def) {
+  const i = process.argv.indexOf('--' + name);
+  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : def;
+}
+
 // --- binaries -----------------------------------------------------------
 
 function binaries(build) {
@@ -213,6 +221,6 @@ const fx = (x, d = 3) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const fmtRatio = (s, d = 3) => `${fx(s.median, d)} [${fx(s.ci95[0], d)}, ${fx(s.ci95[1], d)}]`;
 
 module.exports = {
-  ROOT, TICKS, sleep, tmpdir, start, stop, waitFor, startNode, procCpu, threads, threadCpu, procMem,
+  ROOT, TICKS, arg, sleep, tmpdir, start, stop, waitFor, startNode, procCpu, threads, threadCpu, procMem,
   quantile, median, mean, bootstrap, summary, npmModules, npmVersion, binaries, printTable, fx, fmtRatio,
 };

@@ -15,12 +15,7 @@ const dgram = require('node:dgram');
 const L = require('./lib');
 const { startFakeInspector } = require('./fake-inspector');
 
-const anomalies = (store, extra = []) => {
-  const r = L.cli(['anomalies', '--store', store, '--json', ...extra]);
-  if (r.status === 1) return [];
-  assert.strictEqual(r.status, 0, r.stderr);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l));
-};
+const anomalies = L.anomalies;
 const flagged = (kind) => (l) => l.msg === 'anomaly flagged' && l.kind === kind;
 
 test('node leak: memory_near_limit, then oom_suspected; the last heap window names the retaining function', { timeout: 100000 }, async () => {

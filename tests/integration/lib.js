@@ -378,6 +378,22 @@ function windows(store, extra = []) {
   return r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
 }
 
+// `isoprof anomalies --json` as objects ([] when nothing matched).
+function anomalies(store, extra = []) {
+  const r = cli(['anomalies', '--store', store, '--json', ...extra]);
+  if (r.status === 1) return [];
+  if (r.status !== 0) throw new Error(`isoprof anomalies failed (${r.status}): ${r.stderr}`);
+  return r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+
+// `isoprof status --json` of the daemon whose control socket is
+// <store>/control.sock (the default without control.socket).
+function status(store) {
+  const r = cli(['status', '--json', '--socket', path.join(store, 'control.sock')]);
+  if (r.status !== 0) throw new Error(`isoprof status failed (${r.status}): ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
 function exportTo(store, args, file) {
   const r = cli(['export', '--store', store, ...args, '-o', file]);
   if (r.status !== 0) throw new Error(`isoprof export ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
@@ -502,6 +518,6 @@ function encodePprof(profile) {
 module.exports = {
   ROOT, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
   cleanup, getJson, waitFor, waitInspector, runtimes, runtimeBinary, startNode, startDeno, startWorkerd,
-  loadLoop, connectWs, yamlConfig, parseLogfmt, startDaemon, stopDaemon, assertNoSanitizer, cli, windows,
+  loadLoop, connectWs, yamlConfig, parseLogfmt, startDaemon, stopDaemon, assertNoSanitizer, cli, windows, anomalies, status,
   exportTo, storeCheck, goPprof, parsePprofTop, pprofTop, parsePprofRaw, pprofRaw, encodePprof,
 };

@@ -22,13 +22,18 @@ function config(store, port, threads) {
   });
 }
 
-const status = (store) => {
-  const r = L.cli(['status', '--json', '--socket', path.join(store, 'control.sock')]);
-  assert.strictEqual(r.status, 0, r.stderr);
-  return JSON.parse(r.stdout);
-};
+const status = L.status;
 const threadWindows = (store, thread) => L.windows(store, ['--thread', thread]);
 const attachedLog = (thread) => (l) => l.msg === 'thread attached' && l.thread === thread;
+
+// SIGTERM: exit 0, no error logged, valid WebSocket to the fake, a clean store.
+async function stopClean(d, fake, store) {
+  const r = await L.stopDaemon(d, { signal: 'SIGTERM' });
+  assert.strictEqual(r.code, 0, d.tail());
+  assert.strictEqual(d.count((l) => l.level === 'error'), 0, d.tail());
+  assert.deepStrictEqual(fake.violations, []);
+  L.storeCheck(store);
+}
 
 // Waits until the main thread stores `more` windows past what it has now.
 async function mainCarriesOn(store, more = 2) {
@@ -84,11 +89,7 @@ test('hostile NodeWorker traffic: only the worker concerned is dropped', async (
   await L.waitFor(() => threadWindows(store, 'good').length >= g0 + 2, 30000, 'more windows of good');
   const threads = status(store).targets.map((t) => t.thread);
   assert.ok(threads.includes('main') && threads.includes('good') && !threads.includes('garbage') && !threads.includes('gone'), JSON.stringify(threads));
-  const r = await L.stopDaemon(d, { signal: 'SIGTERM' });
-  assert.strictEqual(r.code, 0, d.tail());
-  assert.strictEqual(d.count((l) => l.level === 'error'), 0, d.tail());
-  assert.deepStrictEqual(fake.violations, []);
-  L.storeCheck(store);
+  await stopClean(d, fake, store);
 });
 
 test('a worker that goes during its CPU window or its heap window takes only that window', async () => {
@@ -126,11 +127,7 @@ test('a worker that goes during its CPU window or its heap window takes only tha
   assert.ok(threadWindows(store, 'stays').length >= 2);
   const threads = status(store).targets.map((t) => t.thread).sort();
   assert.deepStrictEqual(threads, ['later', 'main', 'stays']);
-  const r = await L.stopDaemon(d, { signal: 'SIGTERM' });
-  assert.strictEqual(r.code, 0, d.tail());
-  assert.strictEqual(d.count((l) => l.level === 'error'), 0, d.tail());
-  assert.deepStrictEqual(fake.violations, []);
-  L.storeCheck(store);
+  await stopClean(d, fake, store);
 });
 
 // Node decides a worker waits when `new Worker` runs, and says so only once

@@ -19,11 +19,7 @@ function config(store, port, extra = {}) {
   return L.yamlConfig({ store, targets: [{ port, worker: 'pool', version: 'v1' }], duration: '1s', period: '1500ms', jitter: '0%', heap: '{period: 2s}', ...extra });
 }
 
-const status = (store) => {
-  const r = L.cli(['status', '--json', '--socket', path.join(store, 'control.sock')]);
-  assert.strictEqual(r.status, 0, r.stderr);
-  return JSON.parse(r.stdout);
-};
+const status = L.status;
 // The same, or null while the control socket is not there yet.
 const statusOrNull = (store) => (fs.existsSync(path.join(store, 'control.sock')) ? status(store) : null);
 
@@ -107,12 +103,7 @@ test(`${CHURN} short-lived workers: the daemon stays flat and counts them`, asyn
   await L.stop(node);
 });
 
-const anomalies = (store, args = []) => {
-  const r = L.cli(['anomalies', '--store', store, '--json', ...args]);
-  if (r.status === 1) return [];
-  assert.strictEqual(r.status, 0, r.stderr);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l));
-};
+const anomalies = L.anomalies;
 const flagged = (kind, thread) => (l) => l.msg === 'anomaly flagged' && l.kind === kind && l.thread === thread;
 
 test('worker deaths: one at its resourceLimits is oom_suspected; one terminated mid-window goes alone', async () => {
