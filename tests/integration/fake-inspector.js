@@ -37,7 +37,7 @@
 //       receivedMessageFromWorker (error replies with the id last, as Node)
 //   fake.detachWorker(sessionId)       detachedFromWorker; it answers no more
 //   fake.fromWorker(sessionId, text)   receivedMessageFromWorker carrying text
-//   fake.workers                       sessionId -> {name, released, calls}
+//   fake.workers                       sessionId -> {name, released}
 //   fake.detached                      the sessionIds NodeWorker.detach named
 //   fake.nodeWorkerCalls               every NodeWorker.* request but sendMessageToWorker
 // `onWorkerCall(sessionId, msg)` runs first for every call to a worker;
@@ -261,7 +261,7 @@ async function startFakeInspector(opts = {}) {
 
   // workerd answers methods whose result is empty by echoing the request
   // ({id, method, params}, no "result"); style 'workerd' does the same.
-  // `out` is where a session's messages go: {sock, write(text), worker}.
+  // `out` is where a session's messages go: {write(text), worker}.
   function reply(out, id, result, req) {
     const echo = fake.style === 'workerd' && Object.keys(result).length === 0;
     const msg = echo ? { id, method: req.method, params: req.params || {} } : fake.style === 'workerd' ? { id, method: req.method, result } : { id, result };
@@ -270,17 +270,17 @@ async function startFakeInspector(opts = {}) {
   function error(out, id, code, message) {
     out.write(out.worker ? JSON.stringify({ error: { code, message }, id }) : JSON.stringify({ id, error: { code, message } }));
   }
-  function mainOut(sock) { return { sock, worker: null, write: (text) => sock.write(frame(1, text)) }; }
+  function mainOut(sock) { return { worker: null, write: (text) => sock.write(frame(1, text)) }; }
   function workerOut(sock, sessionId) {
     return {
-      sock, worker: sessionId,
+      worker: sessionId,
       write: (text) => sock.write(frame(1, JSON.stringify({ method: 'NodeWorker.receivedMessageFromWorker', params: { sessionId, message: text } }))),
     };
   }
   function event(sock, method, params) { sock.write(frame(1, JSON.stringify({ method, params }))); }
 
-  fake.attachWorker = ({ sessionId, name, waiting = true, workerId = sessionId, heapUsed }) => {
-    fake.workers.set(sessionId, { name, released: false, calls: [], st: { profiling: false, enabled: false, heapUsed } });
+  fake.attachWorker = ({ sessionId, name, waiting = true, workerId = sessionId }) => {
+    fake.workers.set(sessionId, { name, released: false, st: { profiling: false, enabled: false } });
     const title = name ? `[worker ${workerId}] ${name}` : `[worker ${workerId}]`;
     for (const sock of workerSocks) event(sock, 'NodeWorker.attachedToWorker', { sessionId, workerInfo: { workerId: String(workerId), type: 'worker', title, url: '' }, waitingForDebugger: waiting });
   };
@@ -300,7 +300,6 @@ async function startFakeInspector(opts = {}) {
     if (!w) return;
     let inner;
     try { inner = JSON.parse(params.message); } catch (_) { fake.violations.push(`invalid JSON to a worker: ${String(params.message).slice(0, 80)}`); return; }
-    w.calls.push(inner.method);
     if (inner.method === 'Runtime.runIfWaitingForDebugger') w.released = true;
     if (opts.onWorkerCall && opts.onWorkerCall(params.sessionId, inner)) return;
     dispatch(workerOut(sock, params.sessionId), w.st, inner);
@@ -370,11 +369,11 @@ async function startFakeInspector(opts = {}) {
       case 'Profiler.stop':
         if (!st.profiling) { error(out, id, -32000, 'No recording profiles found'); return; }
         st.profiling = false;
-        if (main && opts.stopText) { out.sock.write(frame(1, opts.stopText(id))); return; }
+        if (main && opts.stopText) { out.write(opts.stopText(id)); return; }
         reply(out, id, { profile: fake.profile || defaultProfile(st.startUs, monoUs()) }, msg);
         return;
       case 'Runtime.getHeapUsage':
-        reply(out, id, { usedSize: st.heapUsed || fake.heapUsed, totalSize: (st.heapUsed || fake.heapUsed) * 2 }, msg);
+        reply(out, id, { usedSize: fake.heapUsed, totalSize: fake.heapUsed * 2 }, msg);
         return;
       case 'HeapProfiler.startSampling':
         st.sampling = true;
