@@ -45,6 +45,8 @@ if (isMainThread) {
     const w = new Worker(self, { name, workerData: { role: 'late' } });
     w.on('message', () => process.stderr.write(`${name} started after ${Date.now() - t0} ms\n`));
   });
+  const fs = require('node:fs');
+  const path = require('node:path');
   const triggers = process.env.TRIGGERS;
   let doomed = null;
   const actions = {
@@ -58,8 +60,8 @@ if (isMainThread) {
   if (triggers) {
     setInterval(() => {
       for (const [name, act] of Object.entries(actions)) {
-        const f = require('node:path').join(triggers, name);
-        if (require('node:fs').existsSync(f)) { require('node:fs').unlinkSync(f); act(); }
+        const f = path.join(triggers, name);
+        if (fs.existsSync(f)) { fs.unlinkSync(f); act(); }
       }
     }, 100);
   }
