@@ -333,7 +333,10 @@ async function startDaemon(configText, { dir, args = [], env = {} } = {}) {
       throw new Error(`isoprofd exited (${d.exitCode ?? d.signalCode}) while waiting for ${what}:\n${d.tail()}`);
     }
     return null;
-  }, timeoutMs, what).catch((e) => { throw new Error(`${e.message}\n--- isoprofd stderr (tail) ---\n${d.tail()}`); });
+  }, timeoutMs, what).catch((e) => {
+    throw new Error(`${e.message}\n--- isoprofd stderr, info and above but windows stored (tail) ---\n${d.story()}\n--- isoprofd stderr (tail) ---\n${d.tail(15)}`);
+  });
+  d.story = (n = 60) => d.lines.filter((l) => l.level !== 'debug' && l.msg !== 'window stored').slice(-n).map((l) => l.raw).join('\n');
   d.count = (pred) => d.lines.filter(pred).length;
   d.alive = () => d.exitCode === null && d.signalCode === null && children.has(d);
   return d;

@@ -2,7 +2,8 @@
 //   pool-1      runs threadCrunch (line 19) over and over: where the time goes
 //   SIGUSR2     starts a worker "late-N" whose first act is startupAlloc
 //               (line 26), which keeps what it allocates; the main thread
-//               prints "late-N started after X ms" when it runs
+//               prints "late-N created" once `new Worker` returned and
+//               "late-N started after X ms" when it runs
 //   TRIGGERS=D  every 100 ms, looks for these files in directory D (each
 //               acted on once, then removed):
 //     leaky       starts "leaky", whose heap grows by holdMore (line 33)
@@ -43,6 +44,7 @@ if (isMainThread) {
     const name = `late-${++late}`;
     const t0 = Date.now();
     const w = new Worker(self, { name, workerData: { role: 'late' } });
+    process.stderr.write(`${name} created\n`); // whether it waits is decided: a client is attached or not
     w.on('message', () => process.stderr.write(`${name} started after ${Date.now() - t0} ms\n`));
   });
   const fs = require('node:fs');
