@@ -3,8 +3,9 @@
 # it): installs what is missing (Debian packages, the test runtimes, the
 # benchmark harness's tools, so its smoke test runs, and Chromium, which
 # the flame graph tests open their pages in),
-# then builds and runs the whole CTest suite twice, a RelWithDebInfo build
-# in build/ and an ASan+UBSan build in build-asan/.
+# then builds and runs the whole CTest suite twice: build/ with Debian's
+# flags as the .deb is built (packaging/deb/build.sh), and an ASan+UBSan
+# RelWithDebInfo build in build-asan/.
 #
 #   tests/run-all.sh                           both builds
 #   ISOPROF_SKIP_SANITIZE=1 tests/run-all.sh   the plain build only
@@ -25,8 +26,11 @@ suite() {
 }
 
 run packaging/setup.sh --quiet --bench --browser
-echo "== RelWithDebInfo build (build/)" >&2
-suite build
+# The plain suite runs on the build a packager makes: Debian's flags
+# (dpkg-buildflags, hardening=+all), as packaging/deb/build.sh builds the .deb.
+echo "== Debian-flags build (build/), as packaging/deb/build.sh makes it" >&2
+run packaging/deb/build.sh build -DISOPROF_WERROR=ON
+run ctest --test-dir build --output-on-failure -j"$jobs"
 if [ "${ISOPROF_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== ASan + UBSan build (build-asan/)" >&2
   # abort_on_error makes a report fail the test that caused it; the

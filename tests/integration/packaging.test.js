@@ -1,5 +1,6 @@
 // The package: `cpack -G DEB` from this build directory builds a .deb with
-// the binaries, the hardened systemd unit, the default config as a conffile
+// the binaries (hardened, when the directory was configured with Debian's
+// flags by packaging/deb/build.sh), the hardened systemd unit, the default config as a conffile
 // and three man pages, and Depends computed from the shared libraries. The
 // unit passes `systemd-analyze verify` and rates 2.0 or better in
 // `systemd-analyze security --offline=true`; the packaged config is valid
@@ -84,6 +85,28 @@ test('the .deb holds the binaries, the unit, the config and the man pages', () =
     const gz = fs.readFileSync(path.join(root, m));
     assert.strictEqual(gz.readUInt32LE(4), 0, `${m}: no mtime in the gzip header`);
     assert.strictEqual(gz[3] & 0x08, 0, `${m}: no file name in the gzip header`);
+  }
+});
+
+// packaging/deb/build.sh configures with Debian's flags (dpkg-buildflags,
+// hardening=+all); the test command builds the plain suite with it. A build
+// directory configured otherwise (the ASan suite, a developer's) has
+// nothing of this to check.
+test('built as Debian builds (packaging/deb/build.sh): PIE, full RELRO, stack protector, fortify', (t) => {
+  const cache = fs.readFileSync(path.join(BUILD, 'CMakeCache.txt'), 'utf8');
+  const flags = (/^CMAKE_C_FLAGS:STRING=(.*)$/m.exec(cache) || [])[1] || '';
+  if (!/^CMAKE_BUILD_TYPE:STRING=None$/m.test(cache) || !flags.includes('-D_FORTIFY_SOURCE')) {
+    t.skip(`${BUILD} was not configured by packaging/deb/build.sh`);
+    return;
+  }
+  for (const b of ['isoprofd', 'isoprof']) {
+    const file = path.join(root, 'usr/bin', b);
+    assert.match(ok('readelf', ['-hW', file]).stdout, /Type:\s+DYN/, `${b}: a position-independent executable`);
+    assert.match(ok('readelf', ['-lW', file]).stdout, /GNU_RELRO/, `${b}: RELRO`);
+    assert.match(ok('readelf', ['-dW', file]).stdout, /BIND_NOW|Flags:.*\bNOW\b/, `${b}: BIND_NOW (full RELRO)`);
+    const syms = ok('readelf', ['--dyn-syms', '-W', file]).stdout;
+    assert.match(syms, /\b__stack_chk_fail\b/, `${b}: -fstack-protector-strong`);
+    assert.match(syms, /\b__(?:snprintf|memcpy|vsnprintf)_chk\b/, `${b}: _FORTIFY_SOURCE`);
   }
 });
 
