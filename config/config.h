@@ -7,7 +7,7 @@
  * problem as `file:line:col: message` (1-based), all of them at once.
  *
  * Keys (see `isoprofd --help` for types, defaults and bounds):
- *   store.path, store.max_size, store.on_damage
+ *   store.path, store.max_size, store.on_damage, store.pending_max
  *   targets: a list of {inspector, worker, version, memory_limit,
  *            threads: {enabled, memory_limit, max}}; absent means one target
  *            at CFG_DEFAULT_INSPECTOR, an empty list means none (the agent
@@ -121,6 +121,7 @@ struct cfg {
         char *path;
         uint64_t max_size;                  /* bytes */
         enum cfg_store_on_damage on_damage; /* refuse (default) or move_aside */
+        uint64_t pending_max;               /* bytes of windows held while the store fails */
     } store;
     struct cfg_target *targets; /* ntargets entries; NULL when ntargets is 0 */
     size_t ntargets;
@@ -239,7 +240,7 @@ void cfg_free(struct cfg *c);
 /*
  * cfg_check_reload - may a running agent switch from running to next
  * without a restart? Compares every option the table marks as not
- * reloadable (store.path, store.max_size, store.on_damage, sampling.heap.interval,
+ * reloadable (store.*, sampling.heap.interval,
  * anomaly.retention, anomaly.latency.* (the detector and the listener are
  * built at start), upload.url (the store queues windows only if it was
  * opened with upload on), control.socket, control.group, metrics.listen).

@@ -133,6 +133,15 @@ const struct cfg_option cfg_options[] = {
      .help = "a store found damaged at start: refuse (exit status 3), or move_aside (into "
              "<store.path>/damaged-<UTC time>/, then start a new store)",
      .choices = cfg_store_on_damage_names},
+    {.name = "store.pending_max",
+     .type = CFG_T_SIZE,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "16MiB",
+     .min = 16 * KIB,
+     .max = 16 * MIB,
+     .offset = G(store.pending_max),
+     .help = "windows held in memory while the store cannot take them (a full disk), to be "
+             "written when it can; past it the oldest are dropped and counted"},
 
     {.name = "inspector",
      .type = CFG_T_INSPECTOR,

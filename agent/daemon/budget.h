@@ -10,7 +10,8 @@
  * it was measured.
  *
  *   base      AGENT_BASE_MEMORY: code, libraries, the loop's state, the
- *             store's write batch, an upload request in flight, the
+ *             windows waiting for the store (store.pending_max, at most
+ *             16 MiB, while it fails to write), an upload request in flight, the
  *             control socket's bounded connections, and the sessions
  *             themselves (at most AGENT_MAX_TARGETS_PER_ENDPOINT per
  *             endpoint, each a few KiB with no read buffer while idle).

@@ -64,7 +64,8 @@ enum agent_drop_reason {
     X(windows_evicted, "windows_evicted", "isoprof_windows_evicted_total", "",                     \
       "Windows the store evicted to stay within its budget.")                                      \
     X(windows_dropped, "windows_dropped", "isoprof_windows_dropped_total", "",                     \
-      "Windows received but not stored (queue full, refused by the store).")                       \
+      "Windows received but not stored (queue full, refused by the store, past "                   \
+      "store.pending_max while the store failed).")                                                \
     X(sessions_attached, "sessions_attached", "isoprof_sessions_attached_total", "",               \
       "Inspector sessions attached.")                                                              \
     X(sessions_dropped, "sessions_dropped", NULL, "", NULL) /* = the sum of sessions_dropped_by */ \

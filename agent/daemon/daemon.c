@@ -150,6 +150,7 @@ static void agent_stop(struct agent *a, int signum)
     discover_stop(a);
     threads_stop(a);
     uv_timer_start(&a->shutdown_timer, agent_on_deadline, SHUTDOWN_DEADLINE_MS, 0);
+    writer_stopping(a->writer);
     win_stop_all(&a->wins, isoprof_now_mono_ns()); /* its idle callback says when all closed */
     agent_check_drained(a);                        /* the writer may be idle already */
 }

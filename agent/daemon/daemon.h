@@ -353,6 +353,9 @@ enum { WRITER_EP_NEW, WRITER_EP_UPDATE, WRITER_EP_OOM };
 int writer_episode(struct writer *w, struct episode *e, int op);
 /* Nonzero while jobs are queued or in the thread pool. */
 int writer_busy(const struct writer *w);
+/* The agent is stopping: a write waiting out a backoff is tried now, once;
+ * if the store fails it again, what is queued is dropped and counted. */
+void writer_stopping(struct writer *w);
 void writer_free(struct writer *w);
 
 /* ondemand.c - windows a person asked for (POST /profile). */

@@ -12,7 +12,9 @@
  * Both stages run off the loop thread; the loop only moves jobs between
  * queues. The bytes waiting for conversion are capped; past the cap a new
  * window is refused (and counted) rather than growing the daemon. A batch
- * the store refuses (disk full) stays queued and is retried with backoff.
+ * the store refuses (disk full) stays queued and is retried with backoff;
+ * converted windows are held up to store.pending_max bytes, past which the
+ * oldest are dropped (windows_dropped), those pinned to an anomaly last.
  *
  * Episode records (anomalies) travel the same two queues as the windows,
  * skipping the conversion, so that the store sees everything in the order
@@ -20,8 +22,10 @@
  * (which are pinned to its id in their insert transaction), and an OOM
  * record that pins an isolate's latest windows comes after the windows
  * submitted before the death. A store job holds either windows or episode
- * records, never both; an episode the store cannot record is logged and
- * dropped, not retried (its windows are still stored, unpinned).
+ * records, never both. An episode record the store fails to write for a
+ * cause that may pass (a full disk) is retried like windows, ahead of what
+ * follows it; one it refuses (its episode's creation failed, a bad field)
+ * is logged and dropped (its windows are still stored, unpinned).
  *
  * The writer answers to the daemon only, through struct writer_hooks: each
  * window's end (stored or not, with the on-demand request it was for) and
@@ -36,10 +40,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #define WRITER_MAX_BATCH 64
 #define WRITER_RETRY_MIN_MS 500
 #define WRITER_RETRY_MAX_MS 30000
+/* Windows dropped past store.pending_max: said at most this often. */
+#define WRITER_DROP_LOG_NS (10ull * 1000000000ull)
 
 struct writer_job {
     struct writer_job *next;
@@ -66,6 +73,7 @@ struct writer_job {
     /* filled by the store stage */
     uint64_t id;
     uint64_t stored_size;
+    uint8_t in_put; /* a converted window: its pprof is counted in put_bytes */
 };
 
 /* A FIFO of jobs, linked through next. */
@@ -109,12 +117,16 @@ struct writer {
     struct job_queue conv; /* waiting for conversion */
     struct job_queue put;  /* converted, waiting for the store */
     uint64_t pending_bytes;
+    uint64_t put_bytes; /* pprof bytes of the converted windows not yet stored */
     int converting, storing;
     uv_work_t conv_req;
     struct writer_job *conv_job;
     uv_work_t put_req;
     struct writer_job *put_batch;
     int put_err;
+    struct writer_job *put_failed; /* episode records: the first the store failed to write */
+    uint64_t drops_unlogged;       /* windows put_trim dropped since it last said so */
+    uint64_t drops_logged_ns;      /* when it last said so (monotonic) */
     struct store_put_stats put_stats;
     uv_timer_t retry;
     uint64_t retry_ms;
@@ -126,6 +138,12 @@ struct writer {
 static int put_error_is_permanent(int err)
 {
     return err == -EINVAL || err == -E2BIG || err == -ENAMETOOLONG;
+}
+
+/* An episode record's error that a later try may not meet (a full disk). */
+static int episode_error_may_pass(int err)
+{
+    return err != 0 && err != ISOPROF_ENOTFOUND && !put_error_is_permanent(err);
 }
 
 static void writer_kick(struct writer *w);
@@ -149,6 +167,10 @@ static void job_done(struct writer *w, struct writer_job *j, int err, const char
 
 static void job_free(struct writer *w, struct writer_job *j)
 {
+    if (j->in_put) {
+        ISOPROF_ASSERT(w->put_bytes >= j->res.pprof.len);
+        w->put_bytes -= j->res.pprof.len;
+    }
     if (j->op < 0 && j->od) /* not stored: say why */
         job_done(w, j, j->err ? j->err : -EIO,
                  j->why ? j->why : "the window could not be stored (see the daemon's log)");
@@ -192,6 +214,15 @@ void writer_free(struct writer *w)
         }
     }
     uv_close((uv_handle_t *)&w->retry, retry_on_close);
+}
+
+void writer_stopping(struct writer *w)
+{
+    if (!w->retry_armed)
+        return;
+    uv_timer_stop(&w->retry);
+    w->retry_armed = 0;
+    writer_kick(w);
 }
 
 int writer_busy(const struct writer *w)
@@ -306,6 +337,56 @@ static void conv_on_work(uv_work_t *req)
     j->raw = NULL;
 }
 
+/* The oldest window of the put queue that the store is not writing, but
+ * never its newest; unpinned ones first. Sets *prev to the one before it. */
+static struct writer_job *put_oldest(struct writer *w, int pinned_too, struct writer_job **prev)
+{
+    struct writer_job *p = NULL;
+    for (struct writer_job *j = w->put.head; j && j != w->put.tail; p = j, j = j->next) {
+        if (j->op < 0 && (pinned_too || j->ep == NULL)) {
+            *prev = p;
+            return j;
+        }
+    }
+    return NULL;
+}
+
+/* Past store.pending_max (the store has been failing): drop the oldest
+ * windows, counted, so that a store that cannot write never grows the
+ * daemon. */
+static void put_trim(struct writer *w)
+{
+    struct agent *a = w->a;
+    while (w->put_bytes > a->cfg_boot->store.pending_max) {
+        struct writer_job *prev = NULL, *j = put_oldest(w, 0, &prev);
+        if (j == NULL && (j = put_oldest(w, 1, &prev)) == NULL)
+            return;
+        if (prev != NULL)
+            prev->next = j->next;
+        else
+            w->put.head = j->next;
+        if (w->put.tail == j)
+            w->put.tail = prev;
+        a->n.windows_dropped++;
+        w->drops_unlogged++;
+        uint64_t now = isoprof_now_mono_ns();
+        if (w->drops_logged_ns == 0 || now - w->drops_logged_ns >= WRITER_DROP_LOG_NS) {
+            log_warn("windows dropped: the store cannot take them",
+                     "count=%U last_worker=%s last_thread=%s pinned=%d held_bytes=%U "
+                     "store.pending_max=%U",
+                     w->drops_unlogged, j->worker, j->thread, j->ep != NULL, w->put_bytes,
+                     a->cfg_boot->store.pending_max);
+            w->drops_unlogged = 0;
+            w->drops_logged_ns = now;
+        }
+        j->err = w->put_err != 0 ? w->put_err : -ENOSPC;
+        if (j->why == NULL)
+            j->why = isoprof_strdup(
+                "the store could not take it in time: dropped (see the daemon's log)");
+        job_free(w, j);
+    }
+}
+
 static void conv_on_done(uv_work_t *req, int status)
 {
     struct writer *w = container_of(req, struct writer, conv_req);
@@ -323,7 +404,10 @@ static void conv_on_done(uv_work_t *req, int status)
                   (uint64_t)j->raw_len, j->err, j->why ? j->why : "");
         job_free(w, j);
     } else {
+        j->in_put = 1;
+        w->put_bytes += j->res.pprof.len;
         jq_push(&w->put, j);
+        put_trim(w);
     }
     writer_kick(w);
     writer_maybe_idle(w);
@@ -334,8 +418,12 @@ static void conv_on_done(uv_work_t *req, int status)
 static void put_on_work(uv_work_t *req)
 {
     struct writer *w = container_of(req, struct writer, put_req);
+    w->put_err = 0;
+    w->put_failed = NULL;
     if (w->put_batch->op >= 0) {
-        /* Episode records, one transaction each, in order. */
+        /* Episode records, one transaction each, in order; the first that
+         * fails for a cause that may pass stops the rest (retried later,
+         * in order). */
         for (struct writer_job *j = w->put_batch; j; j = j->next) {
             j->an.id = j->op == WRITER_EP_UPDATE ? j->ep->id : 0;
             if (j->op == WRITER_EP_UPDATE && j->an.id == 0) {
@@ -345,6 +433,11 @@ static void put_on_work(uv_work_t *req)
             unsigned latest =
                 j->op == WRITER_EP_OOM ? (1u << STORE_TYPE_CPU) | (1u << STORE_TYPE_HEAP) : 0;
             j->err = store_anomaly_put(w->a->store, &j->an, latest);
+            if (episode_error_may_pass(j->err)) {
+                w->put_err = j->err;
+                w->put_failed = j;
+                return;
+            }
             if (j->err == 0 && j->op != WRITER_EP_UPDATE)
                 j->ep->id = j->an.id;
         }
@@ -397,6 +490,68 @@ static void writer_maybe_idle(struct writer *w)
         w->hooks->idle(w->a);
 }
 
+/* Bytes an unprivileged writer may still use on the store's filesystem (a
+ * full disk shows as EIO as often as ENOSPC: LMDB reports a short write so),
+ * or -1 if unknown. */
+static int64_t store_fs_free(const struct agent *a)
+{
+    struct statvfs sv;
+    if (statvfs(a->cfg_boot->store.path, &sv) != 0)
+        return -1;
+    return (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
+}
+
+/* The store failed to write first..last (w->put_err): back at the head of
+ * the queue, in order, tried again after a backoff (at once, one by one,
+ * for a record it refuses); at shutdown, dropped and counted. */
+static void put_retry_later(struct writer *w, struct writer_job *first, struct writer_job *last)
+{
+    struct agent *a = w->a;
+    a->n.store_errors++;
+    jq_push_front(&w->put, first, last);
+    w->retry_ms = w->retry_ms ? w->retry_ms * 2 : WRITER_RETRY_MIN_MS;
+    if (w->retry_ms > WRITER_RETRY_MAX_MS)
+        w->retry_ms = WRITER_RETRY_MAX_MS;
+    if (put_error_is_permanent(w->put_err)) {
+        log_error("store write failed, will retry", "err=%e retry_ms=0", w->put_err);
+        writer_kick(w); /* one by one, at once: no backoff for a bad record */
+    } else if (a->stopping) {
+        /* No retry at shutdown: say what is lost. */
+        log_error("store write failed at shutdown", "err=%e fs_free=%I", w->put_err,
+                  store_fs_free(a));
+        for (struct writer_job *j = w->put.head, *n; j; j = n) {
+            n = j->next;
+            if (j->op < 0) {
+                a->n.windows_dropped++;
+            } else {
+                a->n.anomaly_errors++;
+                log_error("anomaly not recorded", "kind=%s worker=%s isolate=%u err=%e",
+                          store_anomaly_name(j->an.kind), j->an.worker, j->an.isolate, w->put_err);
+            }
+            job_free(w, j);
+        }
+        w->put.head = w->put.tail = NULL;
+    } else {
+        log_error("store write failed, will retry", "err=%e retry_ms=%U fs_free=%I", w->put_err,
+                  w->retry_ms, store_fs_free(a));
+        w->retry_armed = 1;
+        uv_timer_start(&w->retry, retry_on_timer, w->retry_ms, 0);
+    }
+    writer_maybe_idle(w);
+}
+
+/* A write went through: if writes were failing, say that they no longer
+ * are, and how many windows were dropped meanwhile. */
+static void store_recovered(struct writer *w)
+{
+    if (w->retry_ms == 0)
+        return;
+    w->retry_ms = 0;
+    log_info("store written again", "windows_dropped=%U", w->drops_unlogged);
+    w->drops_unlogged = 0;
+    w->drops_logged_ns = 0;
+}
+
 static void put_on_done(uv_work_t *req, int status)
 {
     struct writer *w = container_of(req, struct writer, put_req);
@@ -408,6 +563,16 @@ static void put_on_done(uv_work_t *req, int status)
     if (batch->op >= 0) {
         for (struct writer_job *j = batch, *n; j; j = n) {
             n = j->next;
+            if (j == w->put_failed) {
+                /* this one and the rest, unwritten: again, later */
+                struct writer_job *last = j;
+                while (last->next)
+                    last = last->next;
+                for (struct writer_job *k = j; k; k = k->next)
+                    k->err = 0;
+                put_retry_later(w, j, last);
+                return;
+            }
             if (j->err != 0) {
                 a->n.anomaly_errors++;
                 log_error("anomaly not recorded", "kind=%s worker=%s isolate=%u err=%e",
@@ -419,6 +584,7 @@ static void put_on_done(uv_work_t *req, int status)
             }
             job_free(w, j);
         }
+        store_recovered(w);
         writer_kick(w);
         writer_maybe_idle(w);
         return;
@@ -444,34 +610,14 @@ static void put_on_done(uv_work_t *req, int status)
         w->retry_armed = 0;
     }
     if (w->put_err != 0) {
-        a->n.store_errors++;
         /* Keep the batch, in order, ahead of newer windows. */
         struct writer_job *last = batch;
         while (last->next)
             last = last->next;
-        jq_push_front(&w->put, batch, last);
-        w->retry_ms = w->retry_ms ? w->retry_ms * 2 : WRITER_RETRY_MIN_MS;
-        if (w->retry_ms > WRITER_RETRY_MAX_MS)
-            w->retry_ms = WRITER_RETRY_MAX_MS;
-        log_error("store write failed, will retry", "err=%e retry_ms=%U", w->put_err, w->retry_ms);
-        if (put_error_is_permanent(w->put_err)) {
-            writer_kick(w); /* one by one, at once: no backoff for a bad record */
-        } else if (a->stopping) {
-            /* No retry at shutdown: say what is lost. */
-            for (struct writer_job *j = w->put.head, *n; j; j = n) {
-                n = j->next;
-                a->n.windows_dropped++;
-                job_free(w, j);
-            }
-            w->put.head = w->put.tail = NULL;
-        } else {
-            w->retry_armed = 1;
-            uv_timer_start(&w->retry, retry_on_timer, w->retry_ms, 0);
-        }
-        writer_maybe_idle(w);
+        put_retry_later(w, batch, last);
         return;
     }
-    w->retry_ms = 0;
+    store_recovered(w);
     upl_notify(a->upl);
     if (w->put_stats.evicted) {
         a->n.windows_evicted += w->put_stats.evicted;

@@ -257,7 +257,7 @@ function connectWs(url, timeoutMs = 5000) {
 // targets: [{port | inspector, worker, version, memory_limit}].
 // heap/memoryPoll/anomaly: YAML flow mappings of sampling.heap and
 // anomaly; the latency listener is off unless anomaly names one.
-function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, level = 'debug', maxSize, heap, memoryPoll, anomaly, extra = '' }) {
+function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, level = 'debug', maxSize, pendingMax, heap, memoryPoll, anomaly, extra = '' }) {
   const q = (s) => JSON.stringify(String(s));
   const target = (t) => {
     const f = [`inspector: ${q(t.inspector || `127.0.0.1:${t.port}`)}`];
@@ -270,7 +270,7 @@ function yamlConfig({ store, targets, duration = '2s', period = '3s', interval =
   const cpu = [`duration: ${duration}`, `period: ${period}`, `interval: ${interval}`, `max_concurrent: ${maxConcurrent}`];
   if (jitter !== undefined) cpu.push(`jitter: ${jitter}`);
   return [
-    `store: {path: ${q(store)}${maxSize ? `, max_size: ${maxSize}` : ''}}`,
+    `store: {path: ${q(store)}${maxSize ? `, max_size: ${maxSize}` : ''}${pendingMax ? `, pending_max: ${pendingMax}` : ''}}`,
     targets.length ? 'targets:' : 'targets: []',
     ...targets.map(target),
     `discovery: {interval: ${discovery}}`,
