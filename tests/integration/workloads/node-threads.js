@@ -2,8 +2,7 @@
 //   pool-1      runs threadCrunch (line 19) over and over: where the time goes
 //   SIGUSR2     starts a worker "late-N" whose first act is startupAlloc
 //               (line 26), which keeps what it allocates; the main thread
-//               prints "late-N created" once `new Worker` returned and
-//               "late-N started after X ms" when it runs
+//               prints "late-N created", then "late-N started after X ms"
 //   TRIGGERS=D  every 100 ms, looks for these files in directory D (each
 //               acted on once, then removed):
 //     leaky       starts "leaky", whose heap grows by holdMore (line 33)
