@@ -28,7 +28,7 @@ PACKAGES=(cmake gcc make pkg-config libuv1-dev liblmdb-dev libzstd-dev libprotob
           protobuf-c-compiler libcurl4-openssl-dev libwslay-dev libyajl-dev libyaml-dev
           libhttp-parser-dev libsystemd-dev
           zlib1g-dev golang-go clang libclang-rt-14-dev prometheus
-          dpkg-dev systemd groff-base strace)
+          dpkg-dev systemd groff-base strace faketime)
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/isoprof/npm"
 WORKERD="$CACHE/node_modules/@cloudflare/workerd-linux-64/bin/workerd"
 DENO="$CACHE/node_modules/@deno/linux-x64-glibc/deno"
