@@ -222,5 +222,5 @@ const fmtRatio = (s, d = 3) => `${fx(s.median, d)} [${fx(s.ci95[0], d)}, ${fx(s.
 
 module.exports = {
   ROOT, TICKS, arg, sleep, tmpdir, start, stop, waitFor, startNode, procCpu, threads, threadCpu, procMem,
-  quantile, median, mean, bootstrap, summary, npmModules, npmVersion, binaries, printTable, fx, fmtRatio,
+  quantile, median, mean, prng, bootstrap, summary, npmModules, npmVersion, binaries, printTable, fx, fmtRatio,
 };
