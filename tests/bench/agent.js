@@ -181,6 +181,7 @@ async function measureConfig(ctx, spec, { seconds, schedule, slice }) {
     return attachedCount(st) >= t.isolates;
   }, 60000, `isoprofd to attach ${t.isolates} isolates`).catch((e) => { ctx.log(`${spec}: ${e.message}; measuring anyway (${attachedCount(st)} attached)`); });
   const attachS = (Date.now() - tStart) / 1000;
+  const attached = attachedCount(st);
   const cpuAttach = common.procCpu(d.pid);
   ctx.log(`${spec}: ${attachedCount(st)}/${t.isolates} attached after ${attachS.toFixed(1)} s; measuring ${seconds} s`);
   const t0 = Date.now();
@@ -197,7 +198,10 @@ async function measureConfig(ctx, spec, { seconds, schedule, slice }) {
   const cpu1 = common.procCpu(d.pid);
   const wall = (Date.now() - t0) / 1000;
   const mem = common.procMem(d.pid);
+  // READY at the end too (a session dropped meanwhile is in its backoff;
+  // null: the daemon did not answer)
   st = status(ctx.bin, sock);
+  const attachedEnd = st ? attachedCount(st) : null;
   await common.stop(d, 'SIGTERM', 15000);
   await t.stop();
   const w = spawnSync(ctx.bin.isoprof, ['windows', '--store', path.join(dir, 'store'), '--json'], { encoding: 'utf8' });
@@ -207,7 +211,7 @@ async function measureConfig(ctx, spec, { seconds, schedule, slice }) {
   for (let i = 1; i < cpuMarks.length; i++) slices.push(100 * (cpuMarks[i].cpu - cpuMarks[i - 1].cpu) / (cpuMarks[i].t - cpuMarks[i - 1].t));
   return {
     config: spec, runtime: kind, isolates: t.isolates, runtime_version: t.version || process.version, daemon_config: cfg,
-    attach_s: +attachS.toFixed(1), attach_cpu_s: +cpuAttach.toFixed(2), attached: attachedCount(st),
+    attach_s: +attachS.toFixed(1), attach_cpu_s: +cpuAttach.toFixed(2), attached, attached_end: attachedEnd,
     seconds: +wall.toFixed(1), cpu_s: +cpu.toFixed(2),
     cpu_pct_core: +(100 * cpu / wall).toFixed(3),
     cpu_s_per_isolate_hour: +(cpu / (n * wall / 3600)).toFixed(3),

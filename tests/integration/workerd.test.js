@@ -7,7 +7,7 @@ const assert = require('node:assert');
 const path = require('node:path');
 const L = require('./lib');
 
-test('workerd: per-service targets, hot function, eviction backs off then resumes', { timeout: 150000 }, async () => {
+test('workerd: per-service targets, hot function, eviction backs off then resumes', { timeout: 360000 }, async () => {
   const services = [{ name: 'alpha', port: await L.freePort() }, { name: 'beta', port: await L.freePort() }];
   const wd = await L.startWorkerd(path.join(L.WORKLOADS, 'worker-hot.js'), services);
   const dir = L.tmpdir();
@@ -15,17 +15,17 @@ test('workerd: per-service targets, hot function, eviction backs off then resume
   const d = await L.startDaemon(L.yamlConfig({ store, targets: [{ port: wd.port, version: 'w1' }] }), { dir });
   let loads = [];
   try {
-    await L.waitFor(() => d.count((l) => l.msg === 'target attached') >= 2, 20000, 'both services attached');
+    await L.waitFor(() => d.count((l) => l.msg === 'target attached') >= 2, 60000, 'both services attached');
     // Traffic starts once each isolate has had a profiler: V8 keeps the
     // positions of inlined frames only in code compiled after that.
     await L.waitFor(() => ['alpha', 'beta'].every((w) => d.count((l) => l.msg === 'window started' && l.worker === w) >= 1),
-      20000, 'a window started on each service');
+      60000, 'a window started on each service');
     loads = services.map((s) => L.loadLoop(s.port));
     const names = d.lines.filter((l) => l.msg === 'target attached').map((l) => l.worker).sort();
     assert.deepStrictEqual(names, ['alpha', 'beta']);
     assert.ok(d.lines.filter((l) => l.msg === 'target attached').every((l) => l.runtime === 'workerd'));
     await L.waitFor(() => ['alpha', 'beta'].every((w) => d.count((l) => l.msg === 'window stored' && l.worker === w) >= 2),
-      30000, 'windows of each service');
+      60000, 'windows of each service');
 
     const file = L.exportTo(store, ['--worker', 'alpha', '--type', 'cpu'], path.join(dir, 'alpha.pb.gz'));
     const rows = L.pprofTop(file, ['-lines']);
@@ -40,7 +40,7 @@ test('workerd: per-service targets, hot function, eviction backs off then resume
     const intruder = new WebSocket(`ws://127.0.0.1:${wd.port}/alpha`);
     await new Promise((resolve, reject) => { intruder.onopen = resolve; intruder.onerror = reject; });
     await d.waitLog((l) => l.msg === 'session evicted, backing off' && l.worker === 'alpha' &&
-      d.count((x) => x.msg === 'session evicted, backing off' && x.worker === 'alpha') > evictions, 10000, 'eviction noticed');
+      d.count((x) => x.msg === 'session evicted, backing off' && x.worker === 'alpha') > evictions, 30000, 'eviction noticed');
     // While the other client is there the agent does not take the session back.
     await L.sleep(6000);
     assert.strictEqual(d.count((l) => l.msg === 'target attached' && l.worker === 'alpha'), attachesBefore,
@@ -48,9 +48,9 @@ test('workerd: per-service targets, hot function, eviction backs off then resume
     assert.ok(d.alive());
     intruder.close();
     await L.waitFor(() => d.count((l) => l.msg === 'target attached' && l.worker === 'alpha') > attachesBefore,
-      40000, 'alpha reattached after the backoff');
+      90000, 'alpha reattached after the backoff');
     const storedAfter = d.count((l) => l.msg === 'window stored' && l.worker === 'alpha');
-    await L.waitFor(() => d.count((l) => l.msg === 'window stored' && l.worker === 'alpha') > storedAfter, 20000,
+    await L.waitFor(() => d.count((l) => l.msg === 'window stored' && l.worker === 'alpha') > storedAfter, 60000,
       'alpha profiled again');
     // beta was never disturbed.
     assert.strictEqual(d.count((l) => l.msg === 'session dropped' && l.worker === 'beta'), 0);
