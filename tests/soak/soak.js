@@ -13,7 +13,8 @@
 //     every 60 s with one to three services of three, so workers come and go;
 //   - the ingest server flapping, 20 s a phase: 200, connections refused,
 //     503, 429 with Retry-After, answers slower than a second, TCP resets;
-//   - store.max_size 8 MiB: the store reaches its budget and evicts;
+//   - store.max_size 1 MiB (the least): the store reaches its budget and
+//     evicts (after about half an hour of these windows);
 //   - a DogStatsD flood for 3 s every 30 s (20,000 lines, 1,100 tag sets);
 //   - control-socket clients: `isoprof status` every 2 s, `isoprof windows`
 //     every 10 s, and every 5 s a raw connection that sends junk, half a
@@ -73,7 +74,7 @@ let daemon = null;
 function config(dir, ctx, period) {
   const q = JSON.stringify;
   const lines = [
-    `store: {path: ${q(ctx.store)}, max_size: 8MiB}`,
+    `store: {path: ${q(ctx.store)}, max_size: 1MiB}`,
     'targets:',
     ...ctx.nodePorts.map((p, i) => `  - {inspector: "127.0.0.1:${p}", worker: "soak-${i + 1}", version: "v1"}`),
   ];
