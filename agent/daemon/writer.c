@@ -509,9 +509,6 @@ static void put_retry_later(struct writer *w, struct writer_job *first, struct w
     struct agent *a = w->a;
     a->n.store_errors++;
     jq_push_front(&w->put, first, last);
-    w->retry_ms = w->retry_ms ? w->retry_ms * 2 : WRITER_RETRY_MIN_MS;
-    if (w->retry_ms > WRITER_RETRY_MAX_MS)
-        w->retry_ms = WRITER_RETRY_MAX_MS;
     if (put_error_is_permanent(w->put_err)) {
         log_error("store write failed, will retry", "err=%e retry_ms=0", w->put_err);
         writer_kick(w); /* one by one, at once: no backoff for a bad record */
@@ -532,6 +529,9 @@ static void put_retry_later(struct writer *w, struct writer_job *first, struct w
         }
         w->put.head = w->put.tail = NULL;
     } else {
+        w->retry_ms = w->retry_ms ? w->retry_ms * 2 : WRITER_RETRY_MIN_MS;
+        if (w->retry_ms > WRITER_RETRY_MAX_MS)
+            w->retry_ms = WRITER_RETRY_MAX_MS;
         log_error("store write failed, will retry", "err=%e retry_ms=%U fs_free=%I", w->put_err,
                   w->retry_ms, store_fs_free(a));
         w->retry_armed = 1;
