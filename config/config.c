@@ -4,7 +4,8 @@
  * The text is loaded as a libyaml document, so every node keeps the 1-based
  * line and column where it starts, and then walked. A mapping key either
  * names an option (its value must be a scalar; for a map option, a mapping
- * of names to scalars, walked up to the row's `max` entries), a section
+ * of names to scalars, walked up to the row's `max` entries; for a list
+ * option, a sequence of scalars, up to CFG_STRLIST_MAX), a section
  * that prefixes options (its value must be a mapping), or `targets` (a list
  * of mappings whose keys are the per-target options, walked the same way:
  * a key there names a target option or a target section such as
@@ -19,13 +20,15 @@
  * The configuration is handed out only when there was no problem at all.
  *
  * Defaults are applied first by parsing each row's `def` text with the code
- * that parses a file's value; a row whose default is another row's value
- * (cfg_option.def_row) is resolved once its target entry has been walked. Numbers are parsed with integer arithmetic
- * (no strtod: no locale, no hex or exponent forms, no rounding surprises).
- * A row may carry its own check (cfg_option.check, e.g. the upload
- * URL's syntax in upload.c), run on a string's value or on each key and
- * value of a map. Rules between options come from cfg_relations and are
- * checked after the walk, only between values that were themselves valid.
+ * that parses a file's value (a list's, "[node]", is read by libyaml and
+ * walked as a file's list is); a row whose default is another row's value
+ * (cfg_option.def_row) is resolved once its target entry has been walked.
+ * Numbers are parsed with integer arithmetic (no strtod: no locale, no hex
+ * or exponent forms, no rounding surprises). A row may carry its own check
+ * (cfg_option.check, e.g. the upload URL's syntax in upload.c), run on a
+ * string's value, on each key and value of a map or on each entry of a
+ * list. Rules between options come from cfg_relations and are checked after
+ * the walk, only between values that were themselves valid.
  *
  * Everything the loader allocates goes through isoprof_malloc and friends,
  * so the unit tests can fail each allocation in turn; libyaml's own
@@ -511,6 +514,8 @@ static const char *type_name(enum cfg_type t)
         return "address";
     case CFG_T_MAP:
         return "map";
+    case CFG_T_STRLIST:
+        return "list";
     }
     return "?";
 }
@@ -554,6 +559,8 @@ static const char *type_noun(const struct cfg_option *o, char *buf, size_t cap)
         return "an address (ip:port)";
     case CFG_T_MAP:
         return "a mapping of names to values";
+    case CFG_T_STRLIST:
+        return "a list of strings";
     }
     return "a scalar";
 }
@@ -600,6 +607,9 @@ static void bounds_text(const struct cfg_option *o, char *buf, size_t cap)
         break;
     case CFG_T_MAP:
         snprintf(buf, cap, "<= %llu entries", (unsigned long long)o->max);
+        break;
+    case CFG_T_STRLIST:
+        snprintf(buf, cap, "<= %d of <= %llu bytes", CFG_STRLIST_MAX, (unsigned long long)o->max);
         break;
     default:
         snprintf(buf, cap, "-");
@@ -661,10 +671,23 @@ int cfg_map_equal(const struct cfg_map *a, const struct cfg_map *b)
     return 1;
 }
 
+int cfg_strlist_equal(const struct cfg_strlist *a, const struct cfg_strlist *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        if (strcmp(a->v[i], b->v[i]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 static int row_equal(const struct cfg_option *o, const void *a, const void *b)
 {
     if (o->type == CFG_T_MAP)
         return cfg_map_equal(field_of(o, a), field_of(o, b));
+    if (o->type == CFG_T_STRLIST)
+        return cfg_strlist_equal(field_of(o, a), field_of(o, b));
     if (row_is_string(o)) {
         const char *sa = *(char *const *)field_of(o, a), *sb = *(char *const *)field_of(o, b);
         if (sa == NULL || sb == NULL)
@@ -674,6 +697,22 @@ static int row_equal(const struct cfg_option *o, const void *a, const void *b)
     if (o->type == CFG_T_FRACTION)
         return *(const double *)field_of(o, a) == *(const double *)field_of(o, b);
     return row_number(o, a) == row_number(o, b);
+}
+
+/* A list as a flow list, "[a, b]", each entry echoed; "...]" ends one cut
+ * short to fit cap. */
+static void strlist_text(const struct cfg_strlist *l, char *buf, size_t cap)
+{
+    char one[320];
+    size_t len = 0;
+    for (size_t i = 0; i <= l->n && len < cap; i++) {
+        const char *sep = i == 0 ? "[" : i == l->n ? "" : ", ";
+        const char *part = i == l->n ? "]" : echo(one, sizeof(one), l->v[i], strlen(l->v[i]));
+        int n = snprintf(buf + len, cap - len, "%s%s", sep, part);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    if (len >= cap && cap >= 5)
+        memcpy(buf + cap - 5, "...]", 5);
 }
 
 static void row_text(const struct cfg_option *o, const void *base, char *buf, size_t cap)
@@ -692,6 +731,8 @@ static void row_text(const struct cfg_option *o, const void *base, char *buf, si
         snprintf(buf, cap, "%s", row_number(o, base) ? "true" : "false");
     } else if (o->type == CFG_T_MAP) {
         snprintf(buf, cap, "{...}"); /* a value may be a secret (a header's token) */
+    } else if (o->type == CFG_T_STRLIST) {
+        strlist_text(field_of(o, base), buf, cap);
     } else {
         fmt_value(o, row_number(o, base), buf, cap);
     }
@@ -809,6 +850,9 @@ static int set_value(const struct cfg_option *o, void *base, const char *text, s
     case CFG_T_MAP:
         /* set by set_map from the YAML node; no text is a mapping */
         BAD("%s must be a mapping of names to values", fullname);
+    case CFG_T_STRLIST:
+        /* set by set_strlist from the YAML node */
+        BAD("%s must be a list of strings", fullname);
     case CFG_T_DURATION:
         rc = cfg_parse_duration(text, &v);
         if (rc == -ERANGE)
@@ -881,7 +925,16 @@ static void map_free(struct cfg_map *m)
     m->n = 0;
 }
 
-/* Free what the rows of scope own in base: strings and maps. */
+static void strlist_free(struct cfg_strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        isoprof_free(l->v[i]);
+    isoprof_free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* Free what the rows of scope own in base: strings, maps and lists. */
 static void free_rows(void *base, enum cfg_scope scope)
 {
     for (size_t i = 0; i < cfg_noptions; i++) {
@@ -892,6 +945,8 @@ static void free_rows(void *base, enum cfg_scope scope)
             *f = NULL;
         } else if (o->scope == scope && o->type == CFG_T_MAP) {
             map_free(field_of(o, base));
+        } else if (o->scope == scope && o->type == CFG_T_STRLIST) {
+            strlist_free(field_of(o, base));
         }
     }
 }
@@ -910,6 +965,8 @@ void cfg_free(struct cfg *c)
     isoprof_free(c);
 }
 
+static int strlist_default(const struct cfg_option *o, void *base);
+
 /* Apply every default of scope to base. -EINVAL means the table itself is
  * broken (a default outside its own bounds); the unit tests rule that out.
  * A map's only default is {}, which the zeroed base already holds. */
@@ -919,7 +976,11 @@ static int apply_defaults(void *base, enum cfg_scope scope)
     int rc = 0;
     for (size_t i = 0; i < cfg_noptions && rc == 0; i++) {
         const struct cfg_option *o = &cfg_options[i];
-        if (o->scope == scope && o->def != NULL && o->type != CFG_T_MAP)
+        if (o->scope != scope || o->def == NULL || o->type == CFG_T_MAP)
+            continue;
+        if (o->type == CFG_T_STRLIST)
+            rc = strlist_default(o, base);
+        else
             rc = set_value(o, base, o->def, strlen(o->def), o->name, &e, (struct pos){0, 0});
     }
     errs_release(&e);
@@ -1076,6 +1137,128 @@ static int is_null(const yaml_node_t *n)
     size_t len = n->data.scalar.length;
     return len == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
            strcmp(s, "NULL") == 0;
+}
+
+/*
+ * One entry of list row o (of the row's fullname), node item at index i:
+ * a scalar that is not empty or null, holds no NUL and no control
+ * character, has at most o->max bytes and passes the row's check. If it is
+ * fine, append a copy to l, which has room. Returns 0, -EINVAL (reported
+ * at the entry) or -ENOMEM.
+ */
+static int strlist_entry(struct errs *e, const struct cfg_option *o, const yaml_node_t *item,
+                         const char *fullname, size_t i, struct cfg_strlist *l)
+{
+    char name[192], shown[320], buf[512];
+    snprintf(name, sizeof(name), "%s[%zu]", fullname, i);
+    if (item->type != YAML_SCALAR_NODE) {
+        ERR_NODE(e, item, "%s must be a string, not %s", name, node_kind(item));
+        return -EINVAL;
+    }
+    const char *s = sv(item);
+    size_t len = item->data.scalar.length;
+    echo(shown, sizeof(shown), s, len);
+    if (len == 0 || is_null(item)) {
+        ERR_NODE(e, item, "%s must not be empty", name);
+        return -EINVAL;
+    }
+    if (strlen(s) != len) {
+        ERR_NODE(e, item, "%s must not contain a NUL byte", name);
+        return -EINVAL;
+    }
+    if (len > o->max) {
+        ERR_NODE(e, item, "%s is longer than %llu bytes", name, (unsigned long long)o->max);
+        return -EINVAL;
+    }
+    const char *problem = row_check(o, s, len, 0, shown, buf, sizeof(buf));
+    if (problem != NULL) {
+        ERR_NODE(e, item, "%s %s", name, problem);
+        return -EINVAL;
+    }
+    for (size_t j = 0; j < len; j++) {
+        unsigned char ch = (unsigned char)s[j];
+        if (ch < 0x20 || ch == 0x7f) {
+            ERR_NODE(e, item, "%s must not contain control characters ('%s')", name, shown);
+            return -EINVAL;
+        }
+    }
+    char *d = isoprof_strndup(s, len);
+    if (d == NULL)
+        return -ENOMEM;
+    l->v[l->n++] = d;
+    return 0;
+}
+
+/*
+ * Set list row o in base from sequence node v of doc: at most
+ * CFG_STRLIST_MAX entries (the first one past it is reported), each as
+ * strlist_entry checks it. Every problem is reported; the field changes
+ * only when there is none. Returns 0, -EINVAL (reported) or -ENOMEM.
+ */
+static int set_strlist(yaml_document_t *doc, struct errs *e, const struct cfg_option *o, void *base,
+                       const yaml_node_t *v, const char *fullname)
+{
+    const yaml_node_item_t *start = v->data.sequence.items.start, *top = v->data.sequence.items.top;
+    size_t nitems = (size_t)(top - start);
+    struct cfg_strlist l = {NULL, 0};
+    if (nitems > 0) {
+        l.v = isoprof_calloc(nitems < CFG_STRLIST_MAX ? nitems : CFG_STRLIST_MAX, sizeof(*l.v));
+        if (l.v == NULL)
+            return -ENOMEM;
+    }
+    int rc = 0, bad = 0;
+    for (const yaml_node_item_t *it = start; it < top && rc == 0 && !e->full; it++) {
+        size_t i = (size_t)(it - start);
+        const yaml_node_t *item = yaml_document_get_node(doc, *it);
+        if (item == NULL)
+            continue;
+        if (i == CFG_STRLIST_MAX) {
+            ERR_NODE(e, item, "%s has more than %d entries", fullname, CFG_STRLIST_MAX);
+            bad = 1;
+            break;
+        }
+        rc = strlist_entry(e, o, item, fullname, i, &l);
+        if (rc == -EINVAL) {
+            rc = 0;
+            bad = 1;
+        }
+    }
+    if (rc == 0 && !bad && !e->full) {
+        strlist_free(field_of(o, base));
+        *(struct cfg_strlist *)field_of(o, base) = l;
+        return 0;
+    }
+    strlist_free(&l);
+    return rc != 0 ? rc : -EINVAL;
+}
+
+/*
+ * Set list row o in base from its default, a flow list such as "[node]",
+ * read by libyaml and checked as a file's list is. -EINVAL means the table
+ * is broken (the unit tests rule that out); -ENOMEM.
+ */
+static int strlist_default(const struct cfg_option *o, void *base)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser))
+        return -ENOMEM;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)o->def, strlen(o->def));
+    int rc = -EINVAL;
+    if (yaml_parser_load(&parser, &doc)) {
+        const yaml_node_t *root = yaml_document_get_root_node(&doc);
+        struct errs e = {.name = "<defaults>"};
+        if (root != NULL && root->type == YAML_SEQUENCE_NODE)
+            rc = set_strlist(&doc, &e, o, base, root, o->name);
+        if (rc == 0 && e.oom) /* not expected: a default has no problem to report */
+            rc = -ENOMEM;
+        errs_release(&e);
+        yaml_document_delete(&doc);
+    } else if (parser.error == YAML_MEMORY_ERROR) {
+        rc = -ENOMEM;
+    }
+    yaml_parser_delete(&parser);
+    return rc;
 }
 
 /* Is path a section, i.e. a proper prefix of some row's name in scope? */
@@ -1320,16 +1503,26 @@ static int set_map(struct walk *w, const struct cfg_option *o, void *base, const
 
 /*
  * Set row o from value node v: checks the node's shape, treats a null as
- * "leave at the default" for maps and for rows that have none and are
- * optional.
+ * "leave at the default" for maps, lists and rows that have no default and
+ * are optional.
  * Returns 0, -EINVAL (reported) or -ENOMEM.
  */
 static int set_from_node(struct walk *w, const struct cfg_option *o, void *base,
                          const yaml_node_t *v, const char *fullname)
 {
-    char noun[128];
-    if (o->type == CFG_T_MAP && is_null(v))
-        return 0; /* `headers:` with nothing: as if left out */
+    char noun[128], shown[320];
+    if ((o->type == CFG_T_MAP || o->type == CFG_T_STRLIST) && is_null(v))
+        return 0; /* `headers:` or `users:` with nothing: as if left out */
+    if (o->type == CFG_T_STRLIST && v->type == YAML_SEQUENCE_NODE)
+        return set_strlist(w->doc, w->e, o, base, v, fullname);
+    if (o->type == CFG_T_STRLIST) {
+        if (v->type == YAML_SCALAR_NODE)
+            ERR_NODE(w->e, v, "%s: expected a list, not a scalar (write [%s])", fullname,
+                     echo(shown, sizeof(shown), sv(v), v->data.scalar.length));
+        else
+            ERR_NODE(w->e, v, "%s: expected a list, not %s", fullname, node_kind(v));
+        return -EINVAL;
+    }
     if (o->type == CFG_T_MAP && v->type == YAML_MAPPING_NODE)
         return set_map(w, o, base, v, fullname);
     if (v->type != YAML_SCALAR_NODE || o->type == CFG_T_MAP) {
@@ -1535,12 +1728,14 @@ static int walk_map(struct walk *w, const yaml_node_t *map, const char *prefix)
     return 0;
 }
 
-/* Is row o set in base: a string that is not empty, a map with entries, a
- * number that is not 0? */
+/* Is row o set in base: a string that is not empty, a map or a list with
+ * entries, a number that is not 0? */
 static int row_is_set(const struct cfg_option *o, const void *base)
 {
     if (o->type == CFG_T_MAP)
         return ((const struct cfg_map *)field_of(o, base))->n > 0;
+    if (o->type == CFG_T_STRLIST)
+        return ((const struct cfg_strlist *)field_of(o, base))->n > 0;
     if (row_is_string(o)) {
         const char *s = *(char *const *)field_of(o, base);
         return s != NULL && s[0] != '\0';
@@ -1644,6 +1839,11 @@ static void check_relations(struct walk *w)
             break;
         case CFG_REL_ENTRIES:
             check_entries(w, rel, a.node);
+            break;
+        case CFG_REL_NONEMPTY:
+            if (b.set && !a.set)
+                ERR_RULE(w->e, a.node != NULL ? a.node : b.node,
+                         "%s is empty (%s needs at least one entry)", rel->name, rel->other);
             break;
         }
     }
@@ -2019,7 +2219,8 @@ void cfg_write_help(FILE *f)
             "\n  Durations: a number and ns, us, ms, s, m or h (\"250ms\", \"1.5m\"). Sizes: a\n"
             "  number and B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB, powers of 10). Shares:\n"
             "  \"10%%\" or 0.1. Bools: true or false. Maps: `name: value` lines under the\n"
-            "  option's key. Without `targets` the agent watches %s.\n",
+            "  option's key. Lists: [a, b], or `- a` lines under the option's key. Without\n"
+            "  `targets` the agent watches %s.\n",
             CFG_DEFAULT_INSPECTOR);
 }
 
@@ -2146,7 +2347,8 @@ int cfg_write_example(FILE *f)
     fprintf(f, "# isoprof configuration; every option is shown at its default.\n"
                "# Durations: ns, us, ms, s, m, h. Sizes: B, KiB, MiB, GiB (KB, MB, GB: powers\n"
                "# of 10). Shares: 10%% or 0.1. Bools: true or false. Maps: `name: value`\n"
-               "# lines under the option's key. `isoprofd --help` lists the options.\n");
+               "# lines under the option's key. Lists: [a, b], or `- a` lines under the\n"
+               "# option's key. `isoprofd --help` lists the options.\n");
     struct ex_state st = {.prev = NULL, .indent = 0, .item = 0, .first = 0};
     int targets_done = 0;
     for (size_t i = 0; i < cfg_noptions; i++) {

@@ -13,7 +13,8 @@
  *            at CFG_DEFAULT_INSPECTOR, an empty list means none (the agent
  *            idles). threads.memory_limit left unset is the target's
  *            memory_limit.
- *   discovery.interval
+ *   discovery.interval, discovery.processes.{enabled, executables, activate,
+ *   users}
  *   sampling.cpu.{duration, period, interval, jitter, max_concurrent}
  *   sampling.heap.{interval, period}, sampling.memory_poll
  *   anomaly.memory.{threshold, heap_period}, anomaly.{cpu_interval,
@@ -36,7 +37,11 @@
  * mapping option (upload.headers, upload.labels) holds `name: value`
  * entries whose values are strings (a null one is refused; write '' for an
  * empty value); a message never quotes a header's value or
- * a URL that holds credentials.
+ * a URL that holds credentials. A list option (executables and users in
+ * discovery.processes) is a YAML sequence of non-empty strings, flow
+ * (`[node, nodejs]`) or block (`- node` lines), at most CFG_STRLIST_MAX of
+ * them; `[]` is an empty list, and an empty value (`users:`, `users: ~`) is
+ * the default, as for any option.
  *
  * No logging, no global state: every function may be called from any
  * thread, concurrently, as long as one struct cfg is not freed while another
@@ -87,6 +92,17 @@ struct cfg_map {
     size_t n;
 };
 
+/* The most entries a list option (struct cfg_strlist) holds. */
+#define CFG_STRLIST_MAX 64
+
+/* A list option: n strings in the order the file gives them, each
+ * non-empty, NUL-terminated and without control characters; duplicates are
+ * kept as written. */
+struct cfg_strlist {
+    char **v; /* NULL when n is 0 */
+    size_t n; /* 0..CFG_STRLIST_MAX */
+};
+
 /* One inspector endpoint to watch. All strings are owned by the struct cfg
  * that holds the target and live as long as it does. */
 struct cfg_target {
@@ -126,7 +142,23 @@ struct cfg {
     struct cfg_target *targets; /* ntargets entries; NULL when ntargets is 0 */
     size_t ntargets;
     struct {
-        uint64_t interval_ns;
+        uint64_t interval_ns; /* /json/list polls; also the /proc scan's period */
+        /* Host process discovery: scan /proc for runtime processes whose
+         * inspector can be profiled. All reloadable. */
+        struct {
+            int enabled; /* 0 (default): no /proc scan */
+            /* Base names of the executables looked at (no '/', <= 255
+             * bytes each); default {"node"}; never empty when enabled. */
+            struct cfg_strlist executables;
+            /* 1: send SIGUSR1 to opted-in Node processes (--inspect-port)
+             * so that they open their inspector; default 0. */
+            int activate;
+            /* Only processes of these users, each a numeric uid ("1000")
+             * or a user name (<= 32 bytes of [A-Za-z0-9_.-], not starting
+             * with '-') as written: names are not resolved here, the
+             * daemon does that. Empty (default): any user. */
+            struct cfg_strlist users;
+        } processes;
     } discovery;
     struct {
         struct {

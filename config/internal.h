@@ -27,6 +27,10 @@ enum cfg_type {
     CFG_T_MAP,       /* struct cfg_map: a YAML mapping of names to scalar values, kept in
                         file order, keys unique; `max` caps the entries, the only default
                         is {} (GLOBAL rows only) */
+    CFG_T_STRLIST,   /* struct cfg_strlist: a YAML sequence of scalar strings, at most
+                        CFG_STRLIST_MAX, each non-empty and of at most `max` bytes (max is
+                        never 0); `def` is a flow list ("[node]", "[]") parsed as a file's
+                        value is (GLOBAL rows only) */
 };
 
 /*
@@ -34,12 +38,14 @@ enum cfg_type {
  * isValidCallback). s holds len bytes and no NUL: the value of a string row,
  * or of a map row the key (is_key) or the value of one entry. It runs before
  * the string check for control characters, so it sees any byte and can
- * refuse a value without quoting it. Returns NULL if s is fine, else the
- * rest of a message that starts with the name ("upload.url"; for a map the
- * row's name before a key's problem, "upload.headers.<key>" before a
- * value's), static or written into buf (cap bytes). shown is s made fit to
- * quote in one line; quote it only where s cannot be a secret. It is NULL
- * for a map's values, which are never quoted.
+ * refuse a value without quoting it. For a list row it runs on each entry
+ * (is_key 0), once the entry is known to be non-empty and within `max`
+ * bytes. Returns NULL if s is fine, else the rest of a message that starts
+ * with the name ("upload.url"; for a map the row's name before a key's
+ * problem, "upload.headers.<key>" before a value's; for a list the entry's,
+ * "discovery.processes.users[2]"), static or written into buf (cap bytes).
+ * shown is s made fit to quote in one line; quote it only where s cannot be
+ * a secret. It is NULL for a map's values, which are never quoted.
  */
 typedef const char *(*cfg_check_fn)(const char *s, size_t len, int is_key, const char *shown,
                                     char *buf, size_t cap);
@@ -68,6 +74,8 @@ struct cfg_option {
      * count: UINT32_MAX). Strings: min 0 refuses an empty string; min 1
      * accepts a quoted "" (the value then is "", which turns the feature
      * the option names off). Maps: max is the most entries (never 0).
+     * Lists: max is the most bytes of one entry (never 0); the most
+     * entries is CFG_STRLIST_MAX.
      */
     uint64_t min, max;
     int required;   /* the key must be present (targets: per entry) */
@@ -81,8 +89,8 @@ struct cfg_option {
 /*
  * A rule between GLOBAL rows, checked after the walk and only when every
  * value it reads was valid itself. "Set" means a string that is not empty,
- * a map with entries, a number that is not 0; `other` may name a section
- * ("upload.basic_auth"), which is set when any option in it is.
+ * a map or a list with entries, a number that is not 0; `other` may name a
+ * section ("upload.basic_auth"), which is set when any option in it is.
  */
 enum cfg_rel_kind {
     CFG_REL_AT_LEAST, /* name >= other (two rows of one numeric type) */
@@ -90,6 +98,8 @@ enum cfg_rel_kind {
     CFG_REL_EXCLUDES, /* name and other are not both set (reported at name) */
     CFG_REL_ENTRIES,  /* each value of map `name` passes entry_rule, which may read
                          `other` (reported at the value) */
+    CFG_REL_NONEMPTY, /* list `name` has entries when other is set (reported at name,
+                         else at other) */
 };
 
 struct cfg_relation {
@@ -112,6 +122,7 @@ extern const char *const cfg_upload_api_names[];
 
 /* Same entries in the same order (config.c)? */
 int cfg_map_equal(const struct cfg_map *a, const struct cfg_map *b);
+int cfg_strlist_equal(const struct cfg_strlist *a, const struct cfg_strlist *b);
 
 /* May ch appear in a host name (v6 0) or a bracketed IPv6 address (config.c)? */
 int cfg_host_char_ok(char ch, int v6);

@@ -6,7 +6,7 @@
  * cfg_target). The loader validates values against the bounds (and the
  * row's check, if any), the defaults come from `def` (parsed by the same
  * code as a file's value, so a default cannot escape its own bounds),
- * cfg_free releases string and map fields through the offset, and --help
+ * cfg_free releases string, map and list fields through the offset, and --help
  * and the example config are printed from the same rows.
  *
  * Rows of one section must be contiguous, and all TARGET rows must be
@@ -57,6 +57,71 @@ const char *cfg_check_group(const char *s, size_t len, int is_key, const char *s
         unsigned char ch = (unsigned char)s[i];
         if (ch <= 0x20 || ch == 0x7f || ch == ':' || ch == '/' || ch == ',') {
             snprintf(buf, cap, "'%s' is not a group name (no spaces, ':', '/' or ',')", shown);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * discovery.processes.executables: a base name, compared with the base name
+ * of a process's executable, so a path can never match; say so, and which
+ * name was probably meant.
+ */
+static const char *check_exe_name(const char *s, size_t len, int is_key, const char *shown,
+                                  char *buf, size_t cap)
+{
+    (void)is_key;
+    const char *slash = memchr(s, '/', len);
+    if (slash == NULL)
+        return NULL;
+    const char *base = s + len;
+    while (base > s && base[-1] != '/')
+        base--;
+    size_t blen = (size_t)(s + len - base);
+    int plain = blen > 0 && blen <= 64; /* fit to quote as it is */
+    for (size_t i = 0; i < blen && plain; i++)
+        plain = (unsigned char)base[i] >= 0x20 && base[i] != 0x7f;
+    if (plain)
+        snprintf(buf, cap, "'%s' is not a base name (no '/'; as in '%.*s')", shown, (int)blen,
+                 base);
+    else
+        snprintf(buf, cap, "'%s' is not a base name (no '/')", shown);
+    return buf;
+}
+
+/*
+ * discovery.processes.users: a numeric uid (0..4294967294; -1 is no uid),
+ * or a user name as useradd takes one. Names are resolved by the daemon,
+ * not here: a name unknown to this host is not an error in the file.
+ */
+static const char *check_user(const char *s, size_t len, int is_key, const char *shown, char *buf,
+                              size_t cap)
+{
+    (void)is_key;
+    size_t digits = 0;
+    while (digits < len && s[digits] >= '0' && s[digits] <= '9')
+        digits++;
+    if (len > 0 && digits == len) {
+        uint64_t v = 0;
+        for (size_t i = 0; i < len && v <= UINT32_MAX; i++)
+            v = v * 10 + (uint64_t)(s[i] - '0');
+        if (v < UINT32_MAX)
+            return NULL;
+        snprintf(buf, cap, "'%s' is not a uid (0..4294967294)", shown);
+        return buf;
+    }
+    if (len > 0 && s[0] == '-') {
+        snprintf(buf, cap, "'%s' is not a user name (it starts with '-')", shown);
+        return buf;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '.' || ch == '-')) {
+            snprintf(buf, cap,
+                     "'%s' is not a user name or uid (letters, digits, '_', '.' and '-' only)",
+                     shown);
             return buf;
         }
     }
@@ -207,7 +272,40 @@ const struct cfg_option cfg_options[] = {
      .max = 3600 * NS_S,
      .reloadable = 1,
      .offset = G(discovery.interval_ns),
-     .help = "how often each endpoint's /json/list is polled"},
+     .help = "how often each endpoint's /json/list is polled, and /proc scanned when "
+             "discovery.processes is enabled"},
+    {.name = "discovery.processes.enabled",
+     .type = CFG_T_BOOL,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "false",
+     .reloadable = 1,
+     .offset = G(discovery.processes.enabled),
+     .help = "scan /proc for runtime processes whose inspector can be profiled"},
+    {.name = "discovery.processes.executables",
+     .type = CFG_T_STRLIST,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "[node]",
+     .max = 255,
+     .reloadable = 1,
+     .offset = G(discovery.processes.executables),
+     .help = "base names of the executables to look at",
+     .check = check_exe_name},
+    {.name = "discovery.processes.activate",
+     .type = CFG_T_BOOL,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "false",
+     .reloadable = 1,
+     .offset = G(discovery.processes.activate),
+     .help = "send SIGUSR1 to opted-in Node processes (--inspect-port) to open their inspector"},
+    {.name = "discovery.processes.users",
+     .type = CFG_T_STRLIST,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "[]",
+     .max = 32,
+     .reloadable = 1,
+     .offset = G(discovery.processes.users),
+     .help = "only processes of these users (names or numeric uids); [] = any user",
+     .check = check_user},
 
     {.name = "sampling.cpu.duration",
      .type = CFG_T_DURATION,
@@ -602,6 +700,9 @@ const struct cfg_relation cfg_relations[] = {
      .other = "upload.api",
      .kind = CFG_REL_ENTRIES,
      .entry_rule = cfg_upload_label_fits_api},
+    {.name = "discovery.processes.executables",
+     .other = "discovery.processes.enabled",
+     .kind = CFG_REL_NONEMPTY},
 };
 
 const size_t cfg_nrelations = sizeof(cfg_relations) / sizeof(cfg_relations[0]);

@@ -2,7 +2,7 @@
  * internal.h - what the files of storage/ share: the handle, the on-disk
  * encodings (window key, record header) and the LMDB helpers.
  *
- * On-disk layout, schema version 5 (all integers big-endian):
+ * On-disk layout, schema version 6 (all integers big-endian):
  *
  *   windows  key   worker \0 version \0 start_ns:u64 isolate:u32 type:u8
  *            value record header (below) + one zstd frame of the pprof
@@ -31,29 +31,35 @@
  *            refs:u64 (records naming the dictionary; never 0: at 0 both
  *            entries go)
  *
- *   record header, version 3 (88 bytes + runtime + thread):
- *     0 magic:u8 = 0xA5   1 version:u8 = 3   2 codec:u8 = 1 (zstd)
+ *   record header, version 4 (92 bytes + runtime + thread + container):
+ *     0 magic:u8 = 0xA5   1 version:u8 = 4   2 codec:u8 = 1 (zstd)
  *     3 runtime_len:u8 (<= 31)   4 flags:u32   8 end_ns:u64   16 samples:u64
  *     24 interval:u64   32 raw_size:u64   40 seq:u64   48 anomaly:u8
- *     49 thread_len:u8 (1 to STORE_THREAD_MAX)   50 reserved (2 zero bytes)
+ *     49 thread_len:u8 (1 to STORE_THREAD_MAX)
+ *     50 container_len:u8 (0 to STORE_CONTAINER_MAX)   51 reserved (zero)
  *     52 dict_id:u32 (0: none; was reserved before schema 4, so older
  *     records read as 0)   56 mem_min:u64   64 mem_max:u64   72 mem_last:u64
- *     80 mem_p999:u64   88 runtime bytes   then thread_len bytes of thread
- *     (printable ASCII, 0x20 to 0x7e)   then the zstd frame
- *   Version 2 records (schema 2 to 4 stores) are the same without the
- *   thread: byte 49 is reserved (zero) and the frame follows the runtime;
- *   they read as thread "main". Version 1 records (schema 1 stores) are the
- *   first 48 bytes of version 2, the runtime at offset 48; they read as
- *   anomaly 0, no memory figures and thread "main". Records are never
- *   rewritten to a newer version: a store holds all three after upgrades.
+ *     80 mem_p999:u64   88 pid:u32 (0: unknown)   92 runtime bytes
+ *     then thread_len bytes of thread (printable ASCII, 0x20 to 0x7e)
+ *     then container_len bytes of container ([0-9A-Za-z_.-])
+ *     then the zstd frame
+ *   Version 3 records (schema 5 stores) are the first 88 bytes of version
+ *   4 (byte 50 reserved, zero; no pid) then the runtime and the thread;
+ *   they read as pid 0 and container "". Version 2 records (schema 2 to 4
+ *   stores) are version 3 without the thread: byte 49 is reserved (zero)
+ *   and the frame follows the runtime; they read as thread "main" too.
+ *   Version 1 records (schema 1 stores) are the first 48 bytes of version
+ *   2, the runtime at offset 48; they read as anomaly 0 and no memory
+ *   figures too. Records are never rewritten to a newer version: a store
+ *   holds all four after upgrades.
  *   flags bit STORE_FLAG_QUEUED: the window went into the outbox when it
  *   was stored, so queued + no outbox entry + no rejected entry = uploaded.
  *
  * A window's stored_size is what its entries take: windows key + value
- * (its runtime and thread labels byte for byte), by_time key, ids key +
- * value, and for a queued window its outbox entry (STORE_OUTBOX_CHARGE,
- * kept after the ack so that the size depends on the record alone; see
- * store_stored_size()). Rejected entries are not charged.
+ * (its runtime, thread and container labels byte for byte), by_time key,
+ * ids key + value, and for a queued window its outbox entry
+ * (STORE_OUTBOX_CHARGE, kept after the ack so that the size depends on the
+ * record alone; see store_stored_size()). Rejected entries are not charged.
  *
  * A window's dictionary is charged once, not per window: its dicts entry
  * (key + value) and its dict_by_series entry (key + value), see
@@ -61,10 +67,11 @@
  *
  * Schemas 1 and 2 lack the outbox DBs and counters (and 1 the anomaly DBs),
  * 3 the dictionary DBs; 4 has every DB and differs only in writing version
- * 2 records and version 1 anomalies (no thread). A writable open adds what
- * is missing and sets the version, nothing else changes (old records name
- * dictionary 0 and read as thread "main"). A read-only handle reads schema
- * 3 (no dictionaries) and 4 as they are.
+ * 2 records and version 1 anomalies (no thread); 5 differs only in writing
+ * version 3 records (no pid, no container). A writable open adds what is
+ * missing and sets the version, nothing else changes (old records name
+ * dictionary 0 and read as thread "main", pid 0, container ""). A
+ * read-only handle reads schema 3 (no dictionaries), 4 and 5 as they are.
  *
  *   anomalies, anomaly_ids, pins: see anomaly.c.
  *   meta     "next_anomaly" u64  the id store_anomaly_put gives next (absent:
@@ -98,14 +105,17 @@
 #define STORE_META_MAGIC_LEN 8
 
 #define STORE_REC_MAGIC 0xA5u
-#define STORE_REC_VERSION 3u
+#define STORE_REC_VERSION 4u
 #define STORE_CODEC_ZSTD 1u
 #define STORE_REC_FIXED_V1 48u
-#define STORE_REC_FIXED 88u /* versions 2 and 3 */
+#define STORE_REC_FIXED_V2 88u /* versions 2 and 3 */
+#define STORE_REC_FIXED 92u    /* version 4 */
 #define STORE_REC_SEQ_OFF 40u
-#define STORE_REC_THREAD_OFF 49u /* thread_len, version 3 */
+#define STORE_REC_THREAD_OFF 49u    /* thread_len, versions 3 and 4 */
+#define STORE_REC_CONTAINER_OFF 50u /* container_len, version 4 */
 #define STORE_REC_DICT_OFF 52u
-#define STORE_REC_MAX (STORE_REC_FIXED + STORE_RUNTIME_MAX + STORE_THREAD_MAX)
+#define STORE_REC_PID_OFF 88u /* version 4 */
+#define STORE_REC_MAX (STORE_REC_FIXED + STORE_RUNTIME_MAX + STORE_THREAD_MAX + STORE_CONTAINER_MAX)
 
 #define STORE_OUTBOX_KEY_LEN 9u /* prio + seq */
 #define STORE_OUTBOX_VAL_LEN 8u /* queued_ns */
@@ -181,6 +191,21 @@ static inline int store_thread_ok(const char *s, size_t len)
     return 1;
 }
 
+/* Is s (len bytes) a container label: 0 to STORE_CONTAINER_MAX bytes of
+ * [0-9A-Za-z_.-]? What store_put accepts and the decoder requires. */
+static inline int store_container_ok(const char *s, size_t len)
+{
+    if (len > STORE_CONTAINER_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
 /* The thread a caller's label stands for: NULL and "" are "main". */
 static inline const char *store_thread_of(const char *thread)
 {
@@ -214,7 +239,9 @@ struct store_rec_hdr {
     uint32_t dict; /* dictionary id, 0 = none */
     struct store_mem mem;
     char runtime[STORE_RUNTIME_MAX + 1];
-    char thread[STORE_THREAD_MAX + 1]; /* "main" for versions 1 and 2 */
+    char thread[STORE_THREAD_MAX + 1];       /* "main" for versions 1 and 2 */
+    uint32_t pid;                            /* 0 for versions 1 to 3 */
+    char container[STORE_CONTAINER_MAX + 1]; /* "" for versions 1 to 3 */
     const uint8_t *payload;
     size_t payload_len;
 };
@@ -326,8 +353,9 @@ int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, s
                               void **out);
 /* Compress r into a new value (header with seq 0 + frame); the header's
  * flags are r's with STORE_FLAG_QUEUED set if queued, cleared if not; its
- * thread is r's (NULL or "" as "main"), which must pass store_thread_ok
- * (store_put checks it first).
+ * thread is r's (NULL or "" as "main"), which must pass store_thread_ok,
+ * its pid r's and its container r's (NULL as ""), which must pass
+ * store_container_ok (store_put checks both first).
  * With cd (borrowed), the frame is compressed with that dictionary and the
  * header names dict_id. *val is allocated (caller frees).
  * 0, -ENOMEM, ISOPROF_EZSTD. */
@@ -347,8 +375,8 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
 
 /* What one read transaction knows up front: which side DBs hold anything,
  * so that a listing looks a window up only in those that do; and room for
- * the decoded header (the runtime and thread labels) and the rejection
- * reason of the window being handed out. */
+ * the decoded header (the runtime, thread and container labels) and the
+ * rejection reason of the window being handed out. */
 struct store_view {
     MDB_txn *txn;
     int pins, outbox, rejected;

@@ -70,6 +70,9 @@ static int check_record(const struct store_record *r)
     const char *thread = store_thread_of(w->thread);
     if (!store_thread_ok(thread, strnlen(thread, STORE_THREAD_MAX + 1)))
         return -EINVAL;
+    if (w->container != NULL &&
+        !store_container_ok(w->container, strnlen(w->container, STORE_CONTAINER_MAX + 1)))
+        return -EINVAL;
     if (w->type != STORE_TYPE_CPU && w->type != STORE_TYPE_HEAP)
         return -EINVAL;
     if (w->anomaly > STORE_ANOMALY_MAX)

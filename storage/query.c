@@ -16,14 +16,14 @@
  *
  * The window handed to the callback points into the snapshot (key strings
  * are NUL-terminated by their separators), so listing copies nothing but
- * the header's labels (runtime, thread) and a rejected window's reason
- * (stored without a NUL). The thread is not part of the key (the isolate
- * number already tells a process's threads apart), so a thread filter is
- * applied to each decoded header on whichever path was chosen. Each
- * window is looked up in pins, outbox and rejected only when that DB
- * holds anything and, for the last two, only when its header says it was
- * queued; the outbox peek (outbox.c) reads windows through the same
- * functions.
+ * the header's labels (runtime, thread, container) and a rejected window's
+ * reason (stored without a NUL). The thread and the pid are not part of
+ * the key (the isolate number already tells a process's threads apart),
+ * so their filters are applied to each decoded header on whichever path
+ * was chosen. Each window is looked up in pins, outbox and rejected only
+ * when that DB holds anything and, for the last two, only when its header
+ * says it was queued; the outbox peek (outbox.c) reads windows through the
+ * same functions.
  */
 #include "internal.h"
 
@@ -155,8 +155,10 @@ static int emit(struct query *q, const struct store_key *k, size_t klen, const M
         return 0;
     if (q->f->pinned && !(w.pinned & q->f->pinned))
         return 0;
-    /* The thread lives in the header, not the key: filtered here. */
+    /* The thread and the pid live in the header, not the key: filtered here. */
     if (q->f->thread && strcmp(store_thread_of(q->f->thread), w.thread) != 0)
+        return 0;
+    if (q->f->pid && q->f->pid != w.pid)
         return 0;
     return q->cb(&w, q->arg);
 }

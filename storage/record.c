@@ -87,23 +87,28 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     *why = "bad magic, version or codec";
     if (p[0] != STORE_REC_MAGIC || p[1] < 1 || p[1] > STORE_REC_VERSION || p[2] != STORE_CODEC_ZSTD)
         return ISOPROF_ECORRUPT;
-    size_t fixed = p[1] == 1 ? STORE_REC_FIXED_V1 : STORE_REC_FIXED;
+    size_t fixed = p[1] == 1 ? STORE_REC_FIXED_V1 : p[1] < 4 ? STORE_REC_FIXED_V2 : STORE_REC_FIXED;
     *why = "shorter than a header";
     if (len < fixed)
-        return ISOPROF_ECORRUPT; /* before the thread length is read from it */
+        return ISOPROF_ECORRUPT; /* before the label lengths are read from it */
     size_t rl = p[3];
     /* Versions 1 and 2 carry no thread: their windows ran on the main
-     * thread, the only one isolates were taken from then. */
+     * thread, the only one isolates were taken from then. Versions 1 to 3
+     * carry no pid nor container: nobody looked. */
     size_t tl = p[1] >= 3 ? p[STORE_REC_THREAD_OFF] : 0;
-    *why = "runtime or thread label longer than the record";
-    if (rl > STORE_RUNTIME_MAX || tl > STORE_THREAD_MAX ||
-        len < fixed + rl + tl + 1) /* + at least one frame byte */
+    size_t cl = p[1] >= 4 ? p[STORE_REC_CONTAINER_OFF] : 0;
+    *why = "runtime, thread or container label longer than the record";
+    if (rl > STORE_RUNTIME_MAX || tl > STORE_THREAD_MAX || cl > STORE_CONTAINER_MAX ||
+        len < fixed + rl + tl + cl + 1) /* + at least one frame byte */
         return ISOPROF_ECORRUPT;
     *why = "NUL in the runtime label";
     if (memchr(p + fixed, 0, rl) != NULL)
         return ISOPROF_ECORRUPT;
     *why = "thread label empty or not printable ASCII";
     if (p[1] >= 3 && !store_thread_ok((const char *)p + fixed + rl, tl))
+        return ISOPROF_ECORRUPT;
+    *why = "container label not of [0-9A-Za-z_.-]";
+    if (!store_container_ok((const char *)p + fixed + rl + tl, cl))
         return ISOPROF_ECORRUPT;
     h->version = p[1];
     h->codec = p[2];
@@ -115,8 +120,9 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     h->seq = store_be64_get(p + STORE_REC_SEQ_OFF);
     h->anomaly = 0;
     h->dict = 0;
+    h->pid = 0;
     memset(&h->mem, 0, sizeof(h->mem));
-    if (fixed == STORE_REC_FIXED) {
+    if (fixed >= STORE_REC_FIXED_V2) {
         h->anomaly = p[48];
         h->dict = store_be32_get(p + STORE_REC_DICT_OFF);
         *why = "anomaly kind out of range";
@@ -127,6 +133,8 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
         h->mem.last = store_be64_get(p + 72);
         h->mem.p999 = store_be64_get(p + 80);
     }
+    if (fixed == STORE_REC_FIXED)
+        h->pid = store_be32_get(p + STORE_REC_PID_OFF);
     *why = "raw size over the limit, or id 0";
     if (h->raw_size > STORE_RAW_MAX || h->seq == 0)
         return ISOPROF_ECORRUPT;
@@ -138,8 +146,10 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     } else {
         memcpy(h->thread, STORE_THREAD_MAIN, sizeof(STORE_THREAD_MAIN));
     }
-    h->payload = p + fixed + rl + tl;
-    h->payload_len = len - fixed - rl - tl;
+    memcpy(h->container, p + fixed + rl + tl, cl);
+    h->container[cl] = '\0';
+    h->payload = p + fixed + rl + tl + cl;
+    h->payload_len = len - fixed - rl - tl - cl;
     *why = NULL;
     return 0;
 }
@@ -228,7 +238,9 @@ int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict
     size_t rl = strlen(r->w.runtime);
     const char *thread = store_thread_of(r->w.thread);
     size_t tl = strlen(thread); /* 1 to STORE_THREAD_MAX: store_put checked it */
-    size_t hl = STORE_REC_FIXED + rl + tl;
+    const char *container = r->w.container ? r->w.container : "";
+    size_t cl = strlen(container); /* 0 to STORE_CONTAINER_MAX: checked too */
+    size_t hl = STORE_REC_FIXED + rl + tl + cl;
     size_t bound = ZSTD_compressBound(r->len);
     uint8_t *buf = isoprof_malloc(hl + bound);
     if (buf == NULL)
@@ -248,13 +260,16 @@ int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict
     memset(buf + 48, 0, 8);
     buf[48] = r->w.anomaly;
     buf[STORE_REC_THREAD_OFF] = (uint8_t)tl;
+    buf[STORE_REC_CONTAINER_OFF] = (uint8_t)cl;
     store_be32_put(buf + STORE_REC_DICT_OFF, cd ? dict_id : 0);
     store_be64_put(buf + 56, r->w.mem.min);
     store_be64_put(buf + 64, r->w.mem.max);
     store_be64_put(buf + 72, r->w.mem.last);
     store_be64_put(buf + 80, r->w.mem.p999);
+    store_be32_put(buf + STORE_REC_PID_OFF, r->w.pid);
     memcpy(buf + STORE_REC_FIXED, r->w.runtime, rl);
     memcpy(buf + STORE_REC_FIXED + rl, thread, tl);
+    memcpy(buf + STORE_REC_FIXED + rl + tl, container, cl);
     /* An empty pprof is still one (empty) frame, so every record has one. */
     static const uint8_t none[1];
     /* The dictionary is referenced for this frame only; the parameters set
@@ -288,6 +303,8 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
     w->version = k->version;
     w->runtime = h->runtime;
     w->thread = h->thread;
+    w->pid = h->pid;
+    w->container = h->container;
     w->start_ns = k->start_ns;
     w->end_ns = h->end_ns;
     w->isolate = k->isolate;

@@ -253,20 +253,23 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
         /* Schema 2 added the anomaly DBs and a longer record header,
          * schema 3 the outbox DBs and counters, schema 4 the dictionary
          * DBs and their id counter, schema 5 the thread label in records
-         * and anomalies (a new version of each, no new DB). Older records
-         * stay readable as they are (they read as never queued, without a
-         * dictionary, of thread "main"), so the upgrade is the new (empty)
-         * DBs, the counters and the version number, in this transaction.
-         * dbs_open reads the new version. */
+         * and anomalies (a new version of each, no new DB), schema 6 the
+         * pid and container in records (a new record version, nothing
+         * else). Older records stay readable as they are (they read as
+         * never queued, without a dictionary, of thread "main", pid 0, no
+         * container), so the upgrade is the new (empty) DBs, the counters
+         * and the version number, in this transaction. dbs_open reads the
+         * new version. */
         s->schema = STORE_SCHEMA_VERSION;
         if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
             (rc = format_put(s, txn)) != 0)
             return store_err(rc);
     }
-    /* Schemas 3 and 4 differ from 5 only by what they lack (3: no
-     * dictionaries; both: no record or anomaly with a thread, which this
-     * build reads as "main"), so a reader takes them as they are. */
-    int as_is = s->readonly && (s->schema == 3 || s->schema == 4);
+    /* Schemas 3 to 5 differ from 6 only by what they lack (3: no
+     * dictionaries; 3 and 4: no record or anomaly with a thread, which this
+     * build reads as "main"; all: no record with a pid or container, read
+     * as 0 and ""), so a reader takes them as they are. */
+    int as_is = s->readonly && s->schema >= 3 && s->schema <= 5;
     if (s->schema != STORE_SCHEMA_VERSION && !as_is) {
         if (why) {
             isoprof_free(*why);

@@ -3,12 +3,13 @@
  *
  * A store is a directory holding one LMDB environment. Every profile window
  * (one CPU window or one heap snapshot of one isolate) is one record: a small
- * header (end time, samples, flags, interval, runtime, thread, sequence id)
- * followed by the zstd-compressed pprof protobuf. Records are keyed by
- * (worker, version, start_ns, isolate, type) so that the queries people ask
- * ("checkout v42, last Tuesday") are range seeks; a time index serves the
- * listings without a worker and the retention that evicts the oldest
- * windows first; an id index maps the short sequence id to the record.
+ * header (end time, samples, flags, interval, runtime, thread, process id,
+ * container, sequence id) followed by the zstd-compressed pprof protobuf.
+ * Records are keyed by (worker, version, start_ns, isolate, type) so that
+ * the queries people ask ("checkout v42, last Tuesday") are range seeks; a
+ * time index serves the listings without a worker and the retention that
+ * evicts the oldest windows first; an id index maps the short sequence id
+ * to the record.
  *
  * Threads: one store handle is shared by all threads of a process.
  * store_put may be called from any thread, but from one thread at a time
@@ -32,7 +33,7 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 5u
+#define STORE_SCHEMA_VERSION 6u
 
 enum store_type { STORE_TYPE_CPU = 1, STORE_TYPE_HEAP = 2 };
 
@@ -90,6 +91,9 @@ struct store_mem {
  * "worker-<threadId>" (the daemon chooses; the store only bounds it). */
 #define STORE_THREAD_MAX 64
 #define STORE_THREAD_MAIN "main"
+/* The container label: 0 to STORE_CONTAINER_MAX bytes of [0-9A-Za-z_.-]
+ * (the id the daemon reads from a process's cgroup; "" = none). */
+#define STORE_CONTAINER_MAX 64
 /* Largest uncompressed pprof accepted by store_put and inflated on load. */
 #define STORE_RAW_MAX (256u * 1024 * 1024)
 
@@ -148,6 +152,16 @@ struct store_window {
      * borrowed like worker and version; windows stored before schema 5 (no
      * thread in their record) read as "main". */
     const char *thread;
+    /* The process id of the isolate's process; 0 = unknown. Input and
+     * output; windows stored before schema 6 read as 0. Local to the store
+     * (the uploader does not send it). */
+    uint32_t pid;
+    /* The container id of that process (from its cgroup): at most
+     * STORE_CONTAINER_MAX bytes of [0-9A-Za-z_.-]. Input to store_put: NULL
+     * or "" = none. Output of store_windows and store_outbox_peek: never
+     * NULL, "" when none, borrowed like worker and version; windows stored
+     * before schema 6 read as "". */
+    const char *container;
     uint64_t start_ns, end_ns; /* wall clock ns */
     uint32_t isolate;
     uint8_t type; /* enum store_type */
@@ -198,18 +212,18 @@ struct store_put_stats {
  *   store_close); untouched on failure.
  * why: if non-NULL, receives on failure an allocated message for a person,
  *   prefixed with the path, e.g. "isoprof-data: schema version 9, this
- *   build reads 5" (STORE_SCHEMA_VERSION); the caller frees it with
+ *   build reads 6" (STORE_SCHEMA_VERSION); the caller frees it with
  *   isoprof_free. Set to NULL on success (and on failure if the message
  *   could not be allocated).
  *
  * A writable open creates the schema in an empty environment and records the
- * budget in it. It upgrades a store of an older schema (1 to 4) in place,
+ * budget in it. It upgrades a store of an older schema (1 to 5) in place,
  * in one transaction, without rewriting any window (old windows read as
- * never queued, without a dictionary, of thread "main"). A read-only open
- * reads schema 3 and 4 stores as they are and refuses 1 and 2
- * (ISOPROF_ESCHEMA; why says that isoprofd upgrades them). Data committed
- * before a crash is always there after reopen (LMDB syncs data and meta on
- * each commit; no unsafe flags are used).
+ * never queued, without a dictionary, of thread "main", pid 0 and no
+ * container). A read-only open reads schema 3, 4 and 5 stores as they are
+ * and refuses 1 and 2 (ISOPROF_ESCHEMA; why says that isoprofd upgrades
+ * them). Data committed before a crash is always there after reopen (LMDB
+ * syncs data and meta on each commit; no unsafe flags are used).
  *
  * Before LMDB maps data.mdb, its two meta pages are read and checked
  * against the file (magic, format, page size, roots, and the file's size
@@ -278,8 +292,9 @@ void store_close(struct store *s);
  * n == 0 is a no-op returning 0.
  *
  * Errors: -EINVAL (bad record: NULL worker, version or runtime, a string
- * too long, a thread that is not printable ASCII, type not 1 or 2,
- * len > STORE_RAW_MAX, pprof NULL with len > 0), -EROFS
+ * too long, a thread that is not printable ASCII, a container longer than
+ * STORE_CONTAINER_MAX or with a byte outside [0-9A-Za-z_.-], type not 1 or
+ * 2, len > STORE_RAW_MAX, pprof NULL with len > 0), -EROFS
  * (read-only handle), -E2BIG (one record's stored size exceeds the budget,
  * or the batch is too large for one transaction), -ENOMEM, ISOPROF_EZSTD,
  * ISOPROF_EMAPFULL (no room even after evicting), -ENOSPC / -EIO (disk;
@@ -297,6 +312,10 @@ struct store_filter {
      * from each record's header, so it narrows what the callback sees, not
      * what the scan reads: combine it with worker for a range seek. */
     const char *thread;
+    /* 0 = any; else only windows of that process id (windows stored
+     * before schema 6, pid 0, match none). Read from the header like
+     * thread. */
+    uint32_t pid;
     uint8_t type;                /* 0 = any */
     uint64_t since_ns, until_ns; /* window start in [since, until); 0 = unbounded */
     uint64_t id;                 /* nonzero: only that window (the other fields still apply) */

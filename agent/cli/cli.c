@@ -34,6 +34,8 @@
 #define EXIT_NOMATCH 1
 #define EXIT_USAGE 2
 #define CLI_MAX_MERGE 100000
+/* --pid: Linux's largest pid (PID_MAX_LIMIT on 64-bit). */
+#define CLI_PID_MAX 4194304u
 /* store check: the longest its child may take (reading every page and
  * inflating every window). */
 #define CLI_CHECK_TIMEOUT_MS (30ull * 60 * 1000)
@@ -64,7 +66,8 @@ enum {
     ARG_ANOMALY_ID = 32,
     ARG_KIND = 64,
     ARG_FORMAT = 128,
-    ARG_FLAME = 256
+    ARG_FLAME = 256,
+    ARG_PID = 512
 };
 
 __attribute__((format(printf, 1, 2))) static int die(const char *fmt, ...)
@@ -110,6 +113,8 @@ static void usage(FILE *f)
         "  --worker W      only worker W          --version V   only version V\n"
         "  --thread T      only thread T: main, or a worker thread's name (its Worker's\n"
         "                  name option, else worker-<threadId>)\n"
+        "  --pid N         only the isolates of process N (1..4194304; windows stored\n"
+        "                  without a pid never match)\n"
         "  --type cpu|heap only that profile type\n"
         "  --since T       windows starting at or after T\n"
         "  --until T       windows starting before T\n"
@@ -117,10 +122,10 @@ static void usage(FILE *f)
         "now (-15m, -2h, -7d).\n"
         "\n"
         "windows    one line per window (an aligned table, or with --json one JSON object per\n"
-        "           line: id, worker, version, thread, isolate, runtime, type, start, end, "
-        "samples,\n"
-        "           bytes, anomaly, pinned, memory, upload); --anomaly [KIND]: only the\n"
-        "           windows anomalies (of that kind) keep as evidence\n"
+        "           line: id, worker, version, thread, pid (0: unknown), container (only when\n"
+        "           known), isolate, runtime, type, start, end, samples, bytes, anomaly,\n"
+        "           pinned, memory, upload); --anomaly [KIND]: only the windows anomalies\n"
+        "           (of that kind) keep as evidence\n"
         "export     one window (--id), the window of --type an anomaly pinned last before its\n"
         "           end (--anomaly ID: for oom_suspected the last profile before the death), or\n"
         "           all matching windows of one type merged, to FILE or stdout. --format:\n"
@@ -399,6 +404,7 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
         {"base-since", required_argument, NULL, 'B'},
         {"base-until", required_argument, NULL, 'E'},
         {"thread", required_argument, NULL, 'T'},
+        {"pid", required_argument, NULL, 'P'},
         {"config", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
@@ -422,6 +428,20 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
         case 'T':
             c->f.thread = c->af.thread = optarg;
             break;
+        case 'P': {
+            if (!(allow & ARG_PID))
+                return die("--pid is not an option of this command");
+            /* Digits only: no sign, space or base prefix that strtoul
+             * would take. */
+            size_t n = strspn(optarg, "0123456789");
+            unsigned long pid =
+                n > 0 && n <= 7 && optarg[n] == '\0' ? strtoul(optarg, NULL, 10) : 0;
+            if (pid == 0 || pid > CLI_PID_MAX)
+                return die("--pid: '%s' is not a process id (a whole number from 1 to %u)", optarg,
+                           CLI_PID_MAX);
+            c->f.pid = (uint32_t)pid;
+            break;
+        }
         case 'a': {
             /* --anomaly KIND / --anomaly=KIND / --anomaly (windows), --anomaly ID (export) */
             const char *arg = optarg;
@@ -600,6 +620,11 @@ static int list_on_window(const struct store_window *w, void *arg)
         json_str(stdout, w->version);
         fputs(",\"thread\":", stdout);
         json_str(stdout, w->thread ? w->thread : "main");
+        printf(",\"pid\":%" PRIu32, w->pid);
+        if (w->container && *w->container) {
+            fputs(",\"container\":", stdout);
+            json_str(stdout, w->container);
+        }
         printf(",\"isolate\":%" PRIu32 ",\"runtime\":", w->isolate);
         json_str(stdout, w->runtime);
         printf(",\"type\":\"%s\",\"start\":\"%s\",\"end\":\"%s\",\"samples\":%" PRIu64
@@ -630,19 +655,22 @@ static int list_on_window(const struct store_window *w, void *arg)
         fputs("}\n", stdout);
     } else {
         if (l->count == 0)
-            printf("%-36s  %-20s %-12s %-12s %-10s %-8s %-4s  %-24s %6s %8s %9s  %s\n", "ID",
-                   "WORKER", "VERSION", "THREAD", "ISOLATE", "RUNTIME", "TYPE", "START", "SECS",
-                   "SAMPLES", "BYTES", "ANOMALY");
+            printf("%-36s  %-20s %-12s %-12s %-7s %-10s %-8s %-4s  %-24s %6s %8s %9s  %s\n", "ID",
+                   "WORKER", "VERSION", "THREAD", "PID", "ISOLATE", "RUNTIME", "TYPE", "START",
+                   "SECS", "SAMPLES", "BYTES", "ANOMALY");
+        char pid[16] = "-";
+        if (w->pid)
+            snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
         /* The anomaly it was taken for, else one that pinned it afterwards. */
         const char *an = w->anomaly ? store_anomaly_name(w->anomaly) : "";
         for (unsigned k = 1; !*an && k <= STORE_ANOMALY_MAX; k++)
             if (w->pinned & (1u << k))
                 an = store_anomaly_name(k);
-        printf("%-36s  %-20.20s %-12.12s %-12.12s %-10" PRIu32 " %-8.8s %-4s  %-24s %6.1f %8" PRIu64
-               " %9" PRIu64 "  %s\n",
-               id, w->worker, w->version, w->thread ? w->thread : "main", w->isolate, w->runtime,
-               type_name(w->type), start, (double)(w->end_ns - w->start_ns) / 1e9, w->samples,
-               w->stored_size, an);
+        printf("%-36s  %-20.20s %-12.12s %-12.12s %-7s %-10" PRIu32
+               " %-8.8s %-4s  %-24s %6.1f %8" PRIu64 " %9" PRIu64 "  %s\n",
+               id, w->worker, w->version, w->thread ? w->thread : "main", pid, w->isolate,
+               w->runtime, type_name(w->type), start, (double)(w->end_ns - w->start_ns) / 1e9,
+               w->samples, w->stored_size, an);
     }
     l->count++;
     return 0;
@@ -651,7 +679,7 @@ static int list_on_window(const struct store_window *w, void *arg)
 static int cmd_windows(int argc, char **argv)
 {
     struct cli c = {0};
-    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_JSON | ARG_PINNED);
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_JSON | ARG_PINNED | ARG_PID);
     if (rc)
         return rc;
     struct store *s;
@@ -1133,7 +1161,7 @@ static int export_text(struct cli *c, const struct pprof_buf *raw)
 static int cmd_export(int argc, char **argv)
 {
     struct cli c = {0};
-    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FORMAT);
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FORMAT | ARG_PID);
     if (rc)
         return rc;
     struct pprof_buf raw = {0}, gz = {0};
@@ -1167,7 +1195,7 @@ static int cmd_export(int argc, char **argv)
 static int cmd_top(int argc, char **argv)
 {
     struct cli c = {.top_n = 20};
-    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_N);
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_N | ARG_PID);
     if (rc)
         return rc;
     struct pprof_buf raw = {0};
@@ -1230,7 +1258,7 @@ static size_t header_pairs(const struct collect_ctx *k, size_t windows, struct f
 static int cmd_flamegraph(int argc, char **argv)
 {
     struct cli c = {.fold = FG_FOLD_DEFAULT};
-    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FLAME);
+    int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FLAME | ARG_PID);
     if (rc)
         return rc;
     if (c.diff && (c.id || c.anomaly_id))

@@ -321,6 +321,14 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
     isoprof_json_str(b, target_runtime(t));
     json_key(b, "endpoint", 0);
     isoprof_json_str(b, t->ep->cfg->inspector);
+    if (t->ep->found)
+        isoprof_buf_puts(b, ",\"found\":true");
+    if (t->ep->pid)
+        json_u64(b, "pid", t->ep->pid, 0);
+    if (t->ep->container[0]) {
+        json_key(b, "container", 0);
+        isoprof_json_str(b, t->ep->container);
+    }
     json_key(b, "state", 0);
     isoprof_json_str(b, target_state_name(t->state));
     json_key(b, "memory", 0);
@@ -391,6 +399,8 @@ char *report_status(struct agent *a, size_t *len)
     json_key(&b, "config", 0);
     isoprof_json_str(&b, c->source);
 
+    json_key(&b, "discovery", 0);
+    procs_status(a, &b);
     json_key(&b, "targets", 0);
     isoprof_buf_putc(&b, '[');
     int first = 1;

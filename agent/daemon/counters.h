@@ -79,6 +79,10 @@ enum agent_drop_reason {
       "Worker threads dropped by the agent (bad messages, a stalled window, a failed attach).")    \
     X(discovery_errors, "discovery_errors", "isoprof_discovery_errors_total", "",                  \
       "Inspector endpoint polls that failed (refused, timed out, bad answer).")                    \
+    X(process_scans, "process_scans", "isoprof_process_scans_total", "",                           \
+      "Scans of /proc for runtime processes (discovery.processes).")                               \
+    X(processes_activated, "processes_activated", "isoprof_processes_activated_total", "",         \
+      "Opted-in Node processes sent SIGUSR1 to open their inspector.")                             \
     X(heap_windows, "heap_windows", "isoprof_heap_windows_total", "",                              \
       "Heap windows received (HeapProfiler.getSamplingProfile).")                                  \
     X(heap_restarts, "heap_restarts", "isoprof_heap_sampler_restarts_total", "",                   \

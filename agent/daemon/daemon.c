@@ -34,6 +34,7 @@ static void agent_close_all(struct agent *a)
         return;
     closed = 1;
     ondemand_stop(a); /* before the targets go: their requests are told why */
+    procs_stop(a);
     for (struct target *t = a->targets, *n; t; t = n) {
         n = t->next;
         target_remove(t);
@@ -148,6 +149,7 @@ static void agent_stop(struct agent *a, int signum)
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: storing the open windows");
     log_info("stopping", "signal=%d open_windows=%u", signum, a->wins.slots);
     discover_stop(a);
+    procs_stop(a);
     threads_stop(a);
     uv_timer_start(&a->shutdown_timer, agent_on_deadline, SHUTDOWN_DEADLINE_MS, 0);
     writer_stopping(a->writer);
@@ -225,6 +227,7 @@ static void agent_reload(struct agent *a)
     agent_log_set_level(next->log.level);
     if (discover_reload(a, next) != 0)
         log_error("reload: out of memory adding endpoints", "");
+    procs_reload(a);
     win_reconfigure(&a->wins, next, isoprof_now_mono_ns());
     if (agent_upload_reload(a, old) != 0)
         log_error("reload: the uploader did not restart; windows stay queued", "");
@@ -478,6 +481,9 @@ int agent_run(struct cfg *cfg)
     if (rc != 0)
         goto fail_control;
     rc = discover_start(a);
+    if (rc != 0)
+        goto fail_discover;
+    rc = procs_start(a);
     if (rc != 0)
         goto fail_discover;
     anomaly_start(a);

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "episode.h"
 #include "http.h"
+#include "procscan.h"
 #include "store.h"
 #include "upload.h"
 #include "windows.h"
@@ -58,7 +59,22 @@ struct endpoint {
     size_t last_skipped;   /* unusable /json/list entries at the last poll */
     size_t last_over;      /* usable entries past AGENT_MAX_TARGETS_PER_ENDPOINT, ditto */
     int kept;              /* discover_reload's mark */
-    struct endpoint *next; /* a->endpoints, or a->retired_endpoints */
+    struct endpoint *next; /* a->endpoints, a->retired_endpoints, a->found_endpoints or
+                              a->found_retired */
+    /* The process behind it (procs.c): a found endpoint's always; a
+     * configured one's when a /proc scan matched its port (else 0, ""). */
+    uint32_t pid;
+    char container[PROCSCAN_CONTAINER_LEN + 1];
+    /* An endpoint found on the host (procs.c), not in the config: its
+     * settings are own (cfg points there), it is probed with /json/version
+     * and dropped if that does not answer as an inspector. */
+    int found;
+    int ever_reachable;   /* answered /json/version once */
+    int seen;             /* procs.c's mark */
+    int closed;           /* a retired found endpoint's timer closed */
+    uint64_t start_ticks; /* with pid, the process (procscan.h) */
+    struct cfg_target own;
+    char own_inspector[24], own_host[16];
 };
 
 enum target_state {
@@ -137,6 +153,9 @@ struct agent {
     int upl_last_err;
     struct endpoint *endpoints;         /* polled, in config order */
     struct endpoint *retired_endpoints; /* dropped by a reload; freed at exit */
+    struct endpoint *found_endpoints;   /* found on the host by procs.c */
+    struct endpoint *found_retired;     /* found ones gone; freed once nothing points to them */
+    struct procs *procs;                /* host process discovery (procs.c); NULL when off */
     struct cfg_hold *retired_cfgs;      /* configs replaced by a reload (still referenced) */
     struct cfg *cfg_boot;               /* the config at start: restart-only options */
     uv_signal_t sighup;
@@ -198,6 +217,35 @@ void discover_free(struct agent *a);
  * them other labels), retire the others with their targets, start the new
  * ones. */
 int discover_reload(struct agent *a, const struct cfg *next);
+
+/* An endpoint found on the host (procs.c): 127.0.0.1:port of process p.
+ * Probed with /json/version at once; one that does not answer as an
+ * inspector is dropped and procs_not_inspector() told. NULL: ENOMEM. */
+struct endpoint *discover_found_add(struct agent *a, uint16_t port, const struct procscan_proc *p);
+/* Found endpoint ep goes (its process exited, its listener closed, a
+ * configured target took its port, or discovery was turned off), logged
+ * with why unless NULL: its targets are removed and it is retired, freed
+ * by discover_found_sweep once no target points to it. */
+void discover_found_drop(struct endpoint *ep, const char *why);
+void discover_found_sweep(struct agent *a);
+
+/* procs.c - host process discovery (discovery.processes): every
+ * discovery.interval a thread-pool job scans /proc (procscan.h); the loop
+ * then adds the loopback listeners of matching processes as found
+ * endpoints (each probed once with /json/version), drops those of
+ * processes gone, names the process (pid, container) of configured
+ * endpoints, and, with activate, sends SIGUSR1 to Node processes that
+ * opted in with --inspect-port and have no inspector open. */
+int procs_start(struct agent *a);   /* a->procs set when enabled; -ENOMEM */
+void procs_reload(struct agent *a); /* a->cfg was replaced: start, stop or re-read users */
+void procs_stop(struct agent *a);   /* the agent stops: the timer closes, a scan running is
+                                       let finish (its result dropped), a->procs freed then */
+/* ep, found and probed, did not answer as an inspector: not probed again
+ * for the life of its process. */
+void procs_not_inspector(struct endpoint *ep);
+/* The "discovery" object of GET /status (report.c), appended to b. */
+struct isoprof_buf;
+int procs_status(struct agent *a, struct isoprof_buf *b);
 
 /* target.c */
 /* One entry of /json/list, validated; strings borrowed for the call. */
@@ -312,8 +360,10 @@ void target_win_label(const struct win_iso *w, const char **worker, uint32_t *is
 /* writer.c */
 struct writer_meta {
     const char *worker, *version, *runtime;
-    const char *thread; /* "main", or a worker thread's label */
-    int raw_nested;     /* the raw reply is a worker session's envelope (cdp.h) */
+    const char *thread;    /* "main", or a worker thread's label */
+    uint32_t pid;          /* the isolate's process, 0: unknown (not a Pyroscope label) */
+    const char *container; /* its container id, NULL or "": none */
+    int raw_nested;        /* the raw reply is a worker session's envelope (cdp.h) */
     uint32_t isolate;
     uint8_t type;
     uint32_t flags;

@@ -30,6 +30,9 @@
 #define DISCOVER_BACKOFF_MAX_MS 30000
 #define DISCOVER_MAX_ID 256
 #define DISCOVER_MAX_PATH 512
+/* A found endpoint's settings: the option table's defaults of a target. */
+#define DISCOVER_FOUND_MEMORY_LIMIT (128ull << 20)
+#define DISCOVER_FOUND_THREADS_MAX 64
 
 static void ep_poll(struct endpoint *ep);
 
@@ -48,6 +51,18 @@ static void ep_after(struct endpoint *ep, uint64_t ms)
 
 static void ep_failed(struct endpoint *ep, const char *what, int err, const char *why)
 {
+    if (ep->found && !ep->ever_reachable) {
+        /* A listener of a found process that is not an inspector (the
+         * app's own port, one that is slow to answer). */
+        log_debug("listener is not an inspector", "inspector=%s pid=%u step=%s why=%s",
+                  ep->cfg->inspector, (unsigned)ep->pid, what, why ? why : isoprof_strerror(err));
+        /* It answered, and not as an inspector: never asked again. A
+         * connection that failed or timed out is asked again next scan. */
+        if (err == ISOPROF_EHTTP || err == ISOPROF_EJSON)
+            procs_not_inspector(ep);
+        discover_found_drop(ep, NULL);
+        return;
+    }
     ep->a->n.discovery_errors++;
     ep->failures++;
     if (ep->reachable || ep->failures == 1) {
@@ -117,6 +132,10 @@ static void ep_on_version(int status, long code, const char *body, size_t len, c
         ep_failed(ep, "json/version", -ENOMEM, NULL);
         return;
     }
+    if (ep->found && !ep->ever_reachable)
+        log_info("inspector found on the host", "inspector=%s pid=%u runtime=%s container=%s",
+                 ep->cfg->inspector, (unsigned)ep->pid, rt, ep->container);
+    ep->ever_reachable = 1;
     ep_poll(ep);
 }
 
@@ -552,28 +571,112 @@ void discover_stop(struct agent *a)
 {
     for (struct endpoint *ep = a->endpoints; ep; ep = ep->next)
         ep_stop(ep);
+    for (struct endpoint *ep = a->found_endpoints; ep; ep = ep->next)
+        ep_stop(ep);
+}
+
+static void ep_on_close(uv_handle_t *h)
+{
+    container_of((uv_timer_t *)h, struct endpoint, timer)->closed = 1;
 }
 
 void discover_close(struct agent *a)
 {
-    struct endpoint *lists[2] = {a->endpoints, a->retired_endpoints};
-    for (int i = 0; i < 2; i++)
+    struct endpoint *lists[4] = {a->endpoints, a->retired_endpoints, a->found_endpoints,
+                                 a->found_retired};
+    for (int i = 0; i < 4; i++)
         for (struct endpoint *ep = lists[i]; ep; ep = ep->next)
             if (!uv_is_closing((uv_handle_t *)&ep->timer))
-                uv_close((uv_handle_t *)&ep->timer, NULL);
+                uv_close((uv_handle_t *)&ep->timer, ep_on_close);
+}
+
+static void ep_free(struct endpoint *ep)
+{
+    isoprof_free(ep->runtime);
+    isoprof_free(ep);
 }
 
 void discover_free(struct agent *a)
 {
-    struct endpoint *lists[2] = {a->endpoints, a->retired_endpoints};
-    for (int i = 0; i < 2; i++) {
+    struct endpoint *lists[4] = {a->endpoints, a->retired_endpoints, a->found_endpoints,
+                                 a->found_retired};
+    for (int i = 0; i < 4; i++) {
         for (struct endpoint *ep = lists[i], *n; ep; ep = n) {
             n = ep->next;
-            isoprof_free(ep->runtime);
-            isoprof_free(ep);
+            ep_free(ep);
         }
     }
-    a->endpoints = a->retired_endpoints = NULL;
+    a->endpoints = a->retired_endpoints = a->found_endpoints = a->found_retired = NULL;
+}
+
+/* --- endpoints found on the host (procs.c) --- */
+
+struct endpoint *discover_found_add(struct agent *a, uint16_t port, const struct procscan_proc *p)
+{
+    struct endpoint *ep = isoprof_calloc(1, sizeof(*ep));
+    if (ep == NULL)
+        return NULL;
+    ep->a = a;
+    ep->found = 1;
+    ep->pid = p->pid;
+    ep->start_ticks = p->start_ticks;
+    memcpy(ep->container, p->container, sizeof(ep->container));
+    snprintf(ep->own_host, sizeof(ep->own_host), "127.0.0.1");
+    snprintf(ep->own_inspector, sizeof(ep->own_inspector), "127.0.0.1:%u", (unsigned)port);
+    /* A found process gets what an entry of targets: with only its
+     * inspector would (the option table's defaults). */
+    ep->own.inspector = ep->own_inspector;
+    ep->own.host = ep->own_host;
+    ep->own.port = port;
+    ep->own.memory_limit = DISCOVER_FOUND_MEMORY_LIMIT;
+    ep->own.threads.enabled = 1;
+    ep->own.threads.memory_limit = DISCOVER_FOUND_MEMORY_LIMIT;
+    ep->own.threads.max = DISCOVER_FOUND_THREADS_MAX;
+    ep->cfg = &ep->own;
+    ep->seen = 1;
+    uv_timer_init(a->loop, &ep->timer);
+    uv_timer_start(&ep->timer, ep_on_timer, 0, 0);
+    ep->next = a->found_endpoints;
+    a->found_endpoints = ep;
+    return ep;
+}
+
+void discover_found_drop(struct endpoint *ep, const char *why)
+{
+    struct agent *a = ep->a;
+    if (why)
+        log_info("endpoint gone", "inspector=%s pid=%u why=%s", ep->cfg->inspector,
+                 (unsigned)ep->pid, why);
+    ep_stop(ep);
+    for (struct target *t = a->targets, *tn; t; t = tn) {
+        tn = t->next;
+        if (t->ep == ep && !t->removing)
+            target_remove(t);
+    }
+    for (struct endpoint **pp = &a->found_endpoints; *pp; pp = &(*pp)->next) {
+        if (*pp == ep) {
+            *pp = ep->next;
+            break;
+        }
+    }
+    uv_close((uv_handle_t *)&ep->timer, ep_on_close);
+    ep->next = a->found_retired;
+    a->found_retired = ep;
+}
+
+void discover_found_sweep(struct agent *a)
+{
+    for (struct endpoint **pp = &a->found_retired, *ep; (ep = *pp) != NULL;) {
+        int held = !ep->closed;
+        for (const struct target *t = a->targets; t && !held; t = t->next)
+            held = t->ep == ep;
+        if (held) {
+            pp = &ep->next;
+            continue;
+        }
+        *pp = ep->next;
+        ep_free(ep);
+    }
 }
 
 static int same_label(const char *x, const char *y)

@@ -39,6 +39,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
 
@@ -61,6 +62,8 @@ struct writer_job {
     size_t raw_len;
     int raw_nested; /* raw is a worker session's envelope (cdp_unwrap_worker) */
     char *worker, *version, *runtime, *thread;
+    uint32_t pid;
+    char container[PROCSCAN_CONTAINER_LEN + 1];
     uint32_t isolate;
     uint8_t type;
     uint32_t flags;
@@ -256,6 +259,8 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
     j->runtime = isoprof_strdup(m->runtime);
     j->thread = isoprof_strdup(m->thread ? m->thread : "main");
     j->raw_nested = m->raw_nested;
+    j->pid = m->pid;
+    snprintf(j->container, sizeof(j->container), "%s", m->container ? m->container : "");
     if (!j->worker || !j->version || !j->runtime || !j->thread) {
         job_free(w, j);
         return -ENOMEM;
@@ -452,6 +457,8 @@ static void put_on_work(uv_work_t *req)
         r->w.version = j->version;
         r->w.runtime = j->runtime;
         r->w.thread = j->thread;
+        r->w.pid = j->pid;
+        r->w.container = j->container;
         r->w.start_ns = j->res.start_ns;
         r->w.end_ns = j->res.end_ns;
         r->w.isolate = j->isolate;

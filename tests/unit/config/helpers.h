@@ -111,6 +111,11 @@ static inline int row_same(const struct cfg_option *o, const void *a, const void
         return (ma->n == 0) == (ma->items == NULL) && (mb->n == 0) == (mb->items == NULL) &&
                cfg_map_equal(ma, mb);
     }
+    case CFG_T_STRLIST: {
+        const struct cfg_strlist *la = (const void *)fa, *lb = (const void *)fb;
+        return (la->n == 0) == (la->v == NULL) && (lb->n == 0) == (lb->v == NULL) &&
+               cfg_strlist_equal(la, lb);
+    }
     }
     return 0;
 }

@@ -193,6 +193,10 @@ TEST(table_is_consistent)
         if (o->type == CFG_T_MAP)
             CHECK(o->max > 0 && o->def != NULL && strcmp(o->def, "{}") == 0 &&
                   o->scope == CFG_SCOPE_GLOBAL);
+        /* a list caps each entry's bytes, has a flow-list default, and is a
+         * global option */
+        if (o->type == CFG_T_STRLIST)
+            CHECK(o->max > 0 && o->def != NULL && o->def[0] == '[' && o->scope == CFG_SCOPE_GLOBAL);
         /* a string defaulting to "" must accept a quoted "" */
         if (o->type == CFG_T_STRING && o->def != NULL && o->def[0] == '\0')
             CHECK(o->min == 1);

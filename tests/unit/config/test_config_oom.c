@@ -42,6 +42,23 @@ static const char *invalid_upload_text = "upload:\n"
                                          "  headers: {Host: a, X-B: \"\\n\", X-B: c, X-D: [d]}\n"
                                          "  labels: {env: 'a,b', ok: x}\n";
 
+/* Lists own an array and a string an entry; the defaults' lists are
+ * replaced, left as they are, or emptied. */
+static const char *lists_text = "discovery:\n"
+                                "  processes:\n"
+                                "    enabled: true\n"
+                                "    executables: [node, nodejs, bun]\n"
+                                "    users:\n"
+                                "      - root\n"
+                                "      - '1000'\n";
+
+static const char *invalid_lists_text = "discovery:\n"
+                                        "  processes:\n"
+                                        "    enabled: true\n"
+                                        "    executables: [ok, a/b, '', {x: y}, ok2]\n"
+                                        "    users: [-x, ok, 'a b']\n"
+                                        "    activate: [true]\n";
+
 static const char *invalid_text = "store: {path: '', bogus: 1}\n"
                                   "targets:\n"
                                   "  - {inspector: 'nope', workr: w, threads: {maks: 1}}\n"
@@ -106,6 +123,18 @@ TEST(load_upload)
 TEST(load_upload_invalid)
 {
     walk_buffer(invalid_upload_text, ISOPROF_ECONFIG);
+}
+
+TEST(load_lists)
+{
+    walk_buffer(lists_text, 0);
+    walk_buffer("discovery: {processes: {executables: [], users: ~}}\n", 0);
+}
+
+TEST(load_lists_invalid)
+{
+    walk_buffer(invalid_lists_text, ISOPROF_ECONFIG);
+    walk_buffer("discovery: {processes: {enabled: true, executables: []}}\n", ISOPROF_ECONFIG);
 }
 
 TEST(defaults)
@@ -196,6 +225,8 @@ int main(void)
     RUN(load_empty);
     RUN(load_upload);
     RUN(load_upload_invalid);
+    RUN(load_lists);
+    RUN(load_lists_invalid);
     RUN(defaults);
     RUN(load_file);
     RUN(check_reload);

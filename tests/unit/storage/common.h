@@ -83,31 +83,37 @@ __attribute__((unused)) static int put_one(struct store *s, const char *worker, 
 }
 
 /*
- * The record val (vlen bytes, the current version 3) in an older layout, as
- * an older build wrote it: version 2 (schemas 2 to 4) is version 3 without
- * the thread (its length byte reserved, zero); version 1 (schema 1) is
- * also without the anomaly, dictionary and memory fields (the runtime at
- * 48). Allocated (isoprof_free); *outlen its size. NULL if val is not a
- * version 3 record.
+ * The record val (vlen bytes, the current version 4) in an older layout, as
+ * an older build wrote it: version 3 (schema 5) is version 4 without the
+ * pid and the container (88 fixed bytes, the container's length byte
+ * reserved, zero); version 2 (schemas 2 to 4) is version 3 without the
+ * thread (its length byte reserved, zero); version 1 (schema 1) is also
+ * without the anomaly, dictionary and memory fields (the runtime at 48).
+ * Allocated (isoprof_free); *outlen its size. NULL if val is not a
+ * version 4 record or version is not 1 to 3.
  */
 __attribute__((unused)) static uint8_t *rec_downgrade(const uint8_t *val, size_t vlen, int version,
                                                       size_t *outlen)
 {
-    if (vlen < STORE_REC_FIXED || val[1] != 3)
+    if (vlen < STORE_REC_FIXED || val[1] != 4 || version < 1 || version > 3)
         return NULL;
-    size_t rl = val[3], tl = val[STORE_REC_THREAD_OFF];
-    size_t rest = vlen - STORE_REC_FIXED - rl - tl; /* the frame */
-    size_t fixed = version == 1 ? STORE_REC_FIXED_V1 : STORE_REC_FIXED;
-    uint8_t *out = isoprof_malloc(fixed + rl + rest);
+    size_t rl = val[3], tl = val[STORE_REC_THREAD_OFF], cl = val[STORE_REC_CONTAINER_OFF];
+    size_t rest = vlen - STORE_REC_FIXED - rl - tl - cl; /* the frame */
+    size_t fixed = version == 1 ? STORE_REC_FIXED_V1 : STORE_REC_FIXED_V2;
+    size_t keep_tl = version == 3 ? tl : 0; /* the thread, version 3 only */
+    uint8_t *out = isoprof_malloc(fixed + rl + keep_tl + rest);
     if (out == NULL)
         abort();
     memcpy(out, val, fixed);
     out[1] = (uint8_t)version;
+    if (version >= 2)
+        out[STORE_REC_CONTAINER_OFF] = 0;
     if (version == 2)
         out[STORE_REC_THREAD_OFF] = 0;
     memcpy(out + fixed, val + STORE_REC_FIXED, rl);
-    memcpy(out + fixed + rl, val + STORE_REC_FIXED + rl + tl, rest);
-    *outlen = fixed + rl + rest;
+    memcpy(out + fixed + rl, val + STORE_REC_FIXED + rl, keep_tl);
+    memcpy(out + fixed + rl + keep_tl, val + STORE_REC_FIXED + rl + tl + cl, rest);
+    *outlen = fixed + rl + keep_tl + rest;
     return out;
 }
 
@@ -116,9 +122,10 @@ struct seen {
     size_t n;
     struct {
         uint64_t id, start, raw, stored;
-        uint32_t isolate;
+        uint32_t isolate, pid;
         uint8_t type;
         char worker[64], version[64], runtime[32], thread[STORE_THREAD_MAX + 1];
+        char container[STORE_CONTAINER_MAX + 1];
     } w[4096];
 };
 
@@ -132,11 +139,14 @@ static int seen_on_window(const struct store_window *w, void *arg)
     s->w[s->n].raw = w->raw_size;
     s->w[s->n].stored = w->stored_size;
     s->w[s->n].isolate = w->isolate;
+    s->w[s->n].pid = w->pid;
     s->w[s->n].type = w->type;
     snprintf(s->w[s->n].worker, sizeof(s->w[0].worker), "%s", w->worker);
     snprintf(s->w[s->n].version, sizeof(s->w[0].version), "%s", w->version);
     snprintf(s->w[s->n].runtime, sizeof(s->w[0].runtime), "%s", w->runtime);
     snprintf(s->w[s->n].thread, sizeof(s->w[0].thread), "%s", w->thread ? w->thread : "(null)");
+    snprintf(s->w[s->n].container, sizeof(s->w[0].container), "%s",
+             w->container ? w->container : "(null)");
     s->n++;
     return 0;
 }

@@ -139,8 +139,10 @@ TEST(record_codec)
     CHECK(h.flags == STORE_FLAG_ON_DEMAND && h.interval == 10000000 && h.samples == 1007);
     CHECK_STR(h.runtime, "workerd");
     CHECK_STR(h.thread, "main"); /* no thread given: the main thread's */
-    CHECK(h.version == 3 && val[STORE_REC_THREAD_OFF] == 4);
+    CHECK(h.version == 4 && val[STORE_REC_THREAD_OFF] == 4);
     CHECK(memcmp(val + STORE_REC_FIXED + 7, "main", 4) == 0);
+    CHECK(h.pid == 0 && val[STORE_REC_CONTAINER_OFF] == 0); /* none given */
+    CHECK_STR(h.container, "");
     CHECK(h.anomaly == STORE_ANOMALY_OOM_SUSPECTED && h.mem.min == 1 && h.mem.max == 1ull << 40 &&
           h.mem.last == 3 && h.mem.p999 == 4);
     void *raw = NULL;
@@ -178,17 +180,21 @@ TEST(record_codec)
         val[i] ^= 0x5a;
     }
     /* The same record in the version 1 layout (no anomaly, no memory
-     * figures, no thread) and in version 2 (no thread) still decodes and
-     * inflates; both read as the main thread's. */
-    for (int ver = 1; ver <= 2; ver++) {
+     * figures, no thread), in version 2 (no thread) and in version 3 (no
+     * pid, no container) still decodes and inflates; all read as the main
+     * thread's, of pid 0 and no container. */
+    for (int ver = 1; ver <= 3; ver++) {
         size_t olen = 0;
         uint8_t *old = rec_downgrade(val, vlen, ver, &olen);
         REQUIRE(old != NULL);
-        CHECK_EQ_INT(olen, vlen - 4 - (ver == 1 ? STORE_REC_FIXED - STORE_REC_FIXED_V1 : 0));
+        CHECK_EQ_INT(olen, vlen - (STORE_REC_FIXED - STORE_REC_FIXED_V2) - (ver < 3 ? 4 : 0) -
+                               (ver == 1 ? STORE_REC_FIXED_V2 - STORE_REC_FIXED_V1 : 0));
         REQUIRE(store_record_decode(old, olen, &h) == 0);
         CHECK_EQ_INT(h.version, ver);
         CHECK_STR(h.runtime, "workerd");
         CHECK_STR(h.thread, "main");
+        CHECK(h.pid == 0);
+        CHECK_STR(h.container, "");
         CHECK(h.raw_size == 5000 && h.seq == 77);
         if (ver == 1)
             CHECK(h.anomaly == 0 && h.mem.max == 0);
@@ -198,11 +204,17 @@ TEST(record_codec)
         REQUIRE(store_record_inflate(&h, &raw) == 0);
         CHECK(memcmp(raw, t.payload, 5000) == 0);
         isoprof_free(raw);
-        /* A version 2 record's byte 49 is reserved: it names no thread. */
+        /* A version 2 record's byte 49 is reserved: it names no thread;
+         * byte 50 of versions 2 and 3 names no container. */
         if (ver == 2) {
             old[STORE_REC_THREAD_OFF] = 9;
             CHECK_EQ_INT(store_record_decode(old, olen, &h), 0);
             CHECK_STR(h.thread, "main");
+        }
+        if (ver >= 2) {
+            old[STORE_REC_CONTAINER_OFF] = 9;
+            CHECK_EQ_INT(store_record_decode(old, olen, &h), 0);
+            CHECK_STR(h.container, "");
         }
         /* A version past this build's is not read. */
         old[1] = STORE_REC_VERSION + 1;
@@ -332,6 +344,113 @@ TEST(record_thread)
     ZSTD_freeCCtx(c);
 }
 
+/* The pid and the container (version 4): the pid at its offset, the
+ * container after the thread, bounded, of [0-9A-Za-z_.-] only, possibly
+ * empty; a damaged one is refused by the decoder with a reason. */
+TEST(record_pid_container)
+{
+    ZSTD_CCtx *c = store_zstd_cctx_new();
+    REQUIRE(c != NULL);
+    struct test_rec t;
+    rec_make(&t, "w", "v", T0, 1, STORE_TYPE_CPU, 3000, 9);
+    t.r.w.thread = "pool-1";
+    char longest[STORE_CONTAINER_MAX + 1];
+    static const char alphabet[] =
+        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.-";
+    for (int i = 0; i < STORE_CONTAINER_MAX; i++)
+        longest[i] = alphabet[i % (sizeof(alphabet) - 1)];
+    longest[STORE_CONTAINER_MAX] = '\0';
+    static const char *const containers[] = {"", "3f2a9c0d1e", "my_ctr.v-2", NULL};
+    static const uint32_t pids[] = {1, 4194304, 123456, UINT32_MAX};
+    size_t none_len = 0;
+    for (size_t k = 0; k < ISOPROF_ARRAY_SIZE(containers); k++) {
+        const char *ct = containers[k] ? containers[k] : longest;
+        t.r.w.container = ct;
+        t.r.w.pid = pids[k];
+        uint8_t *val = NULL;
+        size_t vlen = 0;
+        REQUIRE(store_record_build(c, &t.r, 0, &val, &vlen) == 0);
+        store_be64_put(val + STORE_REC_SEQ_OFF, 5);
+        CHECK_EQ_INT(store_be32_get(val + STORE_REC_PID_OFF), pids[k]);
+        CHECK_EQ_INT(val[STORE_REC_CONTAINER_OFF], strlen(ct));
+        struct store_rec_hdr h;
+        REQUIRE(store_record_decode(val, vlen, &h) == 0);
+        CHECK_EQ_INT(h.pid, pids[k]);
+        CHECK_STR(h.container, ct);
+        CHECK_STR(h.thread, "pool-1");
+        CHECK_STR(h.runtime, "node-20.11.0");
+        CHECK(store_record_fault(val, vlen) == NULL);
+        /* The record grows by the container's bytes, nothing else. */
+        if (k == 0)
+            none_len = vlen;
+        CHECK_EQ_INT(vlen, none_len + strlen(ct));
+        void *raw = NULL;
+        REQUIRE(store_record_inflate(&h, &raw) == 0);
+        CHECK(memcmp(raw, t.payload, 3000) == 0);
+        isoprof_free(raw);
+        isoprof_free(val);
+    }
+    /* NULL is none, as "" is. */
+    t.r.w.container = NULL;
+    uint8_t *val = NULL;
+    size_t vlen = 0;
+    REQUIRE(store_record_build(c, &t.r, 0, &val, &vlen) == 0);
+    CHECK_EQ_INT(vlen, none_len);
+    isoprof_free(val);
+
+    /* Damage: a length one past the limit, one reaching past the record; a
+     * byte outside the set (first and last position). */
+    t.r.w.container = "abcdef012345";
+    REQUIRE(store_record_build(c, &t.r, 0, &val, &vlen) == 0);
+    store_be64_put(val + STORE_REC_SEQ_OFF, 5);
+    size_t at = STORE_REC_FIXED + strlen("node-20.11.0") + strlen("pool-1");
+    struct store_rec_hdr h;
+    static const uint8_t lens[] = {STORE_CONTAINER_MAX + 1, 255};
+    for (size_t k = 0; k < sizeof(lens); k++) {
+        val[STORE_REC_CONTAINER_OFF] = lens[k];
+        CHECK_EQ_INT(store_record_decode(val, vlen, &h), ISOPROF_ECORRUPT);
+        const char *why = store_record_fault(val, vlen);
+        CHECK(why != NULL && strstr(why, "container label longer than the record") != NULL);
+    }
+    val[STORE_REC_CONTAINER_OFF] = 12;
+    CHECK_EQ_INT(store_record_decode(val, vlen, &h), 0);
+    static const uint8_t bad[] = {'/', ' ', ':', 0x00, 0x7f, 0xc3, '\n'};
+    for (size_t k = 0; k < sizeof(bad); k++) {
+        for (size_t pos = 0; pos < 12; pos += 11) {
+            uint8_t keep = val[at + pos];
+            val[at + pos] = bad[k];
+            CHECK_EQ_INT(store_record_decode(val, vlen, &h), ISOPROF_ECORRUPT);
+            const char *why = store_record_fault(val, vlen);
+            CHECK(why != NULL && strstr(why, "container label not of") != NULL);
+            val[at + pos] = keep;
+        }
+    }
+    /* A shorter length moves the frame: the frame no longer inflates. */
+    val[STORE_REC_CONTAINER_OFF] = 11;
+    if (store_record_decode(val, vlen, &h) == 0) {
+        void *raw = NULL;
+        CHECK_EQ_INT(store_record_inflate(&h, &raw), ISOPROF_ECORRUPT);
+        isoprof_free(raw);
+    }
+    val[STORE_REC_CONTAINER_OFF] = 12;
+    CHECK_EQ_INT(store_record_decode(val, vlen, &h), 0);
+    CHECK_STR(h.container, "abcdef012345");
+    /* Cut inside the header past version 2's fixed part (the pid): refused
+     * as shorter than a header. */
+    for (size_t cut = STORE_REC_FIXED_V2; cut < STORE_REC_FIXED; cut++) {
+        uint8_t *part = isoprof_malloc(cut);
+        REQUIRE(part != NULL);
+        memcpy(part, val, cut);
+        CHECK_EQ_INT(store_record_decode(part, cut, &h), ISOPROF_ECORRUPT);
+        const char *why = store_record_fault(part, cut);
+        CHECK(why != NULL && strstr(why, "shorter") != NULL);
+        isoprof_free(part);
+    }
+    isoprof_free(val);
+    rec_free(&t);
+    ZSTD_freeCCtx(c);
+}
+
 TEST(empty_payload)
 {
     ZSTD_CCtx *c = store_zstd_cctx_new();
@@ -438,6 +557,7 @@ int main(void)
     RUN(key_limits);
     RUN(record_codec);
     RUN(record_thread);
+    RUN(record_pid_container);
     RUN(empty_payload);
     RUN(ids);
     RUN(ids_real_stores);

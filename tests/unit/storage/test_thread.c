@@ -491,7 +491,8 @@ TEST(schema4_store)
     struct store_stat st = stat_of(s);
     CHECK_EQ_INT(st.schema_version, 4);
     CHECK_EQ_INT(st.windows, 4);
-    CHECK_EQ_INT(st.stored_bytes, before - 4 * 4 - 40); /* "main" x 4, v1's 40 fixed bytes */
+    /* pid and "main" x 4, v1's 40 fixed bytes */
+    CHECK_EQ_INT(st.stored_bytes, before - 4 * (4 + 4) - 40);
     CHECK_EQ_INT(rec_version(s, ids[0]), 1);
     CHECK_EQ_INT(rec_version(s, ids[1]), 2);
     CHECK_STR(threads_of(s, NULL),
@@ -517,7 +518,7 @@ TEST(schema4_store)
     CHECK_EQ_INT(check_clean(s), 0);
     store_close(s);
 
-    /* A writer upgrades it in place: schema 5, old records untouched (and
+    /* A writer upgrades it in place: schema 6, old records untouched (and
      * still "main"), new ones with their thread; the counter stays exact. */
     s = open_outbox(path, 0);
     REQUIRE(s != NULL);
@@ -549,7 +550,7 @@ TEST(schema4_store)
     CHECK_EQ_INT(check_clean(s), 0);
     store_close(s);
 
-    /* Now schema 5 for readers too. */
+    /* Now schema 6 for readers too. */
     s = open_ro(path);
     REQUIRE(s != NULL);
     CHECK_EQ_INT(stat_of(s).schema_version, STORE_SCHEMA_VERSION);
@@ -569,7 +570,7 @@ TEST(other_schemas)
     REQUIRE(s != NULL);
     REQUIRE(put_th(s, "w", "v", T0, 1, STORE_TYPE_CPU, "pool-1", 0, NULL) != 0);
     store_close(s);
-    static const char fmt6[] = "ISOPROF\0\0\0\0\x06";
+    static const char fmt7[] = "ISOPROF\0\0\0\0\x07";
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi meta;
@@ -578,7 +579,7 @@ TEST(other_schemas)
     REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
     REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
     REQUIRE(mdb_dbi_open(txn, "meta", 0, &meta) == 0);
-    MDB_val fk = {6, "format"}, fv = {12, (void *)fmt6};
+    MDB_val fk = {6, "format"}, fv = {12, (void *)fmt7};
     REQUIRE(mdb_put(txn, meta, &fk, &fv, 0) == 0);
     REQUIRE(mdb_txn_commit(txn) == 0);
     mdb_env_close(env);
@@ -586,7 +587,7 @@ TEST(other_schemas)
     char *why = NULL;
     s = NULL;
     CHECK_EQ_INT(store_open(path, &ro, &s, &why), ISOPROF_ESCHEMA);
-    CHECK(why != NULL && strstr(why, "schema version 6, this build reads 5") != NULL);
+    CHECK(why != NULL && strstr(why, "schema version 7, this build reads 6") != NULL);
     isoprof_free(why);
     CHECK_EQ_INT(store_open(path, NULL, &s, NULL), ISOPROF_ESCHEMA);
     CHECK(s == NULL);
@@ -703,8 +704,8 @@ TEST(check_finds_damaged_thread)
     expect_thread_damage(TH_CONTROL, "thread label empty or not printable ASCII");
     expect_thread_damage(TH_NUL, "thread label empty or not printable ASCII");
     expect_thread_damage(TH_LEN_ZERO, "thread label empty or not printable ASCII");
-    expect_thread_damage(TH_LEN_LONG, "runtime or thread label longer than the record");
-    expect_thread_damage(TH_LEN_PAST, "runtime or thread label longer than the record");
+    expect_thread_damage(TH_LEN_LONG, "thread or container label longer than the record");
+    expect_thread_damage(TH_LEN_PAST, "thread or container label longer than the record");
     expect_thread_damage(ANOM_CONTROL, "names no decodable anomaly (thread label");
 }
 
