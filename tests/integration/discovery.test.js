@@ -6,6 +6,8 @@
 //              not a newline or a tab, which Node 20 writes raw into the
 //              JSON of /json/list, so no client can read that list);
 //   open       --inspect=127.0.0.1:0: found as it is, never signalled;
+//   named      --inspect=127.0.0.1:0 and named in targets: the config wins
+//              (its label, no found endpoint), its windows get its pid;
 //   plain      no opt-in, an HTTP server on loopback: probed, not an
 //              inspector, never signalled, no inspector opens;
 //   refused    --inspect-port=0.0.0.0:0: an opt-in on a host that is not
@@ -53,8 +55,9 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   const optin = node('optin', ['--inspect-port=0'], odd);
   const open = node('open', ['--inspect=127.0.0.1:0'], path.join(L.WORKLOADS, 'node-light.js'));
   const plain = node('plain', [], server);
+  const named = node('named', ['--inspect=127.0.0.1:0'], path.join(L.WORKLOADS, 'node-light.js'));
   const refused = node('refused', ['--inspect-port=0.0.0.0:0'], path.join(L.WORKLOADS, 'node-light.js'));
-  await L.waitFor(() => /Debugger listening/.test(open.stderrText) &&
+  await L.waitFor(() => /Debugger listening/.test(open.stderrText) && /Debugger listening/.test(named.stderrText) &&
     /app on \d+/.test(plain.stderrText), 30000, 'the workloads to listen');
 
   // The other executable: an isoprofd with a metrics listener, no targets.
@@ -64,7 +67,8 @@ test('processes found, activated, ignored and followed through /proc', { timeout
     extra: `metrics: {listen: "127.0.0.1:${metricsPort}"}` }), { dir: otherDir });
   await L.waitFor(() => L.portOpen(metricsPort), 30000, 'the other daemon\'s metrics listener');
 
-  const cfg = L.yamlConfig({ store, targets: [], duration: '1s', period: '2s', interval: '1ms', discovery: '500ms' })
+  const namedPort = Number(/Debugger listening on ws:\/\/127\.0\.0\.1:(\d+)\//.exec(named.stderrText)[1]);
+  const cfg = L.yamlConfig({ store, targets: [{ port: namedPort, worker: 'configured' }], duration: '1s', period: '2s', interval: '1ms', discovery: '500ms' })
     .replace('discovery: {interval: 500ms}', 'discovery: {interval: 500ms, processes: {enabled: true, activate: true, executables: [node, isoprofd]}}');
   const d = await L.startDaemon(cfg);
 
@@ -75,7 +79,8 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   await d.waitLog(seen(d, 'inspector found on the host', open.pid), 30000, 'open found');
   await L.waitFor(() => {
     const w = L.windows(store);
-    return w.some((x) => x.pid === optin.pid && x.type === 'cpu') && w.some((x) => x.pid === open.pid && x.type === 'cpu');
+    return w.some((x) => x.pid === optin.pid && x.type === 'cpu') && w.some((x) => x.pid === open.pid && x.type === 'cpu') &&
+      w.some((x) => x.pid === named.pid && x.worker === 'configured');
   }, 60000, 'CPU windows of optin and open with their pids').catch((e) => {
     const w = L.windows(store).map((x) => `${x.pid} ${x.type} ${x.worker}`);
     throw new Error(`${e.message}; optin ${optin.pid}, open ${open.pid}; windows:\n${w.slice(-20).join('\n')}\n${d.story()}`);
@@ -111,20 +116,30 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   await L.waitFor(() => L.windows(store).some((x) => x.pid === optin2.pid), 60000, 'a window of optin2');
 
   // What must never have happened, over the whole run.
-  for (const c of [open, plain, refused]) {
+  for (const c of [open, plain, refused, named]) {
     assert.strictEqual(d.count(seen(d, 'inspector opened with SIGUSR1', c.pid)), 0, `${c.name} was signalled`);
   }
   for (const c of [plain, refused, open, optin2]) assert.strictEqual(c.exitCode, null, `${c.name} exited: ${c.stderrText}`);
   assert.ok(other.alive(), 'the other daemon died');
   assert.doesNotMatch(plain.stderrText, /Debugger listening/);
   assert.doesNotMatch(refused.stderrText, /Debugger listening/);
-  for (const pid of [plain.pid, refused.pid, other.pid]) {
+  assert.ok(L.windows(store).every((x) => x.pid !== named.pid || x.worker === 'configured'), 'named profiled as found');
+  for (const pid of [plain.pid, refused.pid, other.pid, named.pid]) {
     assert.strictEqual(d.count(seen(d, 'inspector found on the host', pid)), 0, `pid ${pid} attached`);
   }
   const st2 = L.status(store);
   assert.ok(st2.targets.every((t) => t.pid !== plain.pid && t.pid !== other.pid), JSON.stringify(st2.targets));
   console.log(`scans from optin's death to optin2 found: ${scans1 - scans0}; scan CPU last ${st2.discovery.last_scan_cpu_us} us, ` +
     `processes matched ${st2.discovery.processes}`);
+
+  // A reload that turns discovery off lets the found endpoints go; the
+  // configured one stays.
+  const from = d.lines.length;
+  fs.writeFileSync(d.config, cfg.replace('processes: {enabled: true, activate: true, executables: [node, isoprofd]}', 'processes: {enabled: false}'));
+  process.kill(d.pid, 'SIGHUP');
+  await d.waitLog((l) => l.msg === 'endpoint gone' && Number(l.pid) === optin2.pid && l.why === 'discovery.processes turned off', 30000, 'found endpoints dropped at the reload', from);
+  assert.ok(L.status(store).targets.every((t) => !t.found), 'a found target outlived the reload');
+  assert.ok(L.status(store).targets.some((t) => t.worker === 'configured'), 'the configured target went');
 
   const r = await L.stopDaemon(d);
   assert.strictEqual(r.code, 0);
