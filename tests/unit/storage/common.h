@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +282,361 @@ __attribute__((unused)) static int reader_finish(struct reader *rd)
     if (got != rd->pid || !WIFEXITED(status))
         return -1;
     return WEXITSTATUS(status);
+}
+
+/*
+ * Put one window of process pid in container ct, thread th (0, NULL, NULL:
+ * as callers that predate the labels), pinned to anomaly pin (0: none),
+ * with one payload for all; its id, 0 on failure (*rc receives store_put's
+ * code if rc is set).
+ */
+__attribute__((unused)) static uint64_t put_labelled(struct store *s, const char *worker,
+                                                     const char *version, uint64_t start,
+                                                     uint32_t isolate, uint8_t type, uint32_t pid,
+                                                     const char *ct, const char *th, uint64_t pin,
+                                                     int *rc)
+{
+    struct test_rec t;
+    rec_make(&t, worker, version, start, isolate, type, 3000, 17);
+    t.r.w.pid = pid;
+    t.r.w.container = ct;
+    t.r.w.thread = th;
+    t.r.pin = pin;
+    int r = store_put(s, &t.r, 1, NULL);
+    if (rc)
+        *rc = r;
+    uint64_t id = r == 0 ? t.r.w.id : 0;
+    rec_free(&t);
+    return id;
+}
+
+/* store_open of an outbox store of budget max_size (0: none); NULL (and a
+ * line on stderr) on failure. */
+__attribute__((unused)) static struct store *open_outbox(const char *path, uint64_t max_size)
+{
+    struct store_options o = {.outbox = 1, .max_size = max_size};
+    return open_with(path, &o);
+}
+
+/* store_open read-only; NULL (and a line on stderr) on failure. */
+__attribute__((unused)) static struct store *open_ro(const char *path)
+{
+    struct store_options o = {.readonly = 1};
+    return open_with(path, &o);
+}
+
+/* The number of windows listed for f; (size_t)-1 if the listing failed. */
+__attribute__((unused)) static size_t count_of(struct store *s, const struct store_filter *f)
+{
+    int rc;
+    struct seen *l = list(s, f, &rc);
+    return rc == 0 ? l->n : (size_t)-1;
+}
+
+/* store_stat of s, a failure CHECKed (and all zero then). */
+__attribute__((unused)) static struct store_stat stat_checked(struct store *s)
+{
+    struct store_stat st;
+    memset(&st, 0, sizeof(st));
+    CHECK_EQ_INT(store_stat(s, &st), 0);
+    return st;
+}
+
+/* The sum of the listed windows' stored_size. */
+__attribute__((unused)) static uint64_t listed_bytes(struct store *s)
+{
+    int rc;
+    struct seen *l = list(s, NULL, &rc);
+    uint64_t n = 0;
+    for (size_t i = 0; i < l->n; i++)
+        n += l->w[i].stored;
+    return n;
+}
+
+/*
+ * Windows as words for comparing with want(): "id:thread" (WORDS_THREAD)
+ * or "id:pid:container" (WORDS_PID_CT), a NULL label as "(null)".
+ */
+enum words { WORDS_THREAD, WORDS_PID_CT };
+#define WORDS_MAX 8192 /* the size of every words buffer */
+
+/* Append the word of one window (id, pid, thread th, container ct) to the
+ * string out of WORDS_MAX bytes, after a space if out is not empty. */
+__attribute__((unused)) static void words_add(char *out, enum words k, uint64_t id, uint32_t pid,
+                                              const char *th, const char *ct)
+{
+    size_t n = strlen(out);
+    const char *sp = n ? " " : "";
+    if (k == WORDS_THREAD)
+        snprintf(out + n, WORDS_MAX - n, "%s%" PRIu64 ":%s", sp, id, th ? th : "(null)");
+    else
+        snprintf(out + n, WORDS_MAX - n, "%s%" PRIu64 ":%" PRIu32 ":%s", sp, id, pid,
+                 ct ? ct : "(null)");
+}
+
+/* The listing of f as words k, in listing order ("error N" if it failed). */
+__attribute__((unused)) static const char *words_of(struct store *s, const struct store_filter *f,
+                                                    enum words k)
+{
+    static char out[WORDS_MAX];
+    int rc;
+    struct seen *l = list(s, f, &rc);
+    out[0] = '\0';
+    if (rc != 0)
+        snprintf(out, sizeof(out), "error %d", rc);
+    for (size_t i = 0; rc == 0 && i < l->n; i++)
+        words_add(out, k, l->w[i].id, l->w[i].pid, l->w[i].thread, l->w[i].container);
+    return out;
+}
+
+struct peek_words_arg {
+    enum words k;
+    char *out;
+};
+
+__attribute__((unused)) static int peek_words_on(const struct store_window *w, uint64_t queued,
+                                                 void *arg)
+{
+    (void)queued;
+    struct peek_words_arg *a = arg;
+    words_add(a->out, a->k, w->id, w->pid, w->thread, w->container);
+    return 0;
+}
+
+/* What store_outbox_peek hands out (up to 100 windows) as words k, in
+ * its order ("error N" if it failed). */
+__attribute__((unused)) static const char *peek_words(struct store *s, enum words k)
+{
+    static char out[WORDS_MAX];
+    struct peek_words_arg a = {k, out};
+    out[0] = '\0';
+    int rc = store_outbox_peek(s, 100, peek_words_on, &a);
+    if (rc != 0)
+        snprintf(out, sizeof(out), "error %d", rc);
+    return out;
+}
+
+/* The expected string, printf-style; also left in want_buf, to compare
+ * again with a later result. */
+__attribute__((unused)) static char want_buf[WORDS_MAX];
+__attribute__((unused, format(printf, 1, 2))) static const char *want(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(want_buf, sizeof(want_buf), fmt, ap);
+    va_end(ap);
+    return want_buf;
+}
+
+/* Each of the n windows ids loads, len bytes long (CHECKed). */
+__attribute__((unused)) static void check_loads(struct store *s, const uint64_t *ids, int n,
+                                                size_t len)
+{
+    for (int i = 0; i < n; i++) {
+        void *out = NULL;
+        size_t got = 0;
+        CHECK_EQ_INT(store_load(s, ids[i], &out, &got), 0);
+        CHECK_EQ_INT(got, len);
+        isoprof_free(out);
+    }
+}
+
+/* The version byte of window id's record, read with the raw API (the
+ * store never rewrites a window's record); -1 if it is not found. */
+__attribute__((unused)) static int rec_version(struct store *s, uint64_t id)
+{
+    MDB_txn *txn;
+    MDB_val kv, dv;
+    struct store_key key;
+    int ver = -1;
+    if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0)
+        return -1;
+    if (store_window_by_seq(s, txn, id, &kv, &key, &dv) == 0 && dv.mv_size > 1)
+        ver = ((const uint8_t *)dv.mv_data)[1];
+    mdb_txn_abort(txn);
+    return ver;
+}
+
+/*
+ * Make the store at path what a build of schema (4 or 5) would have left
+ * after upgrades: every window record in that schema's version (2 for
+ * schema 4, 3 for 5), but the window with id v1_id in version 1 (as one
+ * stored before schema 2) and the one with id v2_id in version 2 (as one
+ * stored before schema 5), 0 for none; for schema 4 every anomaly in
+ * version 1 (no thread), for 5 the anomalies as they are; stored_bytes
+ * down by what the records lost; the schema in meta.
+ */
+__attribute__((unused)) static void make_old_schema(const char *path, int schema, uint64_t v1_id,
+                                                    uint64_t v2_id)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi windows, anomalies = 0, meta;
+    MDB_cursor *c;
+    MDB_val k, v;
+    /* The new values are collected first and put after the walk: a put
+     * of another size under a cursor would move it. */
+    struct {
+        MDB_dbi db;
+        uint8_t key[STORE_TIME_KEY_MAX];
+        size_t klen;
+        uint8_t *val;
+        size_t vlen;
+    } out[16];
+    size_t n = 0;
+    REQUIRE(schema == 4 || schema == 5);
+    REQUIRE(mdb_env_create(&env) == 0);
+    mdb_env_set_maxdbs(env, 16);
+    REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
+    REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
+    REQUIRE(mdb_dbi_open(txn, "windows", 0, &windows) == 0);
+    if (schema == 4)
+        REQUIRE(mdb_dbi_open(txn, "anomalies", 0, &anomalies) == 0);
+    REQUIRE(mdb_dbi_open(txn, "meta", 0, &meta) == 0);
+    uint64_t lost = 0;
+    REQUIRE(mdb_cursor_open(txn, windows, &c) == 0);
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < 16;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
+        uint64_t seq = store_be64_get((const uint8_t *)v.mv_data + STORE_REC_SEQ_OFF);
+        int ver = seq == v1_id ? 1 : seq == v2_id ? 2 : schema == 5 ? 3 : 2;
+        out[n].db = windows;
+        out[n].val = rec_downgrade(v.mv_data, v.mv_size, ver, &out[n].vlen);
+        REQUIRE(out[n].val != NULL && k.mv_size <= sizeof(out[n].key));
+        memcpy(out[n].key, k.mv_data, k.mv_size);
+        out[n].klen = k.mv_size;
+        lost += v.mv_size - out[n].vlen;
+    }
+    mdb_cursor_close(c);
+    if (schema == 4) {
+        REQUIRE(mdb_cursor_open(txn, anomalies, &c) == 0);
+        for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < 16;
+             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
+            /* version 1: the 40 fixed bytes, then the windows */
+            const uint8_t *p = v.mv_data;
+            REQUIRE(v.mv_size > 41 && p[1] == 2 && k.mv_size <= sizeof(out[n].key));
+            size_t tl = p[40];
+            out[n].db = anomalies;
+            out[n].vlen = v.mv_size - 1 - tl;
+            out[n].val = isoprof_malloc(out[n].vlen);
+            REQUIRE(out[n].val != NULL);
+            memcpy(out[n].val, p, 40);
+            memcpy(out[n].val + 40, p + 41 + tl, v.mv_size - 41 - tl);
+            out[n].val[1] = 1;
+            memcpy(out[n].key, k.mv_data, k.mv_size);
+            out[n].klen = k.mv_size;
+        }
+        mdb_cursor_close(c);
+    }
+    for (size_t i = 0; i < n; i++) {
+        MDB_val ok = {out[i].klen, out[i].key}, ov = {out[i].vlen, out[i].val};
+        REQUIRE(mdb_put(txn, out[i].db, &ok, &ov, 0) == 0);
+        isoprof_free(out[i].val);
+    }
+    MDB_val sk = {12, "stored_bytes"}, sv;
+    REQUIRE(mdb_get(txn, meta, &sk, &sv) == 0 && sv.mv_size == 8);
+    uint8_t nb[8];
+    store_be64_put(nb, store_be64_get(sv.mv_data) - lost);
+    MDB_val nv = {8, nb};
+    REQUIRE(mdb_put(txn, meta, &sk, &nv, 0) == 0);
+    uint8_t fmt[12] = "ISOPROF\0\0\0\0";
+    fmt[11] = (uint8_t)schema;
+    MDB_val fk = {6, "format"}, fv = {12, fmt};
+    REQUIRE(mdb_put(txn, meta, &fk, &fv, 0) == 0);
+    REQUIRE(mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+}
+
+/*
+ * A new outbox store at path as the tests of an older schema start it,
+ * then closed and made a store of that schema by make_old_schema (ids[0]
+ * in version 1, ids[1] in version 2): four windows, window i at T0 + i s
+ * of isolate i + 1 (the last a heap window, the others CPU), of process
+ * pid in container ct, of thread th2 for window 2 and NULL for the others,
+ * their ids in ids; an open memory_near_limit anomaly of isolate 4
+ * pinning the heap window, in *a; stored_bytes before the downgrade in
+ * *before. 0, or -1 (CHECKed) if a step failed.
+ */
+__attribute__((unused)) static int make_old_store(const char *path, int schema, uint32_t pid,
+                                                  const char *ct, const char *th2, uint64_t ids[4],
+                                                  struct store_anomaly *a, uint64_t *before)
+{
+    struct store *s = open_outbox(path, 0);
+    CHECK(s != NULL);
+    if (s == NULL)
+        return -1;
+    for (int i = 0; i < 4; i++)
+        ids[i] = put_labelled(s, "w", "v", T0 + (uint64_t)i * SEC, (uint32_t)i + 1,
+                              i == 3 ? STORE_TYPE_HEAP : STORE_TYPE_CPU, pid, ct,
+                              i == 2 ? th2 : NULL, 0, NULL);
+    CHECK(ids[0] && ids[1] && ids[2] && ids[3]);
+    if (!(ids[0] && ids[1] && ids[2] && ids[3]))
+        return -1;
+    *a = (struct store_anomaly){.kind = STORE_ANOMALY_MEMORY_NEAR_LIMIT,
+                                .worker = "w",
+                                .version = "v",
+                                .isolate = 4,
+                                .start_ns = T0 + 3 * SEC,
+                                .end_ns = T0 + 3 * SEC,
+                                .value = 100,
+                                .threshold = 90,
+                                .flags = STORE_ANOMALY_OPEN};
+    int rc = store_anomaly_put(s, a, 1u << STORE_TYPE_HEAP);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0)
+        return -1;
+    *before = stat_checked(s).stored_bytes;
+    store_close(s);
+    make_old_schema(path, schema, ids[0], ids[1]);
+    return 0;
+}
+
+/* Changes a copy of a window's record for rec_rewrite: its bytes, or its
+ * length *len made shorter; how is the caller's own code. */
+typedef void (*rec_edit)(uint8_t *rec, size_t *len, int how);
+
+/* Rewrite window id's record behind the store's back, as edit(rec, &len,
+ * how) changed a copy of it. 0, or -1 if no such window or a step failed. */
+__attribute__((unused)) static int rec_rewrite(struct store *s, uint64_t id, rec_edit edit, int how)
+{
+    MDB_txn *txn;
+    if (mdb_txn_begin(s->env, NULL, 0, &txn) != 0)
+        return -1;
+    MDB_val kv, dv;
+    struct store_key key;
+    int rc = -1;
+    if (store_window_by_seq(s, txn, id, &kv, &key, &dv) == 0) {
+        uint8_t *copy = isoprof_malloc(dv.mv_size);
+        uint8_t wk[STORE_KEY_MAX];
+        if (copy == NULL) {
+            mdb_txn_abort(txn);
+            return -1;
+        }
+        memcpy(copy, dv.mv_data, dv.mv_size);
+        memcpy(wk, kv.mv_data, kv.mv_size);
+        size_t len = dv.mv_size;
+        edit(copy, &len, how);
+        MDB_val k2 = {kv.mv_size, wk}, v2 = {len, copy};
+        rc = mdb_put(txn, s->windows, &k2, &v2, 0);
+        isoprof_free(copy);
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return -1;
+    }
+    return mdb_txn_commit(txn) == 0 ? 0 : -1;
+}
+
+/* store_check on s reports the store corrupt, with needle in its report;
+ * else the report goes to stderr, labelled damage d (a test's own code). */
+__attribute__((unused)) static void check_corrupt(struct store *s, int d, const char *needle)
+{
+    char *why = NULL;
+    CHECK_EQ_INT(store_check(s, &why), ISOPROF_ECORRUPT);
+    if (why == NULL || strstr(why, needle) == NULL) {
+        fprintf(stderr, "damage %d: wanted '%s' in:\n%s", d, needle, why ? why : "(null)\n");
+        CHECK(0);
+    }
+    isoprof_free(why);
 }
 
 #endif

@@ -74,12 +74,6 @@ static struct state state_of(struct store *s, uint64_t id)
     return st;
 }
 
-static struct store *open_outbox(const char *path, uint64_t max_size)
-{
-    struct store_options o = {.max_size = max_size, .outbox = 1};
-    return open_with(path, &o);
-}
-
 /* Put one window: taken for anomaly kind (0: none), pinned to anomaly pin
  * (0: none). Returns its id, 0 on failure. */
 static uint64_t put_w(struct store *s, uint64_t start, uint32_t isolate, uint8_t anomaly,
@@ -689,13 +683,7 @@ static void expect_problem(enum damage d, const char *needle)
     REQUIRE(plain && id);
     REQUIRE(check_clean(s) == 0);
     REQUIRE(damage(s, d, id, plain) == 0);
-    char *why = NULL;
-    CHECK_EQ_INT(store_check(s, &why), ISOPROF_ECORRUPT);
-    if (why == NULL || strstr(why, needle) == NULL) {
-        fprintf(stderr, "damage %d: wanted '%s' in:\n%s", (int)d, needle, why ? why : "(null)\n");
-        CHECK(0);
-    }
-    isoprof_free(why);
+    check_corrupt(s, (int)d, needle);
     /* Peeking skips what it cannot hand out and still works. */
     int rc;
     struct peeked *p = peek(s, 100, &rc);
