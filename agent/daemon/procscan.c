@@ -415,10 +415,10 @@ unsigned procscan_options(const char *cmdline, size_t len, const char *node_opti
     return s.flags;
 }
 
-const char *procscan_node_options(const char *environ, size_t len, size_t *vlen)
+const char *procscan_node_options(const char *env, size_t len, size_t *vlen)
 {
     static const char key[] = "NODE_OPTIONS=";
-    const char *p = environ, *end = environ + len;
+    const char *p = env, *end = env + len;
     while (p < end) {
         const char *e = memchr(p, '\0', (size_t)(end - p));
         if (e == NULL)

@@ -125,7 +125,7 @@ unsigned procscan_options(const char *cmdline, size_t len, const char *node_opti
 
 /* NODE_OPTIONS' value in an environ text (NUL-separated, len bytes), or
  * NULL; *vlen its length. */
-const char *procscan_node_options(const char *environ, size_t len, size_t *vlen);
+const char *procscan_node_options(const char *env, size_t len, size_t *vlen);
 
 /*
  * procscan_container - the container id of a /proc/PID/cgroup text (len
