@@ -127,6 +127,14 @@ struct cfg_target {
         /* 1..1024 (default 64): worker threads attached at once. */
         uint32_t max;
     } threads;
+    /* Source maps: root is prefixed to every path read for this target
+     * (NULL: "/"); source_maps lists directories searched for maps
+     * (absolute, inside root). Both reloadable. */
+    char *root;
+    struct cfg_strlist source_maps;
+    /* Labels sent with every profile of the target (at most 16; checked as
+     * upload.labels are); reloadable, applied to windows taken after. */
+    struct cfg_map labels;
 };
 
 /* A loaded configuration. Every pointer is owned by the struct and freed by
@@ -139,6 +147,8 @@ struct cfg {
         enum cfg_store_on_damage on_damage; /* refuse (default) or move_aside */
         uint64_t pending_max;               /* bytes of windows held while the store fails */
     } store;
+    uint64_t source_maps_cache;    /* bytes of parsed source maps, all targets */
+    uint64_t source_maps_max_file; /* larger map files are refused */
     struct cfg_target *targets; /* ntargets entries; NULL when ntargets is 0 */
     size_t ntargets;
     struct {

@@ -91,6 +91,41 @@ static const char *check_exe_name(const char *s, size_t len, int is_key, const c
 }
 
 /*
+ * root and source_maps: absolute paths (they are read beneath the root,
+ * and a relative path would depend on the daemon's working directory).
+ */
+static const char *check_abs_path(const char *s, size_t len, int is_key, const char *shown,
+                                  char *buf, size_t cap)
+{
+    (void)is_key;
+    if (len > 0 && s[0] == '/' && memchr(s, '\0', len) == NULL)
+        return NULL;
+    snprintf(buf, cap, "'%s' is not an absolute path", shown);
+    return buf;
+}
+
+/*
+ * A target's labels: those of upload.labels, and the bounds the store keeps
+ * them in with each window (storage/store.h): a name of at most 64 bytes, a
+ * value of 1 to 190, so that 16 of them always fit its 4096 bytes.
+ */
+#define TARGET_LABEL_NAME_MAX 64
+#define TARGET_LABEL_VALUE_MAX 190
+static const char *check_target_label(const char *s, size_t len, int is_key, const char *shown,
+                                      char *buf, size_t cap)
+{
+    if (!is_key && len == 0)
+        return "is empty";
+    if (!is_key && len > TARGET_LABEL_VALUE_MAX)
+        return "is longer than 190 bytes";
+    if (is_key && len > TARGET_LABEL_NAME_MAX) {
+        snprintf(buf, cap, "name '%.64s...' is longer than 64 bytes", s);
+        return buf;
+    }
+    return cfg_upload_check_label(s, len, is_key, shown, buf, cap);
+}
+
+/*
  * discovery.processes.users: a numeric uid (0..4294967294; -1 is no uid),
  * or a user name as useradd takes one. Names are resolved by the daemon,
  * not here: a name unknown to this host is not an error in the file.
@@ -263,6 +298,57 @@ const struct cfg_option cfg_options[] = {
      .reloadable = 1,
      .offset = T(threads.max),
      .help = "most worker threads of the target attached at once"},
+    {.name = "root",
+     .type = CFG_T_STRING,
+     .scope = CFG_SCOPE_TARGET,
+     .max = 4095,
+     .reloadable = 1,
+     .offset = T(root),
+     .help = "prefixed to every path read for the target's source maps (a bind mount of its "
+             "container's files, or /proc/PID/root); unset: /",
+     .check = check_abs_path},
+    {.name = "source_maps",
+     .type = CFG_T_STRLIST,
+     .scope = CFG_SCOPE_TARGET,
+     .def = "[]",
+     .max = 4095,
+     .reloadable = 1,
+     .offset = T(source_maps),
+     .help = "directories searched for a script's source map (<script>.map, or a map whose "
+             "'file' names the script) when the script names none and has none beside it",
+     .check = check_abs_path},
+    {.name = "labels",
+     .type = CFG_T_MAP,
+     .scope = CFG_SCOPE_TARGET,
+     .def = "{}",
+     .max = 16,
+     .reloadable = 1,
+     .offset = T(labels),
+     .help = "labels sent with every profile of the target (service_repository, "
+             "service_git_ref, service_root_path: Pyroscope's links to the code); one named "
+             "like an upload.labels entry replaces it for this target; names <= 64 bytes, "
+             "values 1..190 bytes",
+     .check = check_target_label},
+
+    {.name = "source_maps_cache",
+     .type = CFG_T_SIZE,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "32MiB",
+     .min = 1 * MIB,
+     .max = 4096 * MIB,
+     .reloadable = 1,
+     .offset = G(source_maps_cache),
+     .help = "memory for parsed source maps, shared by all targets; the least recently used "
+             "are evicted; a map larger than this alone is not used"},
+    {.name = "source_maps_max_file",
+     .type = CFG_T_SIZE,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "64MiB",
+     .min = 1 * MIB,
+     .max = 1024 * MIB,
+     .reloadable = 1,
+     .offset = G(source_maps_max_file),
+     .help = "source map files larger than this are refused"},
 
     {.name = "discovery.interval",
      .type = CFG_T_DURATION,

@@ -3,10 +3,11 @@
  *
  * One read transaction, six passes:
  *   1. windows: each key and header decodes, whatever its version (1 to
- *      4; the report says why one does not, such as a thread label that
+ *      5; the report says why one does not, such as a thread label that
  *      is not 1 to STORE_THREAD_MAX bytes of printable ASCII, a container
- *      label with a byte outside [0-9A-Za-z_.-], or label lengths that
- *      reach past the record), each zstd frame inflates to its raw size
+ *      label with a byte outside [0-9A-Za-z_.-], a window label without
+ *      its NULs or with a name store_put would refuse, or label lengths
+ *      that reach past the record), each zstd frame inflates to its raw size
  *      with a good checksum (with the dictionary its header names, which
  *      must exist), the time index has the window's entry, and ids[seq]
  *      names this key; sums the stored bytes, finds the highest seq and

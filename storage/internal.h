@@ -2,7 +2,7 @@
  * internal.h - what the files of storage/ share: the handle, the on-disk
  * encodings (window key, record header) and the LMDB helpers.
  *
- * On-disk layout, schema version 6 (all integers big-endian):
+ * On-disk layout, schema version 7 (all integers big-endian):
  *
  *   windows  key   worker \0 version \0 start_ns:u64 isolate:u32 type:u8
  *            value record header (below) + one zstd frame of the pprof
@@ -31,35 +31,52 @@
  *            refs:u64 (records naming the dictionary; never 0: at 0 both
  *            entries go)
  *
- *   record header, version 4 (92 bytes + runtime + thread + container):
- *     0 magic:u8 = 0xA5   1 version:u8 = 4   2 codec:u8 = 1 (zstd)
+ *   record header, version 5 (104 bytes + runtime + thread + container +
+ *   labels):
+ *     0 magic:u8 = 0xA5   1 version:u8 = 5   2 codec:u8 = 1 (zstd)
  *     3 runtime_len:u8 (<= 31)   4 flags:u32   8 end_ns:u64   16 samples:u64
  *     24 interval:u64   32 raw_size:u64   40 seq:u64   48 anomaly:u8
  *     49 thread_len:u8 (1 to STORE_THREAD_MAX)
  *     50 container_len:u8 (0 to STORE_CONTAINER_MAX)   51 reserved (zero)
  *     52 dict_id:u32 (0: none; was reserved before schema 4, so older
  *     records read as 0)   56 mem_min:u64   64 mem_max:u64   72 mem_last:u64
- *     80 mem_p999:u64   88 pid:u32 (0: unknown)   92 runtime bytes
+ *     80 mem_p999:u64   88 pid:u32 (0: unknown)   92 frames_mapped:u32
+ *     96 frames_unmapped:u32   100 labels_len:u16 (0 to
+ *     STORE_WINDOW_LABELS_BYTES)   102 reserved (2 zero bytes)
+ *     104 runtime bytes
  *     then thread_len bytes of thread (printable ASCII, 0x20 to 0x7e)
  *     then container_len bytes of container ([0-9A-Za-z_.-])
+ *     then labels_len bytes of window labels: name \0 value \0 per label,
+ *     in the order store_put was given them (each as store_labels_check
+ *     accepts: at most STORE_WINDOW_LABELS_MAX, names unique)
  *     then the zstd frame
- *   Version 3 records (schema 5 stores) are the first 88 bytes of version
- *   4 (byte 50 reserved, zero; no pid) then the runtime and the thread;
- *   they read as pid 0 and container "". Version 2 records (schema 2 to 4
- *   stores) are version 3 without the thread: byte 49 is reserved (zero)
- *   and the frame follows the runtime; they read as thread "main" too.
+ *   The label bytes sit inside the record so that its size, the budget's
+ *   measure, charges them; their NULs make them C strings in place, so a
+ *   listing hands them out without a copy. The fixed part grew at its end
+ *   (12 bytes, 2 of them reserved so that it stays a multiple of 4)
+ *   rather than into reserved byte 51: every offset of version 4 keeps
+ *   its meaning, and version 4's fixed part is version 5's cut at 92.
+ *   Version 4 records (schema 6 stores) are the first 92 bytes of version
+ *   5 then the runtime, thread and container; they read as no frames
+ *   mapped nor unmapped and no labels. Version 3 records (schema 5
+ *   stores) are the first 88 bytes of version 4 (byte 50 reserved, zero;
+ *   no pid) then the runtime and the thread; they read as pid 0 and
+ *   container "" too. Version 2 records (schema 2 to 4 stores) are
+ *   version 3 without the thread: byte 49 is reserved (zero) and the
+ *   frame follows the runtime; they read as thread "main" too.
  *   Version 1 records (schema 1 stores) are the first 48 bytes of version
  *   2, the runtime at offset 48; they read as anomaly 0 and no memory
  *   figures too. Records are never rewritten to a newer version: a store
- *   holds all four after upgrades.
+ *   holds all five after upgrades.
  *   flags bit STORE_FLAG_QUEUED: the window went into the outbox when it
  *   was stored, so queued + no outbox entry + no rejected entry = uploaded.
  *
  * A window's stored_size is what its entries take: windows key + value
- * (its runtime, thread and container labels byte for byte), by_time key,
- * ids key + value, and for a queued window its outbox entry
- * (STORE_OUTBOX_CHARGE, kept after the ack so that the size depends on the
- * record alone; see store_stored_size()). Rejected entries are not charged.
+ * (its runtime, thread and container labels and its window labels byte
+ * for byte), by_time key, ids key + value, and for a queued window its
+ * outbox entry (STORE_OUTBOX_CHARGE, kept after the ack so that the size
+ * depends on the record alone; see store_stored_size()). Rejected entries
+ * are not charged.
  *
  * A window's dictionary is charged once, not per window: its dicts entry
  * (key + value) and its dict_by_series entry (key + value), see
@@ -68,10 +85,12 @@
  * Schemas 1 and 2 lack the outbox DBs and counters (and 1 the anomaly DBs),
  * 3 the dictionary DBs; 4 has every DB and differs only in writing version
  * 2 records and version 1 anomalies (no thread); 5 differs only in writing
- * version 3 records (no pid, no container). A writable open adds what is
- * missing and sets the version, nothing else changes (old records name
- * dictionary 0 and read as thread "main", pid 0, container ""). A
- * read-only handle reads schema 3 (no dictionaries), 4 and 5 as they are.
+ * version 3 records (no pid, no container); 6 only in writing version 4
+ * records (no source-map figures, no window labels). A writable open adds
+ * what is missing and sets the version, nothing else changes (old records
+ * name dictionary 0 and read as thread "main", pid 0, container "", no
+ * frames mapped or unmapped, no labels). A read-only handle reads schema 3
+ * (no dictionaries), 4, 5 and 6 as they are.
  *
  *   anomalies, anomaly_ids, pins: see anomaly.c.
  *   meta     "next_anomaly" u64  the id store_anomaly_put gives next (absent:
@@ -105,17 +124,23 @@
 #define STORE_META_MAGIC_LEN 8
 
 #define STORE_REC_MAGIC 0xA5u
-#define STORE_REC_VERSION 4u
+#define STORE_REC_VERSION 5u
 #define STORE_CODEC_ZSTD 1u
 #define STORE_REC_FIXED_V1 48u
 #define STORE_REC_FIXED_V2 88u /* versions 2 and 3 */
-#define STORE_REC_FIXED 92u    /* version 4 */
+#define STORE_REC_FIXED_V4 92u /* version 4 */
+#define STORE_REC_FIXED 104u   /* version 5 */
 #define STORE_REC_SEQ_OFF 40u
-#define STORE_REC_THREAD_OFF 49u    /* thread_len, versions 3 and 4 */
-#define STORE_REC_CONTAINER_OFF 50u /* container_len, version 4 */
+#define STORE_REC_THREAD_OFF 49u    /* thread_len, versions 3 to 5 */
+#define STORE_REC_CONTAINER_OFF 50u /* container_len, versions 4 and 5 */
 #define STORE_REC_DICT_OFF 52u
-#define STORE_REC_PID_OFF 88u /* version 4 */
-#define STORE_REC_MAX (STORE_REC_FIXED + STORE_RUNTIME_MAX + STORE_THREAD_MAX + STORE_CONTAINER_MAX)
+#define STORE_REC_PID_OFF 88u      /* versions 4 and 5 */
+#define STORE_REC_MAPPED_OFF 92u   /* frames_mapped, version 5 */
+#define STORE_REC_UNMAPPED_OFF 96u /* frames_unmapped, version 5 */
+#define STORE_REC_LABELS_OFF 100u  /* labels_len:u16, version 5 */
+#define STORE_REC_MAX                                                                              \
+    (STORE_REC_FIXED + STORE_RUNTIME_MAX + STORE_THREAD_MAX + STORE_CONTAINER_MAX +                \
+     STORE_WINDOW_LABELS_BYTES)
 
 #define STORE_OUTBOX_KEY_LEN 9u /* prio + seq */
 #define STORE_OUTBOX_VAL_LEN 8u /* queued_ns */
@@ -230,7 +255,8 @@ struct store_key {
     uint8_t type;
 };
 
-/* A decoded record header; payload points into the record bytes. */
+/* A decoded record header; payload and the labels point into the record
+ * bytes. */
 struct store_rec_hdr {
     uint8_t version, codec;
     uint32_t flags;
@@ -242,6 +268,11 @@ struct store_rec_hdr {
     char thread[STORE_THREAD_MAX + 1];       /* "main" for versions 1 and 2 */
     uint32_t pid;                            /* 0 for versions 1 to 3 */
     char container[STORE_CONTAINER_MAX + 1]; /* "" for versions 1 to 3 */
+    uint32_t frames_mapped, frames_unmapped; /* 0 for versions 1 to 4 */
+    /* The window labels, pointing into the record bytes (their NULs end
+     * them there); none for versions 1 to 4. */
+    struct store_label labels[STORE_WINDOW_LABELS_MAX];
+    size_t nlabels;
     const uint8_t *payload;
     size_t payload_len;
 };
@@ -355,7 +386,8 @@ int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, s
  * flags are r's with STORE_FLAG_QUEUED set if queued, cleared if not; its
  * thread is r's (NULL or "" as "main"), which must pass store_thread_ok,
  * its pid r's and its container r's (NULL as ""), which must pass
- * store_container_ok (store_put checks both first).
+ * store_container_ok, its frame figures r's and its labels r's, which
+ * must pass store_labels_check (store_put checks all three first).
  * With cd (borrowed), the frame is compressed with that dictionary and the
  * header names dict_id. *val is allocated (caller frees).
  * 0, -ENOMEM, ISOPROF_EZSTD. */
@@ -375,8 +407,9 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
 
 /* What one read transaction knows up front: which side DBs hold anything,
  * so that a listing looks a window up only in those that do; and room for
- * the decoded header (the runtime, thread and container labels) and the
- * rejection reason of the window being handed out. */
+ * the decoded header (the runtime, thread and container labels, the
+ * window labels' array) and the rejection reason of the window being
+ * handed out. */
 struct store_view {
     MDB_txn *txn;
     int pins, outbox, rejected;

@@ -73,6 +73,8 @@ static int check_record(const struct store_record *r)
     if (w->container != NULL &&
         !store_container_ok(w->container, strnlen(w->container, STORE_CONTAINER_MAX + 1)))
         return -EINVAL;
+    if (store_labels_check(w->labels, w->nlabels, NULL) != 0)
+        return -EINVAL;
     if (w->type != STORE_TYPE_CPU && w->type != STORE_TYPE_HEAP)
         return -EINVAL;
     if (w->anomaly > STORE_ANOMALY_MAX)

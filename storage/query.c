@@ -15,9 +15,10 @@
  *                  anomalies keep.
  *
  * The window handed to the callback points into the snapshot (key strings
- * are NUL-terminated by their separators), so listing copies nothing but
- * the header's labels (runtime, thread, container) and a rejected window's
- * reason (stored without a NUL). The thread and the pid are not part of
+ * are NUL-terminated by their separators, the window labels by their own
+ * NULs), so listing copies nothing but the header's labels (runtime,
+ * thread, container) and a rejected window's reason (stored without a
+ * NUL). The thread and the pid are not part of
  * the key (the isolate number already tells a process's threads apart),
  * so their filters are applied to each decoded header on whichever path
  * was chosen. Each window is looked up in pins, outbox and rejected only

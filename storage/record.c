@@ -77,6 +77,106 @@ int store_key_decode(const void *key, size_t len, struct store_key *k)
     return 0;
 }
 
+/* The names the uploader sets on every series itself (upl_own_labels in
+ * uploader/upload.c, less the "__" ones, which no window label may take):
+ * a window label named so would make the server refuse the series. */
+static const char *const label_reserved[] = {"service_name", "version", "isolate", "runtime",
+                                             "thread",       "anomaly", "host"};
+
+/* Is s (len bytes) a window label name: 1 to STORE_WINDOW_LABEL_NAME_MAX
+ * bytes of [A-Za-z_][A-Za-z0-9_]*, not "__..." nor a reserved name? The
+ * rules of config/upload.c's cfg_upload_check_label for static labels,
+ * with the store's shorter bound. */
+static int label_name_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > STORE_WINDOW_LABEL_NAME_MAX || (s[0] >= '0' && s[0] <= '9'))
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              c == '_'))
+            return 0;
+    }
+    if (len >= 2 && s[0] == '_' && s[1] == '_')
+        return 0;
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(label_reserved); i++)
+        if (strlen(label_reserved[i]) == len && memcmp(label_reserved[i], s, len) == 0)
+            return 0;
+    return 1;
+}
+
+/* Is s (len bytes, no NUL inside) a window label value: 1 to
+ * STORE_WINDOW_LABEL_VALUE_MAX bytes of valid UTF-8? */
+static int label_value_ok(const char *s, size_t len)
+{
+    return len > 0 && len <= STORE_WINDOW_LABEL_VALUE_MAX &&
+           isoprof_utf8_valid_prefix((const uint8_t *)s, len) == len;
+}
+
+/* Is name (len bytes) among the first n labels of l? */
+static int label_seen(const struct store_label *l, size_t n, const char *name, size_t len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(l[i].name, name, len) == 0 && l[i].name[len] == '\0')
+            return 1;
+    return 0;
+}
+
+int store_labels_check(const struct store_label *labels, size_t n, size_t *bad)
+{
+    size_t dummy, bytes = 0;
+    if (bad == NULL)
+        bad = &dummy;
+    *bad = n;
+    if (n > STORE_WINDOW_LABELS_MAX || (n > 0 && labels == NULL))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        const char *k = labels[i].name, *v = labels[i].value;
+        *bad = i;
+        if (k == NULL || v == NULL)
+            return -EINVAL;
+        size_t kl = strnlen(k, STORE_WINDOW_LABEL_NAME_MAX + 1);
+        size_t vl = strnlen(v, STORE_WINDOW_LABEL_VALUE_MAX + 1);
+        if (!label_name_ok(k, kl) || !label_value_ok(v, vl) || label_seen(labels, i, k, kl))
+            return -EINVAL;
+        bytes += kl + 1 + vl + 1;
+    }
+    *bad = n;
+    return bytes <= STORE_WINDOW_LABELS_BYTES ? 0 : -EINVAL;
+}
+
+/* Decode the window labels p[0..len) (name \0 value \0 each) into h.
+ * *why receives what is wrong on ISOPROF_ECORRUPT. */
+static int labels_decode(const uint8_t *p, size_t len, struct store_rec_hdr *h, const char **why)
+{
+    const uint8_t *end = p + len;
+    h->nlabels = 0;
+    while (p < end) {
+        const uint8_t *kz = memchr(p, 0, (size_t)(end - p));
+        const uint8_t *vz = kz != NULL ? memchr(kz + 1, 0, (size_t)(end - kz - 1)) : NULL;
+        *why = "window label without its name's or value's NUL";
+        if (vz == NULL)
+            return ISOPROF_ECORRUPT;
+        const char *k = (const char *)p, *v = (const char *)kz + 1;
+        size_t kl = (size_t)(kz - p), vl = (size_t)(vz - kz - 1);
+        *why = "more than 16 window labels";
+        if (h->nlabels == STORE_WINDOW_LABELS_MAX)
+            return ISOPROF_ECORRUPT;
+        *why = "window label name not [A-Za-z_][A-Za-z0-9_]* of 1 to 64 bytes, or reserved";
+        if (!label_name_ok(k, kl))
+            return ISOPROF_ECORRUPT;
+        *why = "window label name twice";
+        if (label_seen(h->labels, h->nlabels, k, kl))
+            return ISOPROF_ECORRUPT;
+        *why = "window label value empty, over 2048 bytes or not UTF-8";
+        if (!label_value_ok(v, vl))
+            return ISOPROF_ECORRUPT;
+        h->labels[h->nlabels++] = (struct store_label){k, v};
+        p = vz + 1;
+    }
+    return 0;
+}
+
 /* The decoder. *why receives what is wrong on ISOPROF_ECORRUPT. */
 static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, const char **why)
 {
@@ -87,19 +187,30 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     *why = "bad magic, version or codec";
     if (p[0] != STORE_REC_MAGIC || p[1] < 1 || p[1] > STORE_REC_VERSION || p[2] != STORE_CODEC_ZSTD)
         return ISOPROF_ECORRUPT;
-    size_t fixed = p[1] == 1 ? STORE_REC_FIXED_V1 : p[1] < 4 ? STORE_REC_FIXED_V2 : STORE_REC_FIXED;
+    size_t fixed = p[1] == 1   ? STORE_REC_FIXED_V1
+                   : p[1] < 4  ? STORE_REC_FIXED_V2
+                   : p[1] == 4 ? STORE_REC_FIXED_V4
+                               : STORE_REC_FIXED;
     *why = "shorter than a header";
     if (len < fixed)
         return ISOPROF_ECORRUPT; /* before the label lengths are read from it */
     size_t rl = p[3];
     /* Versions 1 and 2 carry no thread: their windows ran on the main
      * thread, the only one isolates were taken from then. Versions 1 to 3
-     * carry no pid nor container: nobody looked. */
+     * carry no pid nor container: nobody looked. Versions 1 to 4 carry no
+     * source-map figures nor window labels. */
     size_t tl = p[1] >= 3 ? p[STORE_REC_THREAD_OFF] : 0;
     size_t cl = p[1] >= 4 ? p[STORE_REC_CONTAINER_OFF] : 0;
+    size_t ll = p[1] >= 5 ? (size_t)p[STORE_REC_LABELS_OFF] << 8 | p[STORE_REC_LABELS_OFF + 1] : 0;
     *why = "runtime, thread or container label longer than the record";
     if (rl > STORE_RUNTIME_MAX || tl > STORE_THREAD_MAX || cl > STORE_CONTAINER_MAX ||
         len < fixed + rl + tl + cl + 1) /* + at least one frame byte */
+        return ISOPROF_ECORRUPT;
+    *why = "window labels over 4096 bytes";
+    if (ll > STORE_WINDOW_LABELS_BYTES)
+        return ISOPROF_ECORRUPT;
+    *why = "window labels longer than the record";
+    if (len < fixed + rl + tl + cl + ll + 1)
         return ISOPROF_ECORRUPT;
     *why = "NUL in the runtime label";
     if (memchr(p + fixed, 0, rl) != NULL)
@@ -109,6 +220,8 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
         return ISOPROF_ECORRUPT;
     *why = "container label not of [0-9A-Za-z_.-]";
     if (!store_container_ok((const char *)p + fixed + rl + tl, cl))
+        return ISOPROF_ECORRUPT;
+    if (labels_decode(p + fixed + rl + tl + cl, ll, h, why) != 0)
         return ISOPROF_ECORRUPT;
     h->version = p[1];
     h->codec = p[2];
@@ -121,6 +234,7 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     h->anomaly = 0;
     h->dict = 0;
     h->pid = 0;
+    h->frames_mapped = h->frames_unmapped = 0;
     memset(&h->mem, 0, sizeof(h->mem));
     if (fixed >= STORE_REC_FIXED_V2) {
         h->anomaly = p[48];
@@ -133,8 +247,12 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
         h->mem.last = store_be64_get(p + 72);
         h->mem.p999 = store_be64_get(p + 80);
     }
-    if (fixed == STORE_REC_FIXED)
+    if (fixed >= STORE_REC_FIXED_V4)
         h->pid = store_be32_get(p + STORE_REC_PID_OFF);
+    if (fixed == STORE_REC_FIXED) {
+        h->frames_mapped = store_be32_get(p + STORE_REC_MAPPED_OFF);
+        h->frames_unmapped = store_be32_get(p + STORE_REC_UNMAPPED_OFF);
+    }
     *why = "raw size over the limit, or id 0";
     if (h->raw_size > STORE_RAW_MAX || h->seq == 0)
         return ISOPROF_ECORRUPT;
@@ -148,8 +266,8 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     }
     memcpy(h->container, p + fixed + rl + tl, cl);
     h->container[cl] = '\0';
-    h->payload = p + fixed + rl + tl + cl;
-    h->payload_len = len - fixed - rl - tl - cl;
+    h->payload = p + fixed + rl + tl + cl + ll;
+    h->payload_len = len - fixed - rl - tl - cl - ll;
     *why = NULL;
     return 0;
 }
@@ -240,7 +358,10 @@ int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict
     size_t tl = strlen(thread); /* 1 to STORE_THREAD_MAX: store_put checked it */
     const char *container = r->w.container ? r->w.container : "";
     size_t cl = strlen(container); /* 0 to STORE_CONTAINER_MAX: checked too */
-    size_t hl = STORE_REC_FIXED + rl + tl + cl;
+    size_t ll = 0;                 /* at most STORE_WINDOW_LABELS_BYTES: checked too */
+    for (size_t i = 0; i < r->w.nlabels; i++)
+        ll += strlen(r->w.labels[i].name) + 1 + strlen(r->w.labels[i].value) + 1;
+    size_t hl = STORE_REC_FIXED + rl + tl + cl + ll;
     size_t bound = ZSTD_compressBound(r->len);
     uint8_t *buf = isoprof_malloc(hl + bound);
     if (buf == NULL)
@@ -267,9 +388,22 @@ int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict
     store_be64_put(buf + 72, r->w.mem.last);
     store_be64_put(buf + 80, r->w.mem.p999);
     store_be32_put(buf + STORE_REC_PID_OFF, r->w.pid);
+    store_be32_put(buf + STORE_REC_MAPPED_OFF, r->w.frames_mapped);
+    store_be32_put(buf + STORE_REC_UNMAPPED_OFF, r->w.frames_unmapped);
+    buf[STORE_REC_LABELS_OFF] = (uint8_t)(ll >> 8);
+    buf[STORE_REC_LABELS_OFF + 1] = (uint8_t)ll;
+    buf[STORE_REC_LABELS_OFF + 2] = buf[STORE_REC_LABELS_OFF + 3] = 0; /* reserved */
     memcpy(buf + STORE_REC_FIXED, r->w.runtime, rl);
     memcpy(buf + STORE_REC_FIXED + rl, thread, tl);
     memcpy(buf + STORE_REC_FIXED + rl + tl, container, cl);
+    uint8_t *q = buf + STORE_REC_FIXED + rl + tl + cl;
+    for (size_t i = 0; i < r->w.nlabels; i++) {
+        /* name and value with their NULs */
+        size_t kl = strlen(r->w.labels[i].name) + 1, vl = strlen(r->w.labels[i].value) + 1;
+        memcpy(q, r->w.labels[i].name, kl);
+        memcpy(q + kl, r->w.labels[i].value, vl);
+        q += kl + vl;
+    }
     /* An empty pprof is still one (empty) frame, so every record has one. */
     static const uint8_t none[1];
     /* The dictionary is referenced for this frame only; the parameters set
@@ -305,6 +439,10 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
     w->thread = h->thread;
     w->pid = h->pid;
     w->container = h->container;
+    w->frames_mapped = h->frames_mapped;
+    w->frames_unmapped = h->frames_unmapped;
+    w->labels = h->nlabels ? h->labels : NULL;
+    w->nlabels = h->nlabels;
     w->start_ns = k->start_ns;
     w->end_ns = h->end_ns;
     w->isolate = k->isolate;

@@ -254,22 +254,25 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
          * schema 3 the outbox DBs and counters, schema 4 the dictionary
          * DBs and their id counter, schema 5 the thread label in records
          * and anomalies (a new version of each, no new DB), schema 6 the
-         * pid and container in records (a new record version, nothing
-         * else). Older records stay readable as they are (they read as
-         * never queued, without a dictionary, of thread "main", pid 0, no
-         * container), so the upgrade is the new (empty) DBs, the counters
-         * and the version number, in this transaction. dbs_open reads the
-         * new version. */
+         * pid and container in records, schema 7 the source-map figures
+         * and the window labels in records (each a new record version,
+         * nothing else). Older records stay readable as they are (they
+         * read as never queued, without a dictionary, of thread "main",
+         * pid 0, no container, no frames mapped or unmapped, no labels),
+         * so the upgrade is the new (empty) DBs, the counters and the
+         * version number, in this transaction. dbs_open reads the new
+         * version. */
         s->schema = STORE_SCHEMA_VERSION;
         if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
             (rc = format_put(s, txn)) != 0)
             return store_err(rc);
     }
-    /* Schemas 3 to 5 differ from 6 only by what they lack (3: no
+    /* Schemas 3 to 6 differ from 7 only by what they lack (3: no
      * dictionaries; 3 and 4: no record or anomaly with a thread, which this
-     * build reads as "main"; all: no record with a pid or container, read
-     * as 0 and ""), so a reader takes them as they are. */
-    int as_is = s->readonly && s->schema >= 3 && s->schema <= 5;
+     * build reads as "main"; 3 to 5: no record with a pid or container,
+     * read as 0 and ""; all: no record with source-map figures or labels,
+     * read as 0 and none), so a reader takes them as they are. */
+    int as_is = s->readonly && s->schema >= 3 && s->schema <= 6;
     if (s->schema != STORE_SCHEMA_VERSION && !as_is) {
         if (why) {
             isoprof_free(*why);
@@ -478,8 +481,12 @@ int store_stat(struct store *s, struct store_stat *st)
             else
                 st->windows_heap++;
         }
-        if (store_record_decode(d.mv_data, d.mv_size, &h) == 0)
+        if (store_record_decode(d.mv_data, d.mv_size, &h) == 0) {
             st->raw_bytes += h.raw_size;
+            st->frames_mapped += h.frames_mapped;
+            st->frames_unmapped += h.frames_unmapped;
+            st->windows_mapped += h.frames_mapped > 0;
+        }
     }
     if (rc != MDB_NOTFOUND)
         goto out_err;

@@ -4,7 +4,8 @@
  * A store is a directory holding one LMDB environment. Every profile window
  * (one CPU window or one heap snapshot of one isolate) is one record: a small
  * header (end time, samples, flags, interval, runtime, thread, process id,
- * container, sequence id) followed by the zstd-compressed pprof protobuf.
+ * container, source-map figures, the target's labels, sequence id)
+ * followed by the zstd-compressed pprof protobuf.
  * Records are keyed by (worker, version, start_ns, isolate, type) so that
  * the queries people ask ("checkout v42, last Tuesday") are range seeks; a
  * time index serves the listings without a worker and the retention that
@@ -33,7 +34,7 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 6u
+#define STORE_SCHEMA_VERSION 7u
 
 enum store_type { STORE_TYPE_CPU = 1, STORE_TYPE_HEAP = 2 };
 
@@ -94,10 +95,38 @@ struct store_mem {
 /* The container label: 0 to STORE_CONTAINER_MAX bytes of [0-9A-Za-z_.-]
  * (the id the daemon reads from a process's cgroup; "" = none). */
 #define STORE_CONTAINER_MAX 64
+/* A window's labels (struct store_window.labels): the static labels of its
+ * target (service_repository, service_git_ref, ...), which the uploader
+ * sends with its profile. At most STORE_WINDOW_LABELS_MAX of them; a name
+ * is 1 to STORE_WINDOW_LABEL_NAME_MAX bytes of [A-Za-z_][A-Za-z0-9_]*, not
+ * starting with "__" (the server's) and none of the names the uploader
+ * sets itself (service_name, version, host, isolate, runtime, thread,
+ * anomaly), each name once; a value is 1 to STORE_WINDOW_LABEL_VALUE_MAX
+ * bytes of valid UTF-8 (Pyroscope's limit, PUSH_MAX_VALUE); the names and
+ * values with a NUL after each take at most STORE_WINDOW_LABELS_BYTES. */
+#define STORE_WINDOW_LABELS_MAX 16
+#define STORE_WINDOW_LABEL_NAME_MAX 64
+#define STORE_WINDOW_LABEL_VALUE_MAX 2048
+#define STORE_WINDOW_LABELS_BYTES 4096
 /* Largest uncompressed pprof accepted by store_put and inflated on load. */
 #define STORE_RAW_MAX (256u * 1024 * 1024)
 
 struct store;
+
+/* One label of a window: NUL-terminated name and value (see
+ * STORE_WINDOW_LABELS_MAX for the rules). */
+struct store_label {
+    const char *name, *value;
+};
+
+/*
+ * store_labels_check - 0 if labels[0..n) are what store_put accepts as a
+ * window's labels (see STORE_WINDOW_LABELS_MAX), else -EINVAL; *bad
+ * (optional) receives the index of the first offending label, or n when
+ * there are too many or they take too many bytes together. labels may be
+ * NULL when n is 0. Thread: any.
+ */
+int store_labels_check(const struct store_label *labels, size_t n, size_t *bad);
 
 /* What the caller of store_open learnt of the store from store_verify,
  * run on the same path just before (struct store_options.verified). */
@@ -162,6 +191,20 @@ struct store_window {
      * NULL, "" when none, borrowed like worker and version; windows stored
      * before schema 6 read as "". */
     const char *container;
+    /* Distinct frames (pprof Locations) of the window mapped through a
+     * source map, and those that could have been (a script with a source
+     * map URL) but were not. Input and output; windows stored before
+     * schema 7 read as 0 and 0. Local to the store (never uploaded). */
+    uint32_t frames_mapped, frames_unmapped;
+    /* The window's labels (see STORE_WINDOW_LABELS_MAX), which the
+     * uploader sends with its profile. Input to store_put: nlabels of
+     * them, borrowed for the call (labels may be NULL when nlabels is 0).
+     * Output of store_windows and store_outbox_peek: the labels as stored,
+     * in their order, the array and its strings borrowed like worker and
+     * version (labels NULL when nlabels is 0); windows stored before
+     * schema 7 have none. */
+    const struct store_label *labels;
+    size_t nlabels;
     uint64_t start_ns, end_ns; /* wall clock ns */
     uint32_t isolate;
     uint8_t type; /* enum store_type */
@@ -212,18 +255,19 @@ struct store_put_stats {
  *   store_close); untouched on failure.
  * why: if non-NULL, receives on failure an allocated message for a person,
  *   prefixed with the path, e.g. "isoprof-data: schema version 9, this
- *   build reads 6" (STORE_SCHEMA_VERSION); the caller frees it with
+ *   build reads 7" (STORE_SCHEMA_VERSION); the caller frees it with
  *   isoprof_free. Set to NULL on success (and on failure if the message
  *   could not be allocated).
  *
  * A writable open creates the schema in an empty environment and records the
- * budget in it. It upgrades a store of an older schema (1 to 5) in place,
+ * budget in it. It upgrades a store of an older schema (1 to 6) in place,
  * in one transaction, without rewriting any window (old windows read as
- * never queued, without a dictionary, of thread "main", pid 0 and no
- * container). A read-only open reads schema 3, 4 and 5 stores as they are
- * and refuses 1 and 2 (ISOPROF_ESCHEMA; why says that isoprofd upgrades
- * them). Data committed before a crash is always there after reopen (LMDB
- * syncs data and meta on each commit; no unsafe flags are used).
+ * never queued, without a dictionary, of thread "main", pid 0, no
+ * container, no source-map figures and no labels). A read-only open reads
+ * schema 3 to 6 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
+ * why says that isoprofd upgrades them). Data committed before a crash is
+ * always there after reopen (LMDB syncs data and meta on each commit; no
+ * unsafe flags are used).
  *
  * Before LMDB maps data.mdb, its two meta pages are read and checked
  * against the file (magic, format, page size, roots, and the file's size
@@ -293,11 +337,12 @@ void store_close(struct store *s);
  *
  * Errors: -EINVAL (bad record: NULL worker, version or runtime, a string
  * too long, a thread that is not printable ASCII, a container longer than
- * STORE_CONTAINER_MAX or with a byte outside [0-9A-Za-z_.-], type not 1 or
- * 2, len > STORE_RAW_MAX, pprof NULL with len > 0), -EROFS
- * (read-only handle), -E2BIG (one record's stored size exceeds the budget,
- * or the batch is too large for one transaction), -ENOMEM, ISOPROF_EZSTD,
- * ISOPROF_EMAPFULL (no room even after evicting), -ENOSPC / -EIO (disk;
+ * STORE_CONTAINER_MAX or with a byte outside [0-9A-Za-z_.-], labels that
+ * store_labels_check refuses, type not 1 or 2, len > STORE_RAW_MAX, pprof
+ * NULL with len > 0), -EROFS (read-only handle), -E2BIG (one record's
+ * stored size exceeds the budget, or the batch is too large for one
+ * transaction), -ENOMEM, ISOPROF_EZSTD, ISOPROF_EMAPFULL (no room even
+ * after evicting), -ENOSPC / -EIO (disk;
  * nothing of the batch is committed and the store stays consistent),
  * ISOPROF_ECORRUPT (damaged meta).
  * Thread: any, but one at a time per handle (not reentrant).
@@ -525,6 +570,9 @@ struct store_stat {
     uint64_t outbox_evicted;       /* evicted (or replaced) while still pending */
     uint64_t dicts;                /* compression dictionaries (one per worker/version) */
     uint64_t dict_bytes;           /* what they take (keys and values; in stored_bytes) */
+    /* Sums of the windows' frames_mapped and frames_unmapped, and the
+     * windows with at least one mapped frame. */
+    uint64_t frames_mapped, frames_unmapped, windows_mapped;
 };
 
 /*
@@ -537,8 +585,9 @@ int store_stat(struct store *s, struct store_stat *st);
 /*
  * store_check - verify every record and index in one read transaction:
  * keys and headers decode (a header's thread label is 1 to
- * STORE_THREAD_MAX bytes of printable ASCII), each zstd frame inflates to
- * exactly its raw size (and its checksum holds) with the dictionary its
+ * STORE_THREAD_MAX bytes of printable ASCII, its window labels are what
+ * store_labels_check accepts), each zstd frame inflates to exactly its
+ * raw size (and its checksum holds) with the dictionary its
  * header names, every dictionary is intact, named by its (worker, version)
  * and counted exactly by the records naming it, windows <-> by_time <-> ids
  * agree, the anomalies and their pins agree, every outbox and rejected

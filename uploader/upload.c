@@ -40,6 +40,13 @@ static const char *const upl_own_labels[] = {"__name__", "service_name", "versio
                                              "thread",   "anomaly",      "__delta__"};
 #define UPL_LABELS_OWN ISOPROF_ARRAY_SIZE(upl_own_labels)
 #define UPL_REASON_MAX 200
+/* A window's own labels always fit beside the uploader's (the static ones
+ * give way, see item_labels), and the store's values are the server's. */
+_Static_assert(STORE_WINDOW_LABELS_MAX + UPL_LABELS_OWN <= PUSH_MAX_LABELS,
+               "a window's labels and the uploader's own fit in a series");
+_Static_assert(STORE_WINDOW_LABEL_VALUE_MAX <= PUSH_MAX_VALUE &&
+                   STORE_WINDOW_LABEL_NAME_MAX <= PUSH_MAX_NAME,
+               "the store's label bounds are within the server's");
 
 enum upl_state { ST_IDLE, ST_PREPARE, ST_SENDING, ST_STORE, ST_WAIT, ST_BACKOFF };
 
@@ -50,6 +57,10 @@ struct upl_item {
     uint32_t pinned, isolate;
     uint64_t start_ns, end_ns, raw_size, queued_ns;
     char *worker, *version, *runtime, *thread;
+    /* The window's labels: the array and their strings in one allocation
+     * (labels; NULL when there are none). */
+    struct push_label *labels;
+    size_t nlabels;
     int urgent;
 };
 
@@ -172,8 +183,23 @@ static const char *anomaly_label(const struct upl_item *it)
     return NULL;
 }
 
-/* The labels of one window into l (room for UPL_LABELS_OWN + static);
- * isolate is the buffer for its decimal text. Returns the count. */
+/* Has one of l[0..n) this name? */
+static int has_label(const struct push_label *l, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(l[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The labels of one window into l (room for PUSH_MAX_LABELS); isolate is
+ * the buffer for its decimal text. Returns the count: the uploader's own,
+ * then the window's (its target's, which the store keeps clear of the
+ * uploader's names), then the static upload.labels whose name the window
+ * does not have (a target's label overrides the global one). The first
+ * two always fit (at most 9 + STORE_WINDOW_LABELS_MAX); static labels
+ * that would take the series past PUSH_MAX_LABELS are left out, the last
+ * ones first, so that the window is still sent. */
 static size_t item_labels(const struct upl *u, const struct upl_item *it, struct push_label *l,
                           char isolate[16], int with_meta)
 {
@@ -195,8 +221,12 @@ static size_t item_labels(const struct upl *u, const struct upl_item *it, struct
         l[n++] = (struct push_label){"anomaly", an};
     if (with_meta && it->type == STORE_TYPE_HEAP)
         l[n++] = (struct push_label){"__delta__", "false"};
-    for (size_t i = 0; i < u->nlabels; i++)
-        l[n++] = u->labels[i];
+    size_t own = n;
+    for (size_t i = 0; i < it->nlabels; i++)
+        l[n++] = it->labels[i];
+    for (size_t i = 0; i < u->nlabels && n < PUSH_MAX_LABELS; i++)
+        if (!has_label(l + own, it->nlabels, u->labels[i].name))
+            l[n++] = u->labels[i];
     return n;
 }
 
@@ -215,8 +245,33 @@ static void items_free(struct upl_item *it, size_t n)
         isoprof_free(it[i].version);
         isoprof_free(it[i].runtime);
         isoprof_free(it[i].thread);
+        isoprof_free(it[i].labels);
     }
     isoprof_free(it);
+}
+
+/* A copy of the window's labels in it: the array, then the strings. */
+static int item_copy_labels(struct upl_item *it, const struct store_window *w)
+{
+    size_t bytes = w->nlabels * sizeof(*it->labels);
+    for (size_t i = 0; i < w->nlabels; i++)
+        bytes += strlen(w->labels[i].name) + 1 + strlen(w->labels[i].value) + 1;
+    if (w->nlabels == 0)
+        return 0;
+    struct push_label *l = isoprof_malloc(bytes);
+    if (l == NULL)
+        return -ENOMEM;
+    char *p = (char *)(l + w->nlabels);
+    for (size_t i = 0; i < w->nlabels; i++) {
+        size_t kl = strlen(w->labels[i].name) + 1, vl = strlen(w->labels[i].value) + 1;
+        memcpy(p, w->labels[i].name, kl);
+        memcpy(p + kl, w->labels[i].value, vl);
+        l[i] = (struct push_label){p, p + kl};
+        p += kl + vl;
+    }
+    it->labels = l;
+    it->nlabels = w->nlabels;
+    return 0;
 }
 
 static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void *arg)
@@ -239,7 +294,8 @@ static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void
     it->runtime = isoprof_strdup(w->runtime);
     /* The store never hands out a window without a thread. */
     it->thread = isoprof_strdup(w->thread ? w->thread : STORE_THREAD_MAIN);
-    if (it->worker == NULL || it->version == NULL || it->runtime == NULL || it->thread == NULL) {
+    if (it->worker == NULL || it->version == NULL || it->runtime == NULL || it->thread == NULL ||
+        item_copy_labels(it, w) != 0) {
         c->err = -ENOMEM;
         return 1;
     }

@@ -69,7 +69,11 @@ struct upl_options {
     /* Static labels on every profile: at most 21 (PUSH_MAX_LABELS less the
      * uploader's own 9), none named like one of its own: __name__,
      * service_name, version, host, isolate, runtime, thread, anomaly,
-     * __delta__. */
+     * __delta__. A window's own labels (struct store_window.labels, its
+     * target's) go after the uploader's and before these, and override a
+     * static label of the same name; when the window's labels and these
+     * together would pass PUSH_MAX_LABELS, the last static labels are left
+     * out of that window's series. */
     const struct push_label *labels;
     size_t nlabels;
     uint64_t backoff_min_ms, backoff_max_ms; /* 0: UPL_BACKOFF_MIN_MS / MAX_MS */

@@ -123,9 +123,11 @@ static void usage(FILE *f)
         "\n"
         "windows    one line per window (an aligned table, or with --json one JSON object per\n"
         "           line: id, worker, version, thread, pid (0: unknown), container (only when\n"
-        "           known), isolate, runtime, type, start, end, samples, bytes, anomaly,\n"
-        "           pinned, memory, upload); --anomaly [KIND]: only the windows anomalies\n"
-        "           (of that kind) keep as evidence\n"
+        "           known), labels (the target's, only when it has some), isolate, runtime,\n"
+        "           type, start, end, samples, bytes, frames_mapped and frames_unmapped (the\n"
+        "           frames mapped through source maps, and those that could have been but\n"
+        "           were not), anomaly, pinned, memory, upload); --anomaly [KIND]: only the\n"
+        "           windows anomalies (of that kind) keep as evidence\n"
         "export     one window (--id), the window of --type an anomaly pinned last before its\n"
         "           end (--anomaly ID: for oom_suspected the last profile before the death), or\n"
         "           all matching windows of one type merged, to FILE or stdout. --format:\n"
@@ -153,8 +155,8 @@ static void usage(FILE *f)
         "anomalies  one line per anomaly (with --json one object per line: id, kind, worker,\n"
         "           version, thread, isolate, time, end, open, value, threshold, unit, windows);\n"
         "           KIND is memory_near_limit, oom_suspected or latency_p999_spike\n"
-        "store      stat: counts, sizes, schema, upload outbox; check: verify every record\n"
-        "           and index\n"
+        "store      stat: counts, sizes, schema, source maps, upload outbox; check: verify\n"
+        "           every record and index\n"
         "\n"
         "These ask a running isoprofd over its control socket:\n"
         "status     targets (state, memory, last windows, open anomaly), schedule, store,\n"
@@ -625,13 +627,25 @@ static int list_on_window(const struct store_window *w, void *arg)
             fputs(",\"container\":", stdout);
             json_str(stdout, w->container);
         }
+        if (w->nlabels > 0) {
+            fputs(",\"labels\":{", stdout);
+            for (size_t i = 0; i < w->nlabels; i++) {
+                if (i > 0)
+                    fputc(',', stdout);
+                json_str(stdout, w->labels[i].name);
+                fputc(':', stdout);
+                json_str(stdout, w->labels[i].value);
+            }
+            fputc('}', stdout);
+        }
         printf(",\"isolate\":%" PRIu32 ",\"runtime\":", w->isolate);
         json_str(stdout, w->runtime);
         printf(",\"type\":\"%s\",\"start\":\"%s\",\"end\":\"%s\",\"samples\":%" PRIu64
                ",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"interval\":%" PRIu64
-               ",\"on_demand\":%s",
+               ",\"on_demand\":%s,\"frames_mapped\":%" PRIu32 ",\"frames_unmapped\":%" PRIu32,
                type_name(w->type), start, end, w->samples, w->stored_size, w->raw_size, w->interval,
-               (w->flags & STORE_FLAG_ON_DEMAND) ? "true" : "false");
+               (w->flags & STORE_FLAG_ON_DEMAND) ? "true" : "false", w->frames_mapped,
+               w->frames_unmapped);
         if (w->anomaly)
             printf(",\"anomaly\":\"%s\"", store_anomaly_name(w->anomaly));
         else
@@ -1364,6 +1378,9 @@ static int cmd_store(int argc, char **argv)
     printf("evicted         %" PRIu64 "\n", st.evicted_total);
     printf("anomalies       %" PRIu64 " (windows pinned %" PRIu64 ")\n", st.anomalies,
            st.windows_pinned);
+    printf("source maps     %" PRIu64 " frames mapped, %" PRIu64
+           " unmapped (windows with a mapped frame: %" PRIu64 ")\n",
+           st.frames_mapped, st.frames_unmapped, st.windows_mapped);
     if (st.outbox_pending) {
         char age[32];
         format_age(st.outbox_oldest_ns, age, sizeof(age));
@@ -1781,6 +1798,29 @@ static void print_status(yajl_val root)
         printf(" of %s", b);
     }
     putchar('\n');
+    yajl_val sm = jget(root, "source_maps");
+    if (sm != NULL && YAJL_IS_OBJECT(sm)) {
+        uint64_t maps = 0, fm = 0, fu = 0;
+        jnum(sm, "maps", &maps);
+        jnum(sm, "bytes", &v);
+        jnum(sm, "budget", &w);
+        jnum(sm, "frames_mapped", &fm);
+        jnum(sm, "frames_unmapped", &fu);
+        format_bytes(v, a, sizeof(a));
+        format_bytes(w, b, sizeof(b));
+        printf("srcmaps   %" PRIu64 " map%s cached, %s of %s; frames %" PRIu64 " mapped, %" PRIu64
+               " not",
+               maps, maps == 1 ? "" : "s", a, b, fm, fu);
+        yajl_val rf = jget(sm, "refused");
+        int any = 0;
+        for (size_t i = 0; rf && YAJL_IS_OBJECT(rf) && i < rf->u.object.len; i++) {
+            yajl_val n = rf->u.object.values[i];
+            if (YAJL_IS_INTEGER(n) && YAJL_GET_INTEGER(n) > 0)
+                printf("%s%s %lld", any++ ? ", " : "; refused: ", rf->u.object.keys[i],
+                       (long long)YAJL_GET_INTEGER(n));
+        }
+        putchar('\n');
+    }
     yajl_val ob = jget(root, "outbox");
     yajl_val up = jget(root, "upload");
     yajl_val en = jget(up, "enabled");

@@ -307,6 +307,28 @@ static void report_view(struct agent *a, struct report_view *v)
 
 /* --- GET /status --- */
 
+/* "source_maps": the cache of parsed maps and what became of frames. */
+static void status_srcmaps(struct isoprof_buf *b, struct srcmap_cache *c)
+{
+    struct srcmap_stats sm;
+    srcmap_cache_stats(c, &sm);
+    json_key(b, "source_maps", 0);
+    isoprof_buf_putc(b, '{');
+    json_u64(b, "maps", sm.maps, 1);
+    json_u64(b, "bytes", sm.bytes, 0);
+    json_u64(b, "budget", sm.budget, 0);
+    json_u64(b, "loads", sm.loads, 0);
+    json_u64(b, "hits", sm.hits, 0);
+    json_u64(b, "evictions", sm.evictions, 0);
+    json_u64(b, "frames_mapped", sm.mapped, 0);
+    json_u64(b, "frames_unmapped", sm.unmapped, 0);
+    json_key(b, "refused", 0);
+    isoprof_buf_putc(b, '{');
+    for (int r = 1; r < SRCMAP_NREASONS; r++)
+        json_u64(b, srcmap_reason(r), sm.refused[r], r == 1);
+    isoprof_buf_append(b, "}}", 2);
+}
+
 static void status_target(struct isoprof_buf *b, const struct target *t)
 {
     isoprof_buf_putc(b, '{');
@@ -401,6 +423,7 @@ char *report_status(struct agent *a, size_t *len)
 
     json_key(&b, "discovery", 0);
     procs_status(a, &b);
+    status_srcmaps(&b, a->srcmaps);
     json_key(&b, "targets", 0);
     isoprof_buf_putc(&b, '[');
     int first = 1;
@@ -649,6 +672,27 @@ char *report_metrics(struct agent *a, size_t *len)
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "ignored", sc.ignored);
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "unattributed", sc.unattributed);
     prom_u64(&b, "isoprof_statsd_lines_total", "result", "garbage", sc.garbage);
+
+    /* source maps */
+    struct srcmap_stats sm;
+    srcmap_cache_stats(a->srcmaps, &sm);
+    prom_family(&b, "isoprof_source_map_frames_total", "counter",
+                "Frames of scripts on disk, mapped through a source map or not (no map, or no "
+                "mapping at the function's start).");
+    prom_u64(&b, "isoprof_source_map_frames_total", "result", "mapped", sm.mapped);
+    prom_u64(&b, "isoprof_source_map_frames_total", "result", "unmapped", sm.unmapped);
+    prom_family(&b, "isoprof_source_maps_refused_total", "counter",
+                "Source maps not used, by reason; each map file and reason once.");
+    for (int r = 1; r < SRCMAP_NREASONS; r++)
+        prom_u64(&b, "isoprof_source_maps_refused_total", "reason", srcmap_reason(r),
+                 sm.refused[r]);
+    prom_counter(&b, "isoprof_source_maps_loaded_total", "Source maps read and parsed.", sm.loads);
+    prom_counter(&b, "isoprof_source_maps_evicted_total",
+                 "Parsed source maps evicted to keep within source_maps_cache.", sm.evictions);
+    prom_gauge(&b, "isoprof_source_maps_cached", "Parsed source maps held.", sm.maps);
+    prom_gauge(&b, "isoprof_source_maps_cache_bytes", "Bytes the parsed source maps hold.",
+               sm.bytes);
+    prom_gauge(&b, "isoprof_source_maps_cache_budget_bytes", "source_maps_cache.", sm.budget);
 
     /* the store (as of the last refresh) */
     const struct store_stat *st = v.st;

@@ -228,6 +228,7 @@ static void agent_reload(struct agent *a)
     if (discover_reload(a, next) != 0)
         log_error("reload: out of memory adding endpoints", "");
     procs_reload(a);
+    srcmap_cache_limits(a->srcmaps, next->source_maps_cache, next->source_maps_max_file);
     win_reconfigure(&a->wins, next, isoprof_now_mono_ns());
     if (agent_upload_reload(a, old) != 0)
         log_error("reload: the uploader did not restart; windows stay queued", "");
@@ -468,6 +469,9 @@ int agent_run(struct cfg *cfg)
     rc = http_client_init(&loop, &a->http);
     if (rc != 0)
         goto fail_http;
+    rc = srcmap_cache_new(cfg->source_maps_cache, cfg->source_maps_max_file, &a->srcmaps);
+    if (rc != 0)
+        goto fail_srcmaps;
     rc = writer_init(a, &agent_writer_hooks, &a->writer);
     if (rc != 0)
         goto fail_writer;
@@ -516,6 +520,7 @@ int agent_run(struct cfg *cfg)
     /* Every handle is closed; the writer is idle or gave up at the deadline. */
     writer_free(a->writer);
     uv_run(&loop, UV_RUN_DEFAULT);
+    srcmap_cache_free(a->srcmaps);
     log_counters(a);
     anomaly_free(a);
     store_close(a->store);
@@ -538,6 +543,8 @@ fail_report:
 fail_upload:
     writer_free(a->writer);
 fail_writer:
+    srcmap_cache_free(a->srcmaps); /* the writer's jobs are gone once the loop ran */
+fail_srcmaps:
     http_client_close(a->http);
 fail_http:
     store_close(a->store);

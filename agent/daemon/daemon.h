@@ -16,6 +16,7 @@
 #include "episode.h"
 #include "http.h"
 #include "procscan.h"
+#include "resolve.h"
 #include "store.h"
 #include "upload.h"
 #include "windows.h"
@@ -95,6 +96,7 @@ struct target {
     char *version; /* label */
     char *thread;  /* label: "main", the Worker's name, or "worker-<workerId>" */
     uint32_t isolate;
+    uint32_t title_pid; /* a Deno main thread's pid, from its title; 0 unknown */
     /* worker threads (threads.c) */
     struct target *parent;     /* a worker's main thread; NULL for a main thread */
     char *session;             /* a worker's NodeWorker session id */
@@ -145,6 +147,7 @@ struct agent {
     struct store *store;
     struct http_client *http;
     struct writer *writer;
+    struct srcmap_cache *srcmaps; /* parsed source maps, all targets (writer.c reads) */
     struct upl *upl;           /* NULL when upload.url is "" */
     struct upl_stats upl_base; /* totals of uploaders closed (reload, shutdown) */
     int upl_failing;           /* uplink.c: the last request failed */
@@ -363,6 +366,12 @@ struct writer_meta {
     const char *thread;    /* "main", or a worker thread's label */
     uint32_t pid;          /* the isolate's process, 0: unknown (not a Pyroscope label) */
     const char *container; /* its container id, NULL or "": none */
+    /* Where the target's source maps are read: root (NULL: "/") and the
+     * source_maps directories (NULL: none); copied. */
+    const char *root;
+    const struct cfg_strlist *source_maps;
+    uint32_t deno_pid; /* a Deno isolate's process (resolve.h), 0: none */
+    const struct cfg_map *labels; /* the target's labels (NULL: none); copied */
     int raw_nested;        /* the raw reply is a worker session's envelope (cdp.h) */
     uint32_t isolate;
     uint8_t type;

@@ -300,6 +300,20 @@ static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
 {
     struct agent *a = t->a;
     struct od_req *od = tags->od;
+    /* A process found on the host is read through its own root: the files
+     * of a runtime in a container are where it sees them. */
+    char proc_root[40];
+    const char *root = t->ep->cfg ? t->ep->cfg->root : NULL;
+    if (t->ep->found && t->ep->pid != 0 && (root == NULL || root[0] == '\0')) {
+        snprintf(proc_root, sizeof(proc_root), "/proc/%u/root", (unsigned)t->ep->pid);
+        root = proc_root;
+    }
+    /* Deno keeps the JavaScript it runs in its emit cache, found through
+     * the process's environment: its pid, from the host scan or the title. */
+    uint32_t deno_pid = 0;
+    const struct target *main = t->parent ? t->parent : t;
+    if (strcmp(target_runtime(t), "deno") == 0)
+        deno_pid = t->ep->pid ? t->ep->pid : main->title_pid;
     struct writer_meta m = {
         .worker = t->worker,
         .version = t->version,
@@ -307,6 +321,10 @@ static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
         .thread = t->thread,
         .pid = t->ep->pid,
         .container = t->ep->container,
+        .root = root,
+        .source_maps = t->ep->cfg ? &t->ep->cfg->source_maps : NULL,
+        .deno_pid = deno_pid,
+        .labels = t->ep->cfg ? &t->ep->cfg->labels : NULL,
         .raw_nested = nested,
         .isolate = t->isolate,
         .type = type,
@@ -652,6 +670,19 @@ void target_link(struct target *t)
     t->a->targets = t;
 }
 
+/* The pid in a Deno target's title ("deno - main [pid: 4242]"), 0 if
+ * none: the process whose emit cache holds its transpiled modules. */
+static uint32_t title_pid(const char *title)
+{
+    const char *p = title ? strstr(title, "[pid: ") : NULL;
+    if (p == NULL)
+        return 0;
+    uint64_t v = 0;
+    for (p += 6; *p >= '0' && *p <= '9' && v <= UINT32_MAX; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return *p == ']' && v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
+}
+
 static struct target *target_new(struct endpoint *ep, const struct discovered *d)
 {
     char *worker = worker_name(ep, d);
@@ -661,8 +692,10 @@ static struct target *target_new(struct endpoint *ep, const struct discovered *d
         worker && version ? target_alloc(ep->a, ep, d->id, d->path, worker, version, NULL) : NULL;
     isoprof_free(worker);
     isoprof_free(version);
-    if (t != NULL)
+    if (t != NULL) {
+        t->title_pid = title_pid(d->title);
         target_link(t);
+    }
     return t;
 }
 

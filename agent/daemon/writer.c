@@ -64,6 +64,13 @@ struct writer_job {
     char *worker, *version, *runtime, *thread;
     uint32_t pid;
     char container[PROCSCAN_CONTAINER_LEN + 1];
+    /* where its source maps are read (srcmap_where points into these) */
+    char *root;
+    char **dirs;
+    struct srcmap_where where;
+    struct srcmap_session *sms; /* the conversion's; freed once its events are logged */
+    struct store_label *labels; /* the target's labels, strings owned */
+    size_t nlabels;
     uint32_t isolate;
     uint8_t type;
     uint32_t flags;
@@ -184,6 +191,16 @@ static void job_free(struct writer *w, struct writer_job *j)
     isoprof_free(j->version);
     isoprof_free(j->runtime);
     isoprof_free(j->thread);
+    isoprof_free(j->root);
+    for (size_t i = 0; i < j->nlabels; i++) {
+        isoprof_free((char *)j->labels[i].name);
+        isoprof_free((char *)j->labels[i].value);
+    }
+    isoprof_free(j->labels);
+    for (size_t i = 0; j->dirs && i < j->where.ndirs; i++)
+        isoprof_free(j->dirs[i]);
+    isoprof_free(j->dirs);
+    srcmap_session_free(j->sms);
     isoprof_free(j->why);
     pprof_buf_free(&j->res.pprof);
     isoprof_free(j);
@@ -261,7 +278,28 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
     j->raw_nested = m->raw_nested;
     j->pid = m->pid;
     snprintf(j->container, sizeof(j->container), "%s", m->container ? m->container : "");
-    if (!j->worker || !j->version || !j->runtime || !j->thread) {
+    int nomem = 0;
+    if (m->root != NULL && m->root[0] != '\0')
+        nomem |= (j->root = isoprof_strdup(m->root)) == NULL;
+    if (m->source_maps != NULL && m->source_maps->n > 0) {
+        if ((j->dirs = isoprof_calloc(m->source_maps->n, sizeof(char *))) == NULL)
+            nomem = 1;
+        for (size_t i = 0; j->dirs && i < m->source_maps->n; i++, j->where.ndirs++)
+            nomem |= (j->dirs[i] = isoprof_strdup(m->source_maps->v[i])) == NULL;
+    }
+    j->where.root = j->root;
+    j->where.deno_pid = m->deno_pid;
+    if (m->labels != NULL && m->labels->n > 0) {
+        if ((j->labels = isoprof_calloc(m->labels->n, sizeof(*j->labels))) == NULL)
+            nomem = 1;
+        for (size_t i = 0; j->labels && i < m->labels->n; i++, j->nlabels++) {
+            j->labels[i].name = isoprof_strdup(m->labels->items[i].key);
+            j->labels[i].value = isoprof_strdup(m->labels->items[i].value);
+            nomem |= j->labels[i].name == NULL || j->labels[i].value == NULL;
+        }
+    }
+    j->where.dirs = (const char *const *)j->dirs;
+    if (nomem || !j->worker || !j->version || !j->runtime || !j->thread) {
         job_free(w, j);
         return -ENOMEM;
     }
@@ -307,6 +345,21 @@ int writer_episode(struct writer *w, struct episode *e, int op)
 
 /* --- convert stage (thread pool) --- */
 
+/* pprof's mapper over the job's source-map session. */
+static int conv_map(void *arg, const char *url, size_t url_len, int32_t line, int32_t column,
+                    struct pprof_mapped *out)
+{
+    struct srcmap_pos pos;
+    int r = srcmap_session_frame(arg, url, url_len, line, column, &pos);
+    if (r != SRCMAP_FRAME_MAPPED)
+        return r == SRCMAP_FRAME_UNMAPPED ? 0 : -1;
+    out->name = pos.name;
+    out->file = pos.source;
+    out->line = (int64_t)pos.line + 1;
+    out->column = (int64_t)pos.column + 1;
+    return 1;
+}
+
 static void conv_on_work(uv_work_t *req)
 {
     struct writer *w = container_of(req, struct writer, conv_req);
@@ -327,13 +380,20 @@ static void conv_on_work(uv_work_t *req)
         }
         text = inner;
     }
+    /* Without a session (no memory for one) frames stay as V8 named them. */
+    struct pprof_mapper mapper = {conv_map, NULL};
+    if (srcmap_session_new(w->a->srcmaps, &j->where, &j->sms) == 0)
+        mapper.arg = j->sms;
+    const struct pprof_mapper *mp = mapper.arg ? &mapper : NULL;
     if (j->type == STORE_TYPE_HEAP) {
-        struct pprof_heap_opts ho = {.time_ns = j->time_ns, .interval_bytes = j->interval_ns};
+        struct pprof_heap_opts ho = {
+            .time_ns = j->time_ns, .interval_bytes = j->interval_ns, .mapper = mp};
         j->err = pprof_from_heap_json(text, len, &ho, &j->res, &j->why);
     } else {
         struct pprof_cpu_opts o = {
             .wall_minus_mono_ns = j->wall_minus_mono_ns,
             .interval_ns = j->interval_ns,
+            .mapper = mp,
         };
         j->err = pprof_from_cpu_json(text, len, &o, &j->res, &j->why);
     }
@@ -402,6 +462,16 @@ static void conv_on_done(uv_work_t *req, int status)
     w->conv_job = NULL;
     ISOPROF_ASSERT(w->pending_bytes >= j->raw_len);
     w->pending_bytes -= j->raw_len;
+    /* Each map refused is said once (the cache remembers it), here on the
+     * loop where the log lives; then the session lets its maps go. */
+    const struct srcmap_event *ev;
+    size_t nev = j->sms ? srcmap_session_events(j->sms, &ev) : 0;
+    for (size_t i = 0; i < nev; i++)
+        log_warn("source map not used: frames stay as V8 named them",
+                 "reason=%s map=%s script=%s worker=%s why=%s", srcmap_reason(ev[i].reason),
+                 ev[i].path, ev[i].script, j->worker, ev[i].why);
+    srcmap_session_free(j->sms);
+    j->sms = NULL;
     if (j->err != 0) {
         a->n.conversion_errors++;
         log_error("conversion failed", "worker=%s isolate=%u type=%s bytes=%U err=%e why=%s",
@@ -459,6 +529,11 @@ static void put_on_work(uv_work_t *req)
         r->w.thread = j->thread;
         r->w.pid = j->pid;
         r->w.container = j->container;
+        r->w.labels = j->labels;
+        r->w.nlabels = j->nlabels;
+        r->w.frames_mapped = j->res.mapped > UINT32_MAX ? UINT32_MAX : (uint32_t)j->res.mapped;
+        r->w.frames_unmapped =
+            j->res.unmapped > UINT32_MAX ? UINT32_MAX : (uint32_t)j->res.unmapped;
         r->w.start_ns = j->res.start_ns;
         r->w.end_ns = j->res.end_ns;
         r->w.isolate = j->isolate;

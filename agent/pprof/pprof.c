@@ -772,6 +772,8 @@ struct jp {
     char *cdp_msg;
     char tmp[PPROF_MAX_STRING + 4];
     char tmp2[PPROF_MAX_STRING + 4];
+    const struct pprof_mapper *mapper;
+    uint64_t mapped, unmapped; /* new Locations of each kind */
 };
 
 static int jfail(struct jp *p, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -1423,12 +1425,49 @@ static int jp_parse(struct jp *p, const char *json, size_t len)
     return p->err;
 }
 
+/* The frame through the mapper: a Location of the original position, or
+ * 0 when the mapper did not map it. *unmapped: it said it could have. */
+static uint64_t mapped_loc(struct jp *p, const struct vnode *v, bool *unmapped)
+{
+    struct bld *b = p->b;
+    *unmapped = false;
+    if (p->mapper == NULL || v->line < 0 || b->err || b->slen[v->url] == 0)
+        return 0;
+    struct pprof_mapped mo = {0};
+    int r = p->mapper->map(p->mapper->arg, (const char *)b->sb.data + b->soff[v->url],
+                           b->slen[v->url], v->line, v->col, &mo);
+    if (r != 1 || mo.file == NULL) {
+        *unmapped = r == 0;
+        return 0;
+    }
+    uint32_t name = v->name;
+    if (mo.name != NULL && mo.name[0] != '\0')
+        name = b_str(b, p->tmp, utf8_clean((const uint8_t *)mo.name, strlen(mo.name), p->tmp,
+                                           PPROF_MAX_STRING));
+    uint32_t file = b_str(
+        b, p->tmp, utf8_clean((const uint8_t *)mo.file, strlen(mo.file), p->tmp, PPROF_MAX_STRING));
+    int64_t line = mo.line > 0 ? mo.line : 0, col = mo.column > 0 ? mo.column : 0;
+    struct bline l = {b_func(b, name, v->name, file, line), line, col};
+    return b_loc(b, &l, 1);
+}
+
 static uint64_t node_loc(struct jp *p, const struct vnode *v)
 {
+    size_t before = p->b->nloc;
+    bool unmapped;
+    uint64_t id = mapped_loc(p, v, &unmapped);
+    if (id != 0) {
+        if (p->b->nloc > before)
+            p->mapped++;
+        return id;
+    }
     int64_t line = v->line >= 0 ? (int64_t)v->line + 1 : 0;
     int64_t col = v->col >= 0 ? (int64_t)v->col + 1 : 0;
     struct bline l = {b_func(p->b, v->name, 0, v->url, line), line, col};
-    return b_loc(p->b, &l, 1);
+    id = b_loc(p->b, &l, 1);
+    if (unmapped && p->b->nloc > before)
+        p->unmapped++;
+    return id;
 }
 
 /* Feeds the resolved tree to the builder. order: parent before child
@@ -1560,6 +1599,8 @@ static int conv_output(struct bld *b, struct bmeta *m, bool heap, uint64_t sampl
         out->pprof = buf;
         out->samples = samples;
         out->truncated = b->truncated;
+        out->mapped = 0;
+        out->unmapped = 0;
         out->start_ns = start_ns;
         out->end_ns = end_ns;
     }
@@ -1590,9 +1631,15 @@ static int conv_run(const char *json, size_t len, bool heap, size_t max_nodes, c
     if ((p = isoprof_malloc(sizeof(*p))) == NULL)
         return -ENOMEM;
     if ((rc = jp_init(p, &b, heap, max_nodes)) == 0) {
+        p->mapper = heap ? ((const struct pprof_heap_opts *)opts)->mapper
+                         : ((const struct pprof_cpu_opts *)opts)->mapper;
         b.limit = pprof_output_cap(len);
         if ((rc = jp_parse(p, json, len)) == 0)
             rc = body(p, opts, out);
+        if (rc == 0) {
+            out->mapped = p->mapped;
+            out->unmapped = p->unmapped;
+        }
     }
     /* A no-op when the error came from the parse or the checks: jfail
      * keeps the first message. */

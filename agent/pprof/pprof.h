@@ -66,6 +66,29 @@ void pprof_buf_free(struct pprof_buf *b);
  */
 size_t pprof_output_cap(size_t len);
 
+/*
+ * A frame's original position (source maps), asked for by a conversion:
+ * the script url (as V8 wrote it, after JSON unescaping: a file:// URL, a
+ * path or a module name), V8's 0-based line and column of the function's
+ * start (-1: unknown). The callee returns 1 and fills *out when it mapped
+ * the frame, 0 when the frame's script could have been mapped but was not
+ * (counted as unmapped), -1 when there is nothing to map. out->name NULL
+ * keeps V8's name; the strings must stay valid until the conversion
+ * returns. It is called on the conversion's thread, once per profile node
+ * with a url and a known line.
+ */
+struct pprof_mapped {
+    const char *name; /* the original name, or NULL */
+    const char *file; /* the original source file, not NULL */
+    int64_t line;     /* 1-based */
+    int64_t column;   /* 1-based; 0 unknown */
+};
+struct pprof_mapper {
+    int (*map)(void *arg, const char *url, size_t url_len, int32_t line, int32_t column,
+               struct pprof_mapped *out);
+    void *arg;
+};
+
 struct pprof_cpu_opts {
     /* wall clock minus CLOCK_MONOTONIC, ns, sampled by the caller near the
      * stop: V8's times are monotonic µs, pprof's are wall ns. */
@@ -75,12 +98,17 @@ struct pprof_cpu_opts {
     uint64_t interval_ns;
     /* cap on the node count; 0 = PPROF_DEFAULT_MAX_NODES. */
     size_t max_nodes;
+    /* NULL: no mapping. Else each frame goes through it: a mapped frame's
+     * Function has the original name, file and start line, its V8 name as
+     * system_name, and its Line the original line and column. */
+    const struct pprof_mapper *mapper;
 };
 
 struct pprof_heap_opts {
     uint64_t time_ns;        /* wall clock of the snapshot (time_nanos) */
     uint64_t interval_bytes; /* the sampling interval (period) */
     size_t max_nodes;        /* 0 = PPROF_DEFAULT_MAX_NODES */
+    const struct pprof_mapper *mapper; /* as for CPU */
 };
 
 struct pprof_result {
@@ -89,6 +117,8 @@ struct pprof_result {
     uint64_t start_ns;      /* wall clock */
     uint64_t end_ns;        /* wall clock; heap: == start_ns */
     uint64_t truncated;     /* frames folded into a (truncated) frame; 0: no stack was cut */
+    uint64_t mapped;        /* Locations the mapper mapped */
+    uint64_t unmapped;      /* Locations it could not map (it returned 0) */
 };
 
 /*

@@ -7,9 +7,11 @@
  * for anything it does not accept and never read out of bounds; a key it
  * accepts must re-encode to exactly the same bytes, an accepted record's
  * thread label must be a label (1 to STORE_THREAD_MAX bytes of printable
- * ASCII; "main" for versions 1 and 2) and store_record_fault must agree
- * with the decoder, and an inflated payload must have exactly the size
- * the header claims.
+ * ASCII; "main" for versions 1 and 2), its window labels (version 5 only;
+ * none and no frame figures before) must lie inside the input before the
+ * payload and be what store_labels_check accepts, store_record_fault must
+ * agree with the decoder, and an inflated payload must have exactly the
+ * size the header claims.
  */
 #include "store_internal.h"
 
@@ -34,6 +36,24 @@ static void key_round_trip(const uint8_t *key, size_t len)
         __builtin_trap();
 }
 
+/* The window labels of an accepted header: inside the label bytes (which
+ * end where the payload starts), NUL-terminated there, acceptable to
+ * store_put; none (and no frame figures) before version 5. */
+static void labels_ok(const struct store_rec_hdr *h, const uint8_t *data)
+{
+    if (h->version < 5 && (h->nlabels != 0 || h->frames_mapped != 0 || h->frames_unmapped != 0))
+        __builtin_trap();
+    if (h->nlabels > STORE_WINDOW_LABELS_MAX ||
+        store_labels_check(h->labels, h->nlabels, NULL) != 0)
+        __builtin_trap();
+    for (size_t i = 0; i < h->nlabels; i++) {
+        const uint8_t *k = (const uint8_t *)h->labels[i].name;
+        const uint8_t *v = (const uint8_t *)h->labels[i].value;
+        if (k < data + STORE_REC_FIXED || v + strlen((const char *)v) >= h->payload)
+            __builtin_trap();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct store_rec_hdr h;
@@ -46,6 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             strlen(h.runtime) > STORE_RUNTIME_MAX || !store_thread_ok(h.thread, tl) ||
             (h.version < 3 && strcmp(h.thread, STORE_THREAD_MAIN) != 0))
             __builtin_trap();
+        labels_ok(&h, data);
         if (h.raw_size <= (1u << 20)) {
             void *out = NULL;
             int rc = store_record_inflate(&h, &out);

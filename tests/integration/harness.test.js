@@ -326,9 +326,9 @@ test('logfmt parser: quoting and escapes as agent/daemon/log.c writes them', () 
   assert.deepStrictEqual({ ...L.parseLogfmt('==123==ERROR: AddressSanitizer: heap-use-after-free') }, {});
 });
 
-test('setup.sh --print-runtimes names both runtimes (run packaging/setup.sh --runtimes if not)', () => {
+test('setup.sh --print-runtimes names the runtimes and the TypeScript tools (run packaging/setup.sh --runtimes if not)', () => {
   const r = L.runtimes();
-  for (const name of ['workerd', 'deno']) {
+  for (const name of ['workerd', 'deno', 'esbuild']) {
     assert.ok(r[name], `${name} missing: run packaging/setup.sh --runtimes`);
     assert.ok(fs.statSync(r[name]).mode & 0o111, `${r[name]} is executable`);
   }

@@ -254,7 +254,8 @@ function connectWs(url, timeoutMs = 5000) {
 // --- the daemon ---------------------------------------------------------
 
 // The config the tests use: short windows, fast discovery, debug logs.
-// targets: [{port | inspector, worker, version, memory_limit}].
+// targets: [{port | inspector, worker, version, memory_limit, threads, root,
+// source_maps: [DIR], labels: {name: value}}].
 // heap/memoryPoll/anomaly: YAML flow mappings of sampling.heap and
 // anomaly; the latency listener is off unless anomaly names one.
 function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, level = 'debug', maxSize, pendingMax, heap, memoryPoll, anomaly, extra = '' }) {
@@ -265,6 +266,9 @@ function yamlConfig({ store, targets, duration = '2s', period = '3s', interval =
     if (t.version) f.push(`version: ${q(t.version)}`);
     if (t.memory_limit) f.push(`memory_limit: ${t.memory_limit}`);
     if (t.threads) f.push(`threads: ${t.threads}`);
+    if (t.root) f.push(`root: ${q(t.root)}`);
+    if (t.source_maps) f.push(`source_maps: [${t.source_maps.map(q).join(', ')}]`);
+    if (t.labels) f.push(`labels: {${Object.entries(t.labels).map(([k, v]) => `${k}: ${q(v)}`).join(', ')}}`);
     return `  - {${f.join(', ')}}`;
   };
   const cpu = [`duration: ${duration}`, `period: ${period}`, `interval: ${interval}`, `max_concurrent: ${maxConcurrent}`];

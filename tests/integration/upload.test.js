@@ -118,6 +118,54 @@ test('every stored window arrives with its labels and reads in go tool pprof', {
   await srv.close();
 });
 
+// A target's labels (Pyroscope's links to the code) go with every profile
+// of that target, and replace an upload.labels entry of the same name; a
+// target without labels keeps the static ones; a reload changing them
+// applies to the windows taken after it.
+test('a target\'s labels go with its profiles and override upload.labels', { timeout: 90000 }, async () => {
+  const dir = L.tmpdir();
+  const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
+  const a = await L.startNode(LIGHT);
+  const b = await L.startNode(LIGHT);
+  const store = path.join(dir, 'store');
+  const cfgFor = (ref) => L.yamlConfig({
+    store,
+    targets: [
+      { port: a.port, worker: 'checkout', labels: { service_repository: 'https://github.com/acme/checkout', service_git_ref: ref } },
+      { port: b.port, worker: 'cart' },
+    ],
+    extra: uploadYaml(srv, { extra: ['  labels: {region: "eu-1", service_git_ref: "main"}'] }),
+  });
+  const d = await L.startDaemon(cfgFor('v1.0.0'), { dir });
+  await L.waitFor(() => windowsOf(store).filter((w) => w.worker === 'checkout').length >= 1 &&
+    windowsOf(store).filter((w) => w.worker === 'cart').length >= 1, 40000, 'windows of both targets');
+  const reloadAt = Date.now();
+  fs.writeFileSync(d.config, cfgFor('v1.0.1'));
+  d.kill('SIGHUP');
+  await d.waitLog((l) => l.msg === 'config reloaded', 10000, 'the reload');
+  const after = new Date(reloadAt + 200).toISOString();
+  await L.waitFor(() => windowsOf(store).some((w) => w.worker === 'checkout' && w.start > after), 40000, 'a window after the reload');
+  await finish(store, d, [a, b], 20000);
+  const got = byId(srv);
+  let before = 0, later = 0;
+  for (const w of L.windows(store)) {
+    const p = got.get(w.id)[0];
+    assert.strictEqual(p.labels.region, 'eu-1');
+    if (w.worker === 'cart') {
+      assert.strictEqual(p.labels.service_git_ref, 'main', 'a target without labels keeps the static ones');
+      assert.strictEqual(p.labels.service_repository, undefined);
+      assert.strictEqual(w.labels, undefined);
+      continue;
+    }
+    assert.strictEqual(p.labels.service_repository, 'https://github.com/acme/checkout');
+    assert.deepStrictEqual(w.labels, { service_repository: 'https://github.com/acme/checkout', service_git_ref: p.labels.service_git_ref });
+    if (w.start > after) { assert.strictEqual(p.labels.service_git_ref, 'v1.0.1'); later++; }
+    else if (w.end < new Date(reloadAt).toISOString()) { assert.strictEqual(p.labels.service_git_ref, 'v1.0.0'); before++; }
+  }
+  assert.ok(before >= 1 && later >= 1, `windows before (${before}) and after (${later}) the reload`);
+  await srv.close();
+});
+
 // The outage an operator sees: the ingest endpoint refuses connections a
 // while, comes back answering three 503s and two 429s with Retry-After: 1,
 // then 200s. The first answer ends the doubling the refusals built up, each

@@ -379,8 +379,8 @@ TEST(list_defaults_load)
 {
     for (size_t i = 0; i < cfg_noptions; i++) {
         const struct cfg_option *o = &cfg_options[i];
-        if (o->type != CFG_T_STRLIST)
-            continue;
+        if (o->type != CFG_T_STRLIST || o->scope != CFG_SCOPE_GLOBAL)
+            continue; /* a target's lists: test_config_srcmap.c */
         /* "a.b.c": "a:\n  b:\n    c: <def>\n" */
         char text[512], *why;
         size_t len = 0;

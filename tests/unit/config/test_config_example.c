@@ -189,14 +189,12 @@ TEST(table_is_consistent)
             CHECK(!(cfg_options[j].scope == o->scope && strcmp(cfg_options[j].name, o->name) == 0));
         /* an enum names its choices (cfg_defaults fails if the default is not one) */
         CHECK((o->type == CFG_T_ENUM) == (o->choices != NULL));
-        /* a map holds at most max entries, starts empty, and is a global option */
+        /* a map holds at most max entries and starts empty */
         if (o->type == CFG_T_MAP)
-            CHECK(o->max > 0 && o->def != NULL && strcmp(o->def, "{}") == 0 &&
-                  o->scope == CFG_SCOPE_GLOBAL);
-        /* a list caps each entry's bytes, has a flow-list default, and is a
-         * global option */
+            CHECK(o->max > 0 && o->def != NULL && strcmp(o->def, "{}") == 0);
+        /* a list caps each entry's bytes and has a flow-list default */
         if (o->type == CFG_T_STRLIST)
-            CHECK(o->max > 0 && o->def != NULL && o->def[0] == '[' && o->scope == CFG_SCOPE_GLOBAL);
+            CHECK(o->max > 0 && o->def != NULL && o->def[0] == '[');
         /* a string defaulting to "" must accept a quoted "" */
         if (o->type == CFG_T_STRING && o->def != NULL && o->def[0] == '\0')
             CHECK(o->min == 1);

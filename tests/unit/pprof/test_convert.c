@@ -323,6 +323,127 @@ TEST(cpu_rules)
     pprof_buf_free(&r.pprof);
 }
 
+/* A mapper for the tests: the frame of /srv/a.js at line 9 maps to
+ * handleRequest in /src/a.ts at 42:7 (1-based); at line 20 to a position
+ * without a name; /srv/b.js could have a map but has no mapping; anything
+ * else has nothing to map. Counts its calls. */
+struct test_mapper {
+    int calls;
+};
+
+static int test_map(void *arg, const char *url, size_t url_len, int32_t line, int32_t column,
+                    struct pprof_mapped *out)
+{
+    struct test_mapper *m = arg;
+    m->calls++;
+    (void)column;
+    if (url_len == 9 && memcmp(url, "/srv/a.js", 9) == 0 && line == 9) {
+        *out = (struct pprof_mapped){"handleRequest", "/src/a.ts", 42, 7};
+        return 1;
+    }
+    if (url_len == 9 && memcmp(url, "/srv/a.js", 9) == 0 && line == 20) {
+        *out = (struct pprof_mapped){NULL, "/src/a.ts", 50, 0};
+        return 1;
+    }
+    if (url_len == 9 && memcmp(url, "/srv/b.js", 9) == 0)
+        return 0;
+    return -1;
+}
+
+/* A mapped frame: the original name, file, start line and column, V8's name
+ * as system_name; a mapped frame without a name keeps V8's; unmapped and
+ * not-mappable frames stay as V8 gave them; distinct Locations counted. */
+TEST(cpu_mapper)
+{
+    const char *json =
+        "{\"startTime\":1000,\"endTime\":3000,\"samples\":[1,2,3,4,5],"
+        "\"timeDeltas\":[1,1,1,1,1],\"nodes\":["
+        "{\"id\":1,\"callFrame\":" CF("(root)", "", -1, -1) ",\"hitCount\":0,"
+        "\"children\":[2,3,4,5]},"
+        "{\"id\":2,\"callFrame\":" CF("u", "file:///srv/a.js", 9, 120) ",\"hitCount\":2},"
+        "{\"id\":3,\"callFrame\":" CF("x", "/srv/a.js", 20, 3) ",\"hitCount\":1},"
+        "{\"id\":4,\"callFrame\":" CF("b", "/srv/b.js", 1, 1) ",\"hitCount\":1},"
+        "{\"id\":5,\"callFrame\":" CF("inner", "node:internal/x", 2, 7) ",\"hitCount\":1}"
+        "]}";
+    struct test_mapper tm = {0};
+    struct pprof_mapper mapper = {test_map, &tm};
+    struct pprof_cpu_opts o = {.interval_ns = MS, .mapper = &mapper};
+    struct pprof_result r;
+    Profile *p = convert_cpu(json, &o, &r);
+    REQUIRE(p != NULL);
+    check_wellformed(p);
+    CHECK(tm.calls >= 4); /* (root) has no url: not asked */
+    CHECK_EQ_INT(r.mapped, 2);
+    CHECK_EQ_INT(r.unmapped, 1);
+    const Function *f = func_by_name(p, "handleRequest");
+    REQUIRE(f != NULL);
+    CHECK_STR(pstr(p, f->system_name), "u");
+    CHECK_STR(pstr(p, f->filename), "/src/a.ts");
+    CHECK_EQ_INT(f->start_line, 42);
+    const Function *x = func_by_name(p, "x");
+    REQUIRE(x != NULL);
+    CHECK_STR(pstr(p, x->system_name), "x");
+    CHECK_STR(pstr(p, x->filename), "/src/a.ts");
+    CHECK_EQ_INT(x->start_line, 50);
+    const Function *b = func_by_name(p, "b");
+    REQUIRE(b != NULL);
+    CHECK_STR(pstr(p, b->filename), "/srv/b.js");
+    CHECK_STR(pstr(p, b->system_name), "");
+    CHECK_EQ_INT(b->start_line, 2);
+    const Function *in = func_by_name(p, "inner");
+    REQUIRE(in != NULL);
+    CHECK_STR(pstr(p, in->filename), "node:internal/x");
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const Location *l = loc_by_id(p, p->sample[i]->location_id[0]);
+        if (l->line[0]->function_id == f->id) {
+            CHECK_EQ_INT(l->line[0]->line, 42);
+            CHECK_EQ_INT(l->line[0]->column, 7);
+        } else if (l->line[0]->function_id == x->id) {
+            CHECK_EQ_INT(l->line[0]->line, 50);
+            CHECK_EQ_INT(l->line[0]->column, 0);
+        }
+    }
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    pprof_buf_free(&r.pprof);
+
+    /* the same reply without a mapper: nothing counted */
+    o.mapper = NULL;
+    p = convert_cpu(json, &o, &r);
+    REQUIRE(p != NULL);
+    CHECK_EQ_INT(r.mapped, 0);
+    CHECK_EQ_INT(r.unmapped, 0);
+    CHECK(func_by_name(p, "handleRequest") == NULL);
+    CHECK(func_by_name(p, "u") != NULL);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    pprof_buf_free(&r.pprof);
+}
+
+/* The heap converter maps through the same hook. */
+TEST(heap_mapper)
+{
+    const char *json = "{\"head\":{\"callFrame\":" CF("(root)", "", -1, -1) ",\"selfSize\":0,"
+                       "\"id\":1,\"children\":[{\"callFrame\":" CF("u", "/srv/a.js", 9, 4)
+                       ",\"selfSize\":0,\"id\":2,\"children\":[]}]},"
+                       "\"samples\":[{\"size\":64,\"nodeId\":2,\"ordinal\":1}]}";
+    struct test_mapper tm = {0};
+    struct pprof_mapper mapper = {test_map, &tm};
+    struct pprof_heap_opts o = {.time_ns = 1, .interval_bytes = 512, .mapper = &mapper};
+    struct pprof_result r;
+    char *why = NULL;
+    int rc = pprof_from_heap_json(json, strlen(json), &o, &r, &why);
+    if (rc)
+        fprintf(stderr, "%s\n", why ? why : "");
+    REQUIRE(rc == 0);
+    Profile *p = decode(&r.pprof);
+    REQUIRE(p != NULL);
+    const Function *f = func_by_name(p, "handleRequest");
+    REQUIRE(f != NULL);
+    CHECK_STR(pstr(p, f->system_name), "u");
+    CHECK_EQ_INT(r.mapped, 1);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    pprof_buf_free(&r.pprof);
+}
+
 /* A stack is every frame from the leaf up to, not including, (root). */
 TEST(cpu_stack_order)
 {
@@ -532,7 +653,7 @@ TEST(cpu_hostile)
 {
     for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(bad_cpu); i++) {
         const struct bad *b = &bad_cpu[i];
-        struct pprof_result r = {{(uint8_t *)1, 7}, 0, 0, 0, 0};
+        struct pprof_result r = {{(uint8_t *)1, 7}, 0, 0, 0, 0, 0, 0};
         char *why = NULL;
         int rc = pprof_from_cpu_json(b->json, strlen(b->json), NULL, &r, &why);
         if (rc != b->err || why == NULL || strstr(why, b->why) == NULL) {
@@ -1000,6 +1121,8 @@ int main(void)
     RUN(heap_too_deep);
     RUN(heap_hostile);
     RUN(heap_self_size_only);
+    RUN(cpu_mapper);
+    RUN(heap_mapper);
     RUN(bad_args);
     TEST_EXIT();
 }

@@ -83,38 +83,50 @@ __attribute__((unused)) static int put_one(struct store *s, const char *worker, 
     return rc;
 }
 
+/* The window labels' length in a version 5 record. */
+__attribute__((unused)) static size_t rec_labels_len(const uint8_t *rec)
+{
+    return (size_t)rec[STORE_REC_LABELS_OFF] << 8 | rec[STORE_REC_LABELS_OFF + 1];
+}
+
 /*
- * The record val (vlen bytes, the current version 4) in an older layout, as
- * an older build wrote it: version 3 (schema 5) is version 4 without the
- * pid and the container (88 fixed bytes, the container's length byte
- * reserved, zero); version 2 (schemas 2 to 4) is version 3 without the
- * thread (its length byte reserved, zero); version 1 (schema 1) is also
- * without the anomaly, dictionary and memory fields (the runtime at 48).
- * Allocated (isoprof_free); *outlen its size. NULL if val is not a
- * version 4 record or version is not 1 to 3.
+ * The record val (vlen bytes, the current version 5) in an older layout, as
+ * an older build wrote it: version 4 (schema 6) is version 5 without the
+ * frame figures and the window labels (92 fixed bytes); version 3 (schema
+ * 5) is version 4 without the pid and the container (88 fixed bytes, the
+ * container's length byte reserved, zero); version 2 (schemas 2 to 4) is
+ * version 3 without the thread (its length byte reserved, zero); version 1
+ * (schema 1) is also without the anomaly, dictionary and memory fields
+ * (the runtime at 48). Allocated (isoprof_free); *outlen its size. NULL if
+ * val is not a version 5 record or version is not 1 to 4.
  */
 __attribute__((unused)) static uint8_t *rec_downgrade(const uint8_t *val, size_t vlen, int version,
                                                       size_t *outlen)
 {
-    if (vlen < STORE_REC_FIXED || val[1] != 4 || version < 1 || version > 3)
+    if (vlen < STORE_REC_FIXED || val[1] != 5 || version < 1 || version > 4)
         return NULL;
     size_t rl = val[3], tl = val[STORE_REC_THREAD_OFF], cl = val[STORE_REC_CONTAINER_OFF];
-    size_t rest = vlen - STORE_REC_FIXED - rl - tl - cl; /* the frame */
-    size_t fixed = version == 1 ? STORE_REC_FIXED_V1 : STORE_REC_FIXED_V2;
-    size_t keep_tl = version == 3 ? tl : 0; /* the thread, version 3 only */
-    uint8_t *out = isoprof_malloc(fixed + rl + keep_tl + rest);
+    size_t ll = rec_labels_len(val);
+    size_t rest = vlen - STORE_REC_FIXED - rl - tl - cl - ll; /* the frame */
+    size_t fixed = version == 1  ? STORE_REC_FIXED_V1
+                   : version < 4 ? STORE_REC_FIXED_V2
+                                 : STORE_REC_FIXED_V4;
+    size_t keep_tl = version >= 3 ? tl : 0; /* the thread, versions 3 and 4 */
+    size_t keep_cl = version == 4 ? cl : 0; /* the container, version 4 */
+    uint8_t *out = isoprof_malloc(fixed + rl + keep_tl + keep_cl + rest);
     if (out == NULL)
         abort();
     memcpy(out, val, fixed);
     out[1] = (uint8_t)version;
-    if (version >= 2)
+    if (version == 2 || version == 3)
         out[STORE_REC_CONTAINER_OFF] = 0;
     if (version == 2)
         out[STORE_REC_THREAD_OFF] = 0;
-    memcpy(out + fixed, val + STORE_REC_FIXED, rl);
-    memcpy(out + fixed + rl, val + STORE_REC_FIXED + rl, keep_tl);
-    memcpy(out + fixed + rl + keep_tl, val + STORE_REC_FIXED + rl + tl + cl, rest);
-    *outlen = fixed + rl + keep_tl + rest;
+    uint8_t *q = out + fixed;
+    memcpy(q, val + STORE_REC_FIXED, rl + keep_tl);
+    memcpy(q + rl + keep_tl, val + STORE_REC_FIXED + rl + tl, keep_cl);
+    memcpy(q + rl + keep_tl + keep_cl, val + STORE_REC_FIXED + rl + tl + cl + ll, rest);
+    *outlen = fixed + rl + keep_tl + keep_cl + rest;
     return out;
 }
 
@@ -458,12 +470,12 @@ __attribute__((unused)) static int rec_version(struct store *s, uint64_t id)
 }
 
 /*
- * Make the store at path what a build of schema (4 or 5) would have left
- * after upgrades: every window record in that schema's version (2 for
- * schema 4, 3 for 5), but the window with id v1_id in version 1 (as one
+ * Make the store at path what a build of schema (4, 5 or 6) would have
+ * left after upgrades: every window record in that schema's version (2 for
+ * schema 4, 3 for 5, 4 for 6), but the window with id v1_id in version 1 (as one
  * stored before schema 2) and the one with id v2_id in version 2 (as one
  * stored before schema 5), 0 for none; for schema 4 every anomaly in
- * version 1 (no thread), for 5 the anomalies as they are; stored_bytes
+ * version 1 (no thread), for 5 and 6 the anomalies as they are; stored_bytes
  * down by what the records lost; the schema in meta.
  */
 __attribute__((unused)) static void make_old_schema(const char *path, int schema, uint64_t v1_id,
@@ -484,7 +496,7 @@ __attribute__((unused)) static void make_old_schema(const char *path, int schema
         size_t vlen;
     } out[16];
     size_t n = 0;
-    REQUIRE(schema == 4 || schema == 5);
+    REQUIRE(schema >= 4 && schema <= 6);
     REQUIRE(mdb_env_create(&env) == 0);
     mdb_env_set_maxdbs(env, 16);
     REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
@@ -498,7 +510,7 @@ __attribute__((unused)) static void make_old_schema(const char *path, int schema
     for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < 16;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
         uint64_t seq = store_be64_get((const uint8_t *)v.mv_data + STORE_REC_SEQ_OFF);
-        int ver = seq == v1_id ? 1 : seq == v2_id ? 2 : schema == 5 ? 3 : 2;
+        int ver = seq == v1_id ? 1 : seq == v2_id ? 2 : schema - 2;
         out[n].db = windows;
         out[n].val = rec_downgrade(v.mv_data, v.mv_size, ver, &out[n].vlen);
         REQUIRE(out[n].val != NULL && k.mv_size <= sizeof(out[n].key));
@@ -590,6 +602,17 @@ __attribute__((unused)) static int make_old_store(const char *path, int schema, 
     return 0;
 }
 
+/* store_verify with the records, as `isoprof store check` runs it. */
+__attribute__((unused)) static int verify_clean(const char *path)
+{
+    char *why = NULL;
+    int rc = store_verify(path, STORE_VERIFY_RECORDS, 60000, &why);
+    if (rc != 0)
+        fprintf(stderr, "store_verify: %s\n%s", isoprof_strerror(rc), why ? why : "");
+    isoprof_free(why);
+    return rc;
+}
+
 /* Changes a copy of a window's record for rec_rewrite: its bytes, or its
  * length *len made shorter; how is the caller's own code. */
 typedef void (*rec_edit)(uint8_t *rec, size_t *len, int how);
@@ -636,6 +659,60 @@ __attribute__((unused)) static void check_corrupt(struct store *s, int d, const 
         fprintf(stderr, "damage %d: wanted '%s' in:\n%s", d, needle, why ? why : "(null)\n");
         CHECK(0);
     }
+    isoprof_free(why);
+}
+
+/* The listing's stored sizes are those store_put gave the n windows of r
+ * (stored in that order, alone in s) and store_stat's stored_bytes is
+ * their sum (CHECKed). */
+__attribute__((unused)) static void check_stored_sizes(struct store *s,
+                                                       const struct store_record *r, size_t n)
+{
+    int rc;
+    struct seen *l = list(s, NULL, &rc);
+    REQUIRE(rc == 0 && l->n == n);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK_EQ_INT(l->w[i].stored, r[i].w.stored_size);
+        sum += r[i].w.stored_size;
+    }
+    CHECK_EQ_INT(stat_checked(s).stored_bytes, sum);
+}
+
+/* Put window i (0 to 3) of a damage test; its id, 0 on failure. */
+typedef uint64_t (*damage_put)(struct store *s, int i);
+
+/*
+ * A fresh store of four windows put by put, the third's record then
+ * changed by edit(how): store_check reports needle; the window is skipped
+ * by listings (of f, which the four match: 3 listed) and does not load
+ * while the fourth does; store_verify with the records, as `isoprof store
+ * check` runs it, reports needle too (all CHECKed).
+ */
+__attribute__((unused)) static void expect_record_damage(damage_put put, rec_edit edit, int how,
+                                                         const struct store_filter *f,
+                                                         const char *needle)
+{
+    const char *path = tmp_store_path();
+    struct store *s = open_rw(path, 0);
+    REQUIRE(s != NULL);
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++)
+        ids[i] = put(s, i);
+    REQUIRE(ids[0] && ids[1] && ids[2] && ids[3]);
+    REQUIRE(check_clean(s) == 0);
+    REQUIRE(rec_rewrite(s, ids[2], edit, how) == 0);
+    check_corrupt(s, how, needle);
+    CHECK_EQ_INT(count_of(s, f), 3);
+    void *out = NULL;
+    size_t len;
+    CHECK_EQ_INT(store_load(s, ids[2], &out, &len), ISOPROF_ECORRUPT);
+    CHECK_EQ_INT(store_load(s, ids[3], &out, &len), 0);
+    isoprof_free(out);
+    store_close(s);
+    char *why = NULL;
+    CHECK_EQ_INT(store_verify(path, STORE_VERIFY_RECORDS, 60000, &why), ISOPROF_ECORRUPT);
+    CHECK(why != NULL && strstr(why, needle) != NULL);
     isoprof_free(why);
 }
 

@@ -139,7 +139,7 @@ TEST(record_codec)
     CHECK(h.flags == STORE_FLAG_ON_DEMAND && h.interval == 10000000 && h.samples == 1007);
     CHECK_STR(h.runtime, "workerd");
     CHECK_STR(h.thread, "main"); /* no thread given: the main thread's */
-    CHECK(h.version == 4 && val[STORE_REC_THREAD_OFF] == 4);
+    CHECK(h.version == STORE_REC_VERSION && val[STORE_REC_THREAD_OFF] == 4);
     CHECK(memcmp(val + STORE_REC_FIXED + 7, "main", 4) == 0);
     CHECK(h.pid == 0 && val[STORE_REC_CONTAINER_OFF] == 0); /* none given */
     CHECK_STR(h.container, "");
@@ -180,21 +180,25 @@ TEST(record_codec)
         val[i] ^= 0x5a;
     }
     /* The same record in the version 1 layout (no anomaly, no memory
-     * figures, no thread), in version 2 (no thread) and in version 3 (no
-     * pid, no container) still decodes and inflates; all read as the main
-     * thread's, of pid 0 and no container. */
-    for (int ver = 1; ver <= 3; ver++) {
+     * figures, no thread), in version 2 (no thread), in version 3 (no pid,
+     * no container) and in version 4 (no frame figures, no labels) still
+     * decodes and inflates; all read as the main thread's, of pid 0, no
+     * container, no frames mapped or unmapped and no labels. */
+    for (int ver = 1; ver <= 4; ver++) {
         size_t olen = 0;
         uint8_t *old = rec_downgrade(val, vlen, ver, &olen);
         REQUIRE(old != NULL);
-        CHECK_EQ_INT(olen, vlen - (STORE_REC_FIXED - STORE_REC_FIXED_V2) - (ver < 3 ? 4 : 0) -
-                               (ver == 1 ? STORE_REC_FIXED_V2 - STORE_REC_FIXED_V1 : 0));
+        size_t ofixed = ver == 1  ? STORE_REC_FIXED_V1
+                        : ver < 4 ? STORE_REC_FIXED_V2
+                                  : STORE_REC_FIXED_V4;
+        CHECK_EQ_INT(olen, vlen - (STORE_REC_FIXED - ofixed) - (ver < 3 ? 4 : 0));
         REQUIRE(store_record_decode(old, olen, &h) == 0);
         CHECK_EQ_INT(h.version, ver);
         CHECK_STR(h.runtime, "workerd");
         CHECK_STR(h.thread, "main");
         CHECK(h.pid == 0);
         CHECK_STR(h.container, "");
+        CHECK(h.frames_mapped == 0 && h.frames_unmapped == 0 && h.nlabels == 0);
         CHECK(h.raw_size == 5000 && h.seq == 77);
         if (ver == 1)
             CHECK(h.anomaly == 0 && h.mem.max == 0);
@@ -211,7 +215,7 @@ TEST(record_codec)
             CHECK_EQ_INT(store_record_decode(old, olen, &h), 0);
             CHECK_STR(h.thread, "main");
         }
-        if (ver >= 2) {
+        if (ver == 2 || ver == 3) {
             old[STORE_REC_CONTAINER_OFF] = 9;
             CHECK_EQ_INT(store_record_decode(old, olen, &h), 0);
             CHECK_STR(h.container, "");
@@ -451,6 +455,202 @@ TEST(record_pid_container)
     ZSTD_freeCCtx(c);
 }
 
+/* Build r's record (seq 5); *vlen its size. Allocated (isoprof_free). */
+static uint8_t *built(ZSTD_CCtx *c, const struct store_record *r, size_t *vlen)
+{
+    uint8_t *val = NULL;
+    if (store_record_build(c, r, 0, &val, vlen) != 0)
+        return NULL;
+    store_be64_put(val + STORE_REC_SEQ_OFF, 5);
+    return val;
+}
+
+/* Why the decoder refuses val (vlen bytes) with n bytes at off replaced
+ * by bytes, and the labels' length set to ll (SIZE_MAX: as it is); NULL
+ * if it decodes (then CHECKed to have failed). */
+static const char *fault_with(const uint8_t *val, size_t vlen, size_t off, const char *bytes,
+                              size_t n, size_t ll)
+{
+    uint8_t *copy = isoprof_malloc(vlen);
+    if (copy == NULL)
+        abort();
+    memcpy(copy, val, vlen);
+    memcpy(copy + off, bytes, n);
+    if (ll != SIZE_MAX) {
+        copy[STORE_REC_LABELS_OFF] = (uint8_t)(ll >> 8);
+        copy[STORE_REC_LABELS_OFF + 1] = (uint8_t)ll;
+    }
+    struct store_rec_hdr h;
+    CHECK_EQ_INT(store_record_decode(copy, vlen, &h), ISOPROF_ECORRUPT);
+    const char *why = store_record_fault(copy, vlen);
+    isoprof_free(copy);
+    return why ? why : "(decodes)";
+}
+
+/* The source-map figures and the window labels (version 5): the figures
+ * at their offsets, the labels after the container as name \0 value \0
+ * pairs (their length at byte 100), handed out in place, the record
+ * longer by their bytes exactly; damaged label bytes are refused by the
+ * decoder with a reason. */
+TEST(record_frames_labels)
+{
+    ZSTD_CCtx *c = store_zstd_cctx_new();
+    REQUIRE(c != NULL);
+    struct test_rec t;
+    rec_make(&t, "w", "v", T0, 1, STORE_TYPE_CPU, 3000, 9);
+    t.r.w.thread = "pool-1";
+    t.r.w.container = "abc";
+    t.r.w.frames_mapped = 1234;
+    t.r.w.frames_unmapped = UINT32_MAX;
+    size_t base = 0, vlen = 0;
+    uint8_t *val = built(c, &t.r, &base);
+    REQUIRE(val != NULL);
+    CHECK_EQ_INT(rec_labels_len(val), 0);
+    struct store_rec_hdr h;
+    REQUIRE(store_record_decode(val, base, &h) == 0);
+    CHECK(h.nlabels == 0 && h.frames_mapped == 1234 && h.frames_unmapped == UINT32_MAX);
+    isoprof_free(val);
+
+    static const struct store_label lab[] = {{"service_repository", "https://github.com/acme/shop"},
+                                             {"service_git_ref", "0123abcd"},
+                                             {"team", "caf\xc3\xa9"},
+                                             {"tier", "gold"}};
+    size_t ll = 0;
+    for (size_t i = 0; i < 4; i++)
+        ll += strlen(lab[i].name) + 1 + strlen(lab[i].value) + 1;
+    t.r.w.labels = lab;
+    t.r.w.nlabels = 4;
+    val = built(c, &t.r, &vlen);
+    REQUIRE(val != NULL);
+    CHECK_EQ_INT(vlen, base + ll);
+    CHECK_EQ_INT(rec_labels_len(val), ll);
+    CHECK_EQ_INT(store_be32_get(val + STORE_REC_MAPPED_OFF), 1234);
+    CHECK_EQ_INT(store_be32_get(val + STORE_REC_UNMAPPED_OFF), UINT32_MAX);
+    CHECK(val[STORE_REC_LABELS_OFF + 2] == 0 && val[STORE_REC_LABELS_OFF + 3] == 0);
+    size_t at = STORE_REC_FIXED + strlen("node-20.11.0") + strlen("pool-1") + strlen("abc");
+    CHECK(memcmp(val + at, "service_repository\0https://github.com/acme/shop\0service_git_ref",
+                 64) == 0);
+    REQUIRE(store_record_decode(val, vlen, &h) == 0);
+    CHECK(store_record_fault(val, vlen) == NULL);
+    CHECK_EQ_INT(h.version, 5);
+    CHECK(h.frames_mapped == 1234 && h.frames_unmapped == UINT32_MAX);
+    CHECK_STR(h.container, "abc");
+    CHECK_STR(h.thread, "pool-1");
+    REQUIRE(h.nlabels == 4);
+    for (size_t i = 0; i < 4; i++) {
+        CHECK_STR(h.labels[i].name, lab[i].name);
+        CHECK_STR(h.labels[i].value, lab[i].value);
+        /* in place: inside the record's label bytes */
+        CHECK((const uint8_t *)h.labels[i].name >= val + at &&
+              (const uint8_t *)h.labels[i].value < val + at + ll);
+    }
+    void *raw = NULL;
+    REQUIRE(store_record_inflate(&h, &raw) == 0);
+    CHECK(memcmp(raw, t.payload, 3000) == 0);
+    isoprof_free(raw);
+
+    /* Damage, and what the decoder says of it: n bytes at off (from the
+     * first label byte) replaced, the labels' length set to ll. */
+    enum { KEEP = -1, TO_END = -2, ONE_SHORT = -3 };
+    static const struct {
+        size_t off, n;
+        const char *bytes;
+        long ll;
+        const char *why;
+    } bad[] = {
+        {0, 0, "", 4097, "window labels over 4096 bytes"},
+        {0, 0, "", 0xffff, "window labels over 4096 bytes"},
+        {0, 0, "", 4096, "window labels longer than the record"},
+        {0, 0, "", TO_END, "window labels longer than the record"}, /* no frame byte left */
+        {0, 0, "", ONE_SHORT, "without its name's or value's NUL"},
+        {93, 1, "x", KEEP, "without its name's or value's NUL"}, /* gold's NUL */
+        {0, 1, "9", KEEP, "window label name not"},
+        {3, 1, "-", KEEP, "window label name not"},
+        {0, 2, "__", KEEP, "window label name not"},
+        {0, 7, "thread", KEEP, "window label name not"}, /* one of the uploader's own */
+        {0, 1, "", KEEP, "window label name not"},       /* empty */
+        {85, 3, "eam", KEEP, "window label name twice"}, /* tier -> team */
+        {78, 1, "", KEEP, "window label value empty"},   /* team's value */
+        {78, 1, "\xff", KEEP, "window label value empty, over 2048 bytes or not UTF-8"},
+        {81, 1, "x", KEEP, "window label value empty, over 2048 bytes or not UTF-8"},
+    };
+    REQUIRE(ll == 94 && memcmp(val + at + 73, "team\0caf\xc3\xa9\0tier\0gold", 20) == 0);
+    for (size_t k = 0; k < ISOPROF_ARRAY_SIZE(bad); k++) {
+        size_t set = bad[k].ll == KEEP        ? SIZE_MAX
+                     : bad[k].ll == TO_END    ? vlen - at
+                     : bad[k].ll == ONE_SHORT ? ll - 1
+                                              : (size_t)bad[k].ll;
+        const char *why = fault_with(val, vlen, at + bad[k].off, bad[k].bytes, bad[k].n, set);
+        if (strstr(why, bad[k].why) == NULL) {
+            fprintf(stderr, "damage %zu: wanted '%s', got '%s'\n", k, bad[k].why, why);
+            CHECK(0);
+        }
+    }
+    /* Cut inside the header past version 4's fixed part: refused as
+     * shorter than a header. */
+    for (size_t cut = STORE_REC_FIXED_V4; cut < STORE_REC_FIXED; cut++) {
+        uint8_t *part = isoprof_malloc(cut);
+        REQUIRE(part != NULL);
+        memcpy(part, val, cut);
+        CHECK_EQ_INT(store_record_decode(part, cut, &h), ISOPROF_ECORRUPT);
+        CHECK(strstr(store_record_fault(part, cut), "shorter") != NULL);
+        isoprof_free(part);
+    }
+    isoprof_free(val);
+
+    /* What store_put would refuse, built anyway: the decoder refuses it
+     * too. 17 labels; a name twice. */
+    struct store_label many[STORE_WINDOW_LABELS_MAX + 1];
+    char names[STORE_WINDOW_LABELS_MAX + 1][8];
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(many); i++) {
+        snprintf(names[i], sizeof(names[i]), "l%zu", i);
+        many[i] = (struct store_label){names[i], "v"};
+    }
+    t.r.w.labels = many;
+    t.r.w.nlabels = STORE_WINDOW_LABELS_MAX;
+    val = built(c, &t.r, &vlen);
+    REQUIRE(val != NULL);
+    CHECK(store_record_decode(val, vlen, &h) == 0 && h.nlabels == STORE_WINDOW_LABELS_MAX);
+    isoprof_free(val);
+    t.r.w.nlabels = STORE_WINDOW_LABELS_MAX + 1;
+    val = built(c, &t.r, &vlen);
+    REQUIRE(val != NULL);
+    CHECK_EQ_INT(store_record_decode(val, vlen, &h), ISOPROF_ECORRUPT);
+    CHECK_STR(store_record_fault(val, vlen), "more than 16 window labels");
+    isoprof_free(val);
+    many[1].name = many[0].name;
+    t.r.w.nlabels = 2;
+    val = built(c, &t.r, &vlen);
+    REQUIRE(val != NULL);
+    CHECK_STR(store_record_fault(val, vlen), "window label name twice");
+    isoprof_free(val);
+
+    /* The bounds: 4096 bytes of labels decode, 4097 do not. */
+    char v1[STORE_WINDOW_LABEL_VALUE_MAX + 1], v2[STORE_WINDOW_LABEL_VALUE_MAX + 1];
+    memset(v1, 'x', STORE_WINDOW_LABEL_VALUE_MAX);
+    v1[STORE_WINDOW_LABEL_VALUE_MAX] = '\0';
+    memset(v2, 'y', sizeof(v2) - 1);
+    v2[4096 - 2051 - 3] = '\0'; /* a\0 + 2048 + \0 = 2051; b\0 ... \0 the rest */
+    struct store_label two[2] = {{"a", v1}, {"b", v2}};
+    t.r.w.labels = two;
+    t.r.w.nlabels = 2;
+    val = built(c, &t.r, &vlen);
+    REQUIRE(val != NULL);
+    CHECK_EQ_INT(rec_labels_len(val), STORE_WINDOW_LABELS_BYTES);
+    CHECK(store_record_decode(val, vlen, &h) == 0 && h.nlabels == 2);
+    CHECK_EQ_INT(store_labels_check(two, 2, NULL), 0);
+    isoprof_free(val);
+    v2[4096 - 2051 - 3] = 'y';
+    v2[4096 - 2051 - 2] = '\0';
+    val = built(c, &t.r, &vlen);
+    REQUIRE(val != NULL);
+    CHECK_STR(store_record_fault(val, vlen), "window labels over 4096 bytes");
+    CHECK_EQ_INT(store_labels_check(two, 2, NULL), -EINVAL);
+    isoprof_free(val);
+    rec_free(&t);
+    ZSTD_freeCCtx(c);
+}
+
 TEST(empty_payload)
 {
     ZSTD_CCtx *c = store_zstd_cctx_new();
@@ -558,6 +758,7 @@ int main(void)
     RUN(record_codec);
     RUN(record_thread);
     RUN(record_pid_container);
+    RUN(record_frames_labels);
     RUN(empty_payload);
     RUN(ids);
     RUN(ids_real_stores);

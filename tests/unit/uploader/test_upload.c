@@ -74,9 +74,11 @@ struct fx {
     struct upl_options o;
     char url[64];
     uint64_t next_start;
-    int incompressible; /* put random payloads (gzip does not shrink them) */
-    const char *thread; /* the thread of the windows put (NULL: the store's "main") */
-    uint64_t want;      /* windows uploaded() waits for */
+    int incompressible;               /* put random payloads (gzip does not shrink them) */
+    const char *thread;               /* the thread of the windows put (NULL: the store's "main") */
+    const struct store_label *labels; /* the labels of the windows put */
+    size_t nlabels;
+    uint64_t want; /* windows uploaded() waits for */
     /* events */
     int ev[UPL_EV_STORE_ERROR + 1];
     int ev_after_close;
@@ -252,6 +254,8 @@ static uint64_t put_full(struct fx *f, const char *worker, const char *version, 
     r.w.version = version;
     r.w.runtime = "node-20.11.0";
     r.w.thread = f->thread;
+    r.w.labels = f->labels;
+    r.w.nlabels = f->nlabels;
     r.w.start_ns = f->next_start;
     r.w.end_ns = f->next_start + 10 * SEC - 1;
     r.w.isolate = isolate;
@@ -924,6 +928,165 @@ TEST(ingest_api)
     fx_done(&f);
 }
 
+/* The names of series s's labels in order, comma-separated, into out. */
+static const char *label_names(const Push__V1__RawProfileSeries *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < s->n_labels && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", i ? "," : "", s->labels[i]->name);
+    return out;
+}
+
+/* A window's own labels go with its profile, after the uploader's and
+ * before the static ones; one of the same name overrides the static one
+ * (for that window only); /ingest carries them in the name too. */
+TEST(window_labels)
+{
+    struct fx f;
+    REQUIRE(fx_init(&f, NULL, NULL) == 0);
+    struct push_label lab[] = {{"env", "prod"}, {"service_git_ref", "static-ref"}, {"z", "1"}};
+    f.o.labels = lab;
+    f.o.nlabels = 3;
+    static const struct store_label wl[] = {{"service_repository", "https://github.com/acme/shop"},
+                                            {"service_git_ref", "0123abcd"}};
+    f.labels = wl;
+    f.nlabels = 2;
+    uint64_t with = put(&f, 1000, 0);
+    f.labels = NULL;
+    f.nlabels = 0;
+    uint64_t without = put(&f, 1000, 0);
+    f.o.max_profiles = 2; /* both in one request, at once */
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    f.want = 2;
+    CHECK(run_until(&f, uploaded, 5000));
+    FX_REQUIRE(&f, f.srv.requests == 1);
+    Push__V1__PushRequest *r = decode_log(&f, 0);
+    FX_REQUIRE(&f, r != NULL && r->n_series == 2);
+    char names[1024];
+    for (size_t k = 0; k < 2; k++) {
+        const Push__V1__RawProfileSeries *s = r->series[k];
+        uint64_t id = 0;
+        CHECK(s->n_samples == 1 && store_id_parse(f.st, s->samples[0]->id, &id) == 0);
+        if (id == with) {
+            CHECK_STR(label_names(s, names, sizeof(names)),
+                      "__name__,service_name,version,host,isolate,runtime,thread,"
+                      "service_repository,service_git_ref,env,z");
+            CHECK_STR(label_of(s, "service_git_ref"), "0123abcd");
+            CHECK_STR(label_of(s, "service_repository"), "https://github.com/acme/shop");
+        } else {
+            CHECK_EQ_INT(id, without);
+            CHECK_STR(label_names(s, names, sizeof(names)),
+                      "__name__,service_name,version,host,isolate,runtime,thread,env,"
+                      "service_git_ref,z");
+            CHECK_STR(label_of(s, "service_git_ref"), "static-ref");
+        }
+        CHECK_STR(label_of(s, "env"), "prod");
+    }
+    push__v1__push_request__free_unpacked(r, NULL);
+    CHECK_EQ_INT(f.ev[UPL_EV_UNSENDABLE] + f.ev[UPL_EV_REJECTED], 0);
+    fx_close_upl(&f);
+    run_for(&f, 50);
+
+    /* /ingest: in the legacy name, in the same order. */
+    f.closed = 0;
+    f.o.api = UPL_API_INGEST;
+    f.labels = wl;
+    f.nlabels = 2;
+    uint64_t ing = put(&f, 1000, 0);
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    f.want = 3;
+    CHECK(run_until(&f, uploaded, 5000));
+    FX_REQUIRE(&f, f.srv.requests == 2);
+    char v[1024];
+    CHECK(query_param(f.srv.log[1].data, "name", v, sizeof(v)) == 0);
+    CHECK_STR(v, "checkout{version=v42,host=host-1,isolate=3,runtime=node-20.11.0,thread=main,"
+                 "service_repository=https://github.com/acme/shop,service_git_ref=0123abcd,"
+                 "env=prod,z=1}");
+    CHECK_EQ_INT(state_of(&f, ing).upload, STORE_UPLOAD_UPLOADED);
+    fx_done(&f);
+}
+
+/* The server takes 30 labels a series: a window's 16 and the uploader's
+ * own always fit; the static ones the window does not override follow
+ * while there is room, and the last ones are left out. The window is
+ * sent, not rejected. The uploader's own names are the store's reserved
+ * ones, so a window label never collides with them. */
+TEST(window_labels_limit)
+{
+    static const char *const own[] = {"__name__", "service_name", "version", "host",     "isolate",
+                                      "runtime",  "thread",       "anomaly", "__delta__"};
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(own); i++) {
+        struct store_label l = {own[i], "x"};
+        CHECK_EQ_INT(store_labels_check(&l, 1, NULL), -EINVAL);
+    }
+    struct fx f;
+    REQUIRE(fx_init(&f, NULL, NULL) == 0);
+    struct push_label stat[PUSH_MAX_LABELS - 9];
+    char sn[PUSH_MAX_LABELS - 9][8];
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(stat); i++) {
+        snprintf(sn[i], sizeof(sn[i]), "s%02zu", i);
+        stat[i] = (struct push_label){sn[i], "static"};
+    }
+    f.o.labels = stat;
+    f.o.nlabels = ISOPROF_ARRAY_SIZE(stat); /* 21, the most upl_init takes */
+    struct store_label wl[STORE_WINDOW_LABELS_MAX];
+    char wn[STORE_WINDOW_LABELS_MAX][8];
+    for (size_t i = 0; i < STORE_WINDOW_LABELS_MAX; i++) {
+        snprintf(wn[i], sizeof(wn[i]), "w%02zu", i);
+        wl[i] = (struct store_label){wn[i], "window"};
+    }
+    wl[15].name = "s03"; /* overrides a static one */
+    f.labels = wl;
+    f.nlabels = STORE_WINDOW_LABELS_MAX;
+    /* own 7 + 16: room for 7 static (s00-s07 but s03); own 9 + 16: 5 */
+    uint64_t cpu = put(&f, 1000, 0);
+    uint64_t heap =
+        put_full(&f, "checkout", "v42", 4, STORE_TYPE_HEAP, 1000, STORE_ANOMALY_MEMORY_NEAR_LIMIT);
+    f.labels = NULL;
+    f.nlabels = 0;
+    uint64_t plain = put_full(&f, "checkout", "v42", 5, STORE_TYPE_HEAP, 1000,
+                              STORE_ANOMALY_MEMORY_NEAR_LIMIT); /* 9 + 21 */
+    f.o.max_profiles = 3;
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    f.want = 3;
+    CHECK(run_until(&f, uploaded, 5000));
+    FX_REQUIRE(&f, f.srv.requests == 1);
+    Push__V1__PushRequest *r = decode_log(&f, 0);
+    FX_REQUIRE(&f, r != NULL && r->n_series == 3);
+    for (size_t k = 0; k < 3; k++) {
+        const Push__V1__RawProfileSeries *s = r->series[k];
+        uint64_t id = 0;
+        CHECK(s->n_samples == 1 && store_id_parse(f.st, s->samples[0]->id, &id) == 0);
+        size_t own_n = id == cpu ? 7 : 9;
+        CHECK_EQ_INT(s->n_labels, PUSH_MAX_LABELS);
+        FX_REQUIRE(&f, s->n_labels == PUSH_MAX_LABELS);
+        if (id == plain) {
+            for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(stat); i++)
+                CHECK_STR(s->labels[own_n + i]->name, sn[i]);
+            continue;
+        }
+        CHECK(id == cpu || id == heap);
+        for (size_t i = 0; i < STORE_WINDOW_LABELS_MAX; i++) {
+            CHECK_STR(s->labels[own_n + i]->name, wl[i].name);
+            CHECK_STR(s->labels[own_n + i]->value, "window");
+        }
+        /* s00, s01, s02, s04, ...: in order, the overridden one skipped */
+        size_t room = PUSH_MAX_LABELS - own_n - STORE_WINDOW_LABELS_MAX;
+        for (size_t i = 0, j = 0; i < room; i++, j++) {
+            if (j == 3)
+                j++;
+            CHECK_STR(s->labels[own_n + STORE_WINDOW_LABELS_MAX + i]->name, sn[j]);
+            CHECK_STR(s->labels[own_n + STORE_WINDOW_LABELS_MAX + i]->value, "static");
+        }
+        CHECK(label_of(s, sn[room + 1]) == NULL); /* the first left out */
+        CHECK(label_of(s, sn[ISOPROF_ARRAY_SIZE(stat) - 1]) == NULL);
+    }
+    push__v1__push_request__free_unpacked(r, NULL);
+    CHECK_EQ_INT(f.ev[UPL_EV_UNSENDABLE] + f.ev[UPL_EV_REJECTED], 0);
+    fx_done(&f);
+}
+
 TEST(hanging_server_times_out)
 {
     struct script sc = {{"HANG", "HANG"}, 2};
@@ -1318,6 +1481,8 @@ int main(void)
     RUN(reject_one_of_a_batch);
     RUN(over_max_profile_size);
     RUN(ingest_api);
+    RUN(window_labels);
+    RUN(window_labels_limit);
     RUN(hanging_server_times_out);
     RUN(close_in_flight);
     RUN(backoff_bounds);

@@ -1,0 +1,142 @@
+/*
+ * resolve.h - a script's source map found on disk, parsed once, kept in a
+ * cache under a memory budget, and frames mapped through it.
+ *
+ * For a frame whose script URL names a file (file:// URL or absolute
+ * path), the map is looked for in this order:
+ *   1. the script's last `//# sourceMappingURL=` (or `//@`) comment, read
+ *      from the end of the file: a data: URL (base64 or URL-encoded JSON)
+ *      is the map itself; any other URL is a path relative to the script;
+ *   2. a hidden map beside the script: "<script>.map";
+ *   3. the target's source_maps directories: "<dir>/<script base name>.map",
+ *      then any "*.map" of the directory whose `file` field is the script's
+ *      base name.
+ * A script URL that is not a file path (a workerd module "worker.js") has
+ * only step 3. Every path is read beneath the target's root (a bind mount
+ * or /proc/PID/root: RESOLVE_IN_ROOT), and a map named by a script may lie
+ * only in the script's own directory tree or in a source_maps directory:
+ * "..", an absolute path elsewhere and a symlink out are refused
+ * (SRCMAP_E_OUTSIDE), by openat2's RESOLVE_BENEATH on top of the lexical
+ * check.
+ *
+ * Parsed maps are shared by all conversions, keyed by their file (or the
+ * script, for an inline map) and its size, mtime and inode: a map replaced
+ * on disk (a deploy) is read again at its next use. The maps not in use by
+ * a conversion are evicted least recently used first to keep the cache's
+ * bytes within its budget; a map whose compact form alone passes the
+ * budget is refused (SRCMAP_E_TOOBIG). A map that failed is remembered
+ * with its reason (and the file's identity) so that it is counted and
+ * reported once, not once per window, until the file changes.
+ *
+ * Threads: the cache is shared; every call may be made from any thread. A
+ * session belongs to one thread (one conversion). File reads and parsing
+ * happen outside the cache's lock, so srcmap_cache_stats never waits for a
+ * parse.
+ */
+#ifndef ISOPROF_SRCMAP_RESOLVE_H
+#define ISOPROF_SRCMAP_RESOLVE_H
+
+#include "srcmap.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRCMAP_DEFAULT_BUDGET ((size_t)32 << 20)   /* source_maps_cache */
+#define SRCMAP_DEFAULT_MAX_FILE ((size_t)64 << 20) /* source_maps_max_file */
+#define SRCMAP_TAIL_BYTES 4096 /* read from a script's end to find its comment */
+#define SRCMAP_MAX_DIR_MAPS 256 /* *.map files of a source_maps dir read for `file` */
+#define SRCMAP_MAX_SCRIPTS 4096 /* scripts remembered (found map or failure) */
+
+struct srcmap_cache;
+
+/* Totals since the cache was made; a snapshot. */
+struct srcmap_stats {
+    uint64_t maps;       /* parsed maps held now */
+    uint64_t bytes;      /* their bytes (srcmap_bytes) */
+    uint64_t budget;     /* the cache's budget now */
+    uint64_t loads;      /* maps read and parsed */
+    uint64_t hits;       /* scripts whose map was found in the cache */
+    uint64_t evictions;  /* maps evicted to keep within the budget */
+    uint64_t mapped;     /* frames mapped */
+    uint64_t unmapped;   /* frames of a file script not mapped (no map, no segment) */
+    uint64_t refused[SRCMAP_NREASONS]; /* maps refused, per reason ([0] unused) */
+};
+
+/*
+ * srcmap_cache_new - a cache of at most budget bytes of parsed maps (0:
+ * SRCMAP_DEFAULT_BUDGET) that refuses map files larger than max_file (0:
+ * SRCMAP_DEFAULT_MAX_FILE). Returns 0 or -ENOMEM. *out owned by the caller.
+ */
+int srcmap_cache_new(size_t budget, size_t max_file, struct srcmap_cache **out);
+
+/* New limits (a reload); maps past the new budget are evicted once unused. */
+void srcmap_cache_limits(struct srcmap_cache *c, size_t budget, size_t max_file);
+
+/* A snapshot of the totals. */
+void srcmap_cache_stats(struct srcmap_cache *c, struct srcmap_stats *st);
+
+/* Frees the cache. No session may be open on it. c may be NULL. */
+void srcmap_cache_free(struct srcmap_cache *c);
+
+/* Where one target's files are. Borrowed for the session's life. */
+struct srcmap_where {
+    const char *root;        /* prefixed to every path: NULL or "" means "/" */
+    const char *const *dirs; /* source_maps directories (absolute, inside root) */
+    size_t ndirs;
+    /* A Deno process (its pid on this host; 0: not Deno, or unknown). Deno
+     * runs the JavaScript it transpiled from a TypeScript module, not the
+     * file on disk, and keeps that JavaScript with an inline map in its
+     * emit cache: <DENO_DIR>/gen/file/<module path>.js, DENO_DIR being
+     * the process's $DENO_DIR (relative to its working directory),
+     * $XDG_CACHE_HOME/deno or $HOME/.cache/deno, read from
+     * /proc/<pid>/environ ($DENO_EMIT_CACHE_MODE=disable: no cache), when
+     * /proc/<pid>/comm says "deno" (a pid of another namespace is not). A
+     * module URL ending in .ts, .tsx, .mts, .cts or .jsx is mapped through
+     * that file when it exists (read beneath root like any other). */
+    uint32_t deno_pid;
+};
+
+/* A refusal seen first by this session: what the caller logs, once. */
+struct srcmap_event {
+    int reason;       /* enum srcmap_reason */
+    const char *path; /* the map (or the script, for an inline map), inside root */
+    const char *script;
+    const char *why; /* details: "version 2, not 3", "refers outside ..." */
+};
+
+struct srcmap_session;
+
+/*
+ * srcmap_session_new - one conversion's view of the cache for one target.
+ * w and the strings in it are borrowed until srcmap_session_free. Returns 0
+ * or -ENOMEM.
+ */
+int srcmap_session_new(struct srcmap_cache *c, const struct srcmap_where *w,
+                       struct srcmap_session **out);
+
+enum { SRCMAP_FRAME_NA = -1, SRCMAP_FRAME_UNMAPPED = 0, SRCMAP_FRAME_MAPPED = 1 };
+
+/*
+ * srcmap_session_frame - maps a frame: url (url_len bytes, a file:// URL,
+ * an absolute path or a module name), V8's 0-based line and column of the
+ * function's start (-1: unknown). Returns SRCMAP_FRAME_MAPPED with *out
+ * filled (strings valid until srcmap_session_free), SRCMAP_FRAME_UNMAPPED
+ * for a script that could have a map but gave no mapping, SRCMAP_FRAME_NA
+ * for a frame with nothing to map (no url, node:internal, unknown line).
+ * Each script is resolved once per session. Never fails: an allocation
+ * failure leaves the frame unmapped.
+ */
+int srcmap_session_frame(struct srcmap_session *s, const char *url, size_t url_len, int32_t line,
+                         int32_t column, struct srcmap_pos *out);
+
+/* The refusals this session saw first (for the caller to log); borrowed
+ * until srcmap_session_free. */
+size_t srcmap_session_events(const struct srcmap_session *s, const struct srcmap_event **ev);
+
+/* Frames this session mapped and left unmapped. */
+void srcmap_session_counts(const struct srcmap_session *s, uint64_t *mapped, uint64_t *unmapped);
+
+/* Releases the maps the session used and frees it. s may be NULL. */
+void srcmap_session_free(struct srcmap_session *s);
+
+#endif
