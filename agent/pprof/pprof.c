@@ -774,6 +774,18 @@ struct jp {
     char tmp2[PPROF_MAX_STRING + 4];
     const struct pprof_mapper *mapper;
     uint64_t mapped, unmapped; /* new Locations of each kind */
+    /* With a mapper: the Location each distinct frame got, so the mapper
+     * is asked once a frame, not once a node (a frame recurs in every
+     * stack through it). */
+    struct fmemo *fm;
+    size_t nfm, fmcap;
+    struct htab fmh;
+};
+
+struct fmemo {
+    uint32_t url, name;
+    int32_t line, col;
+    uint64_t loc;
 };
 
 static int jfail(struct jp *p, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -1386,6 +1398,8 @@ static void jp_free(struct jp *p)
     isoprof_free(p->cdp_msg);
     isoprof_free(p->why);
     ht_free(&p->idx);
+    isoprof_free(p->fm);
+    ht_free(&p->fmh);
 }
 
 /* Runs yajl over the text. yajl's own allocations use its default
@@ -1451,7 +1465,36 @@ static uint64_t mapped_loc(struct jp *p, const struct vnode *v, bool *unmapped)
     return b_loc(b, &l, 1);
 }
 
+static bool fm_eq(const void *ctx, uint32_t idx, const void *key)
+{
+    const struct fmemo *a = &((const struct jp *)ctx)->fm[idx], *k = key;
+    return a->url == k->url && a->name == k->name && a->line == k->line && a->col == k->col;
+}
+
+static uint64_t node_loc_uncached(struct jp *p, const struct vnode *v);
+
 static uint64_t node_loc(struct jp *p, const struct vnode *v)
+{
+    if (p->mapper == NULL)
+        return node_loc_uncached(p, v);
+    struct fmemo k = {v->url, v->name, v->line, v->col, 0};
+    uint32_t h = (uint32_t)hmix(p->b->seed ^ ((uint64_t)v->url << 32 | v->name) ^
+                                hmix((uint64_t)(uint32_t)v->line << 32 | (uint32_t)v->col));
+    uint32_t i = ht_find(&p->fmh, h, fm_eq, p, &k);
+    if (i != NONE)
+        return p->fm[i].loc;
+    k.loc = node_loc_uncached(p, v);
+    if (p->b->err == 0 && (grow(&p->fm, &p->fmcap, p->nfm + 1, sizeof(*p->fm)) ||
+                           ht_add(&p->fmh, h, (uint32_t)p->nfm))) {
+        b_fail(p->b, -ENOMEM);
+        return k.loc;
+    }
+    if (p->b->err == 0)
+        p->fm[p->nfm++] = k;
+    return k.loc;
+}
+
+static uint64_t node_loc_uncached(struct jp *p, const struct vnode *v)
 {
     size_t before = p->b->nloc;
     bool unmapped;

@@ -60,19 +60,20 @@ struct cmap {
 enum script_state { S_NONE, S_MAP, S_REFUSED };
 
 struct cscript {
-    struct cscript *hnext; /* hash chain */
+    struct cscript *hnext;       /* hash chain */
     struct cscript *prev, *next; /* LRU */
-    char *key; /* root \0 url */
+    char *key;                   /* root \0 url */
     size_t keylen;
     uint32_t hash;
-    struct fid sid;      /* the script file's, zero when it is not a file */
+    struct fid sid; /* the script file's, zero when it is not a file */
     enum script_state state;
-    struct cmap *map;    /* S_MAP: a reference */
-    char *map_key;       /* S_MAP, S_REFUSED: the map's key (root \0 path) */
-    struct fid mid;      /* the map file's identity when resolved */
-    bool has_mid;        /* mid is a file's (else the map was refused unopened) */
-    int reason;          /* S_REFUSED */
-    uint64_t when_ns;    /* S_NONE, and a refusal without mid: when it was looked for */
+    struct cmap *map; /* S_MAP: a reference */
+    char *map_key;    /* S_MAP, S_REFUSED: the map's key (root \0 path) */
+    struct fid mid;   /* the map file's identity when resolved */
+    bool has_mid;     /* mid is a file's (else the map was refused unopened) */
+    bool no_comment;  /* the script (sid) ends without a sourceMappingURL comment */
+    int reason;       /* S_REFUSED */
+    uint64_t when_ns; /* S_NONE, and a refusal without mid: when it was looked for */
 };
 
 struct srcmap_cache {
@@ -113,8 +114,7 @@ static void fid_of(const struct stat *st, struct fid *f)
 
 static bool fid_eq(const struct fid *a, const struct fid *b)
 {
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime_ns == b->mtime_ns;
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns;
 }
 
 /* key = a \0 b */
@@ -328,7 +328,7 @@ struct srcmap_session {
     struct srcmap_event *ev;
     size_t nev, evcap;
     uint64_t mapped, unmapped;
-    int deno_state;             /* 0: DENO_DIR not looked for yet; 1 found; -1 none */
+    int deno_state; /* 0: DENO_DIR not looked for yet; 1 found; -1 none */
     char deno_dir[MAX_PATH];
     char *scratch; /* 2 * READ_CHUNK bytes: what is read, what it decodes to */
 };
@@ -731,6 +731,7 @@ struct found {
     char map_path[MAX_PATH]; /* inside root */
     struct fid mid;
     bool has_mid;     /* mid was read off the map file (or the script, inline) */
+    bool no_comment;  /* in: the script is known to have no comment; out: it has none */
     struct srcmap *m; /* a fresh parse, or NULL when the cache had it */
     bool inline_map;
     char why[320];
@@ -770,9 +771,9 @@ static void load_file(struct srcmap_session *s, int fd, const char *path, struct
     struct loader l = {.s = s};
     int rc = load_range(&l, fd, 0, (int64_t)st.st_size, ENC_RAW, budget, &f->m);
     struct stat st2;
-    if (rc == 0 && (fstat(fd, &st2) != 0 || st2.st_size != st.st_size ||
-                    st2.st_mtim.tv_sec != st.st_mtim.tv_sec ||
-                    st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec)) {
+    if (rc == 0 &&
+        (fstat(fd, &st2) != 0 || st2.st_size != st.st_size ||
+         st2.st_mtim.tv_sec != st.st_mtim.tv_sec || st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec)) {
         srcmap_free(f->m);
         f->m = NULL;
         rc = SRCMAP_E_READ;
@@ -924,7 +925,9 @@ static bool try_dirs(struct srcmap_session *s, const char *base, struct found *f
     for (size_t i = 0; i < w->ndirs; i++) {
         if (path_norm(w->dirs[i], dir) != 0)
             continue;
-        snprintf(path, sizeof(path), "%s/%s.map", strcmp(dir, "/") ? dir : "", base);
+        int pn = snprintf(path, sizeof(path), "%s/%s.map", strcmp(dir, "/") ? dir : "", base);
+        if (pn < 0 || (size_t)pn >= MAX_PATH)
+            continue; /* too long to be a path: no such file */
         if (try_path(s, path, dir, f))
             return true;
     }
@@ -1066,7 +1069,11 @@ static void find_for_file(struct srcmap_session *s, int sfd, const struct stat *
     pthread_mutex_unlock(&s->c->mu);
     off_t uoff;
     int64_t ulen;
-    if (find_comment(s, sfd, sst->st_size, max_file, &uoff, &ulen)) {
+    /* A script without the comment is not read again (a minified bundle's
+     * last line is read back to its start to know) until it changes. */
+    if (!f->no_comment && !find_comment(s, sfd, sst->st_size, max_file, &uoff, &ulen))
+        f->no_comment = true;
+    if (!f->no_comment) {
         char head[256]; /* "data:" and its media type, up to the comma */
         size_t hn = ulen < (int64_t)sizeof(head) - 1 ? (size_t)ulen : sizeof(head) - 1;
         if (pread_full(sfd, head, hn, uoff) != (ssize_t)hn)
@@ -1292,15 +1299,16 @@ static struct cmap *publish(struct srcmap_session *s, const char *key, size_t ke
         sc->reason = f->reason;
         sc->mid = f->mid;
         sc->has_mid = f->has_mid;
+        sc->no_comment = f->no_comment;
         sc->when_ns = mono_ns();
         if (ret) {
             ret->refs++;
             sc->map = ret;
         }
         size_t kl;
-        sc->map_key = f->state != S_NONE ? key2(s->root, f->map_path,
-                                                f->inline_map ? "#inline" : NULL, &kl)
-                                         : NULL;
+        sc->map_key = f->state != S_NONE
+                          ? key2(s->root, f->map_path, f->inline_map ? "#inline" : NULL, &kl)
+                          : NULL;
     }
     pthread_mutex_unlock(&c->mu);
     if (first_refusal)
@@ -1529,9 +1537,14 @@ static void resolve(struct srcmap_session *s, struct memo *mm)
     if (!cached(s, key, keylen, h, &sid, &map)) {
         struct found *f = isoprof_calloc(1, sizeof(*f));
         if (f != NULL) {
-            if (is_file)
+            if (is_file) {
+                /* what a look at this very script found before */
+                pthread_mutex_lock(&s->c->mu);
+                struct cscript *sc = script_find(s->c, key, keylen, h);
+                f->no_comment = sc != NULL && sc->no_comment && fid_eq(&sc->sid, &sid);
+                pthread_mutex_unlock(&s->c->mu);
                 find_for_file(s, sfd, &sst, npath, f);
-            else if (!try_dirs(s, base_of(url), f))
+            } else if (!try_dirs(s, base_of(url), f))
                 f->state = S_NONE;
             map = publish(s, key, keylen, h, &sid, f, is_file ? npath : url);
             srcmap_free(f->m);
@@ -1579,8 +1592,8 @@ int srcmap_session_frame(struct srcmap_session *s, const char *url, size_t url_l
     }
     if (!mm->file)
         return SRCMAP_FRAME_NA;
-    if (mm->map && srcmap_lookup(mm->map->m, (uint32_t)line, column < 0 ? 0 : (uint32_t)column,
-                                 out)) {
+    if (mm->map &&
+        srcmap_lookup(mm->map->m, (uint32_t)line, column < 0 ? 0 : (uint32_t)column, out)) {
         s->mapped++;
         return SRCMAP_FRAME_MAPPED;
     }

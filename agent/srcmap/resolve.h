@@ -43,7 +43,7 @@
 
 #define SRCMAP_DEFAULT_BUDGET ((size_t)32 << 20)   /* source_maps_cache */
 #define SRCMAP_DEFAULT_MAX_FILE ((size_t)64 << 20) /* source_maps_max_file */
-#define SRCMAP_TAIL_BYTES 4096 /* read from a script's end to find its comment */
+#define SRCMAP_TAIL_BYTES 4096  /* read from a script's end to find its comment */
 #define SRCMAP_MAX_DIR_MAPS 256 /* *.map files of a source_maps dir read for `file` */
 #define SRCMAP_MAX_SCRIPTS 4096 /* scripts remembered (found map or failure) */
 
@@ -51,14 +51,14 @@ struct srcmap_cache;
 
 /* Totals since the cache was made; a snapshot. */
 struct srcmap_stats {
-    uint64_t maps;       /* parsed maps held now */
-    uint64_t bytes;      /* their bytes (srcmap_bytes) */
-    uint64_t budget;     /* the cache's budget now */
-    uint64_t loads;      /* maps read and parsed */
-    uint64_t hits;       /* scripts whose map was found in the cache */
-    uint64_t evictions;  /* maps evicted to keep within the budget */
-    uint64_t mapped;     /* frames mapped */
-    uint64_t unmapped;   /* frames of a file script not mapped (no map, no segment) */
+    uint64_t maps;                     /* parsed maps held now */
+    uint64_t bytes;                    /* their bytes (srcmap_bytes) */
+    uint64_t budget;                   /* the cache's budget now */
+    uint64_t loads;                    /* maps read and parsed */
+    uint64_t hits;                     /* scripts whose map was found in the cache */
+    uint64_t evictions;                /* maps evicted to keep within the budget */
+    uint64_t mapped;                   /* frames mapped */
+    uint64_t unmapped;                 /* frames of a file script not mapped (no map, no segment) */
     uint64_t refused[SRCMAP_NREASONS]; /* maps refused, per reason ([0] unused) */
 };
 

@@ -1,10 +1,17 @@
 /*
  * srcmap.c - the source-map parser and lookups (see srcmap.h).
  *
- * The JSON streams through yajl's callbacks, which keep only the top-level
- * fields a lookup needs: version, file, sourceRoot, sources, names and the
- * mappings text; every other value (sourcesContent above all) is skipped
- * by counting its nesting. Strings go into one arena, NUL-terminated, with
+ * The JSON streams through a tokenizer of our own, which keeps only the
+ * top-level fields a lookup needs: version, file, sourceRoot, sources,
+ * names and the mappings text; every other value (sourcesContent above
+ * all) is skipped by counting its nesting, its strings dropped byte by byte
+ * as they go by. Nothing is buffered whole that is not kept: the mappings
+ * text grows in place as its bytes arrive, checked against the cap as it
+ * grows, so a map too big for the cap is refused before it takes more than
+ * the cap, whatever the size of the file and however it is cut into
+ * chunks. (yajl, which the CDP replies go through, buffers a string that
+ * spans two chunks whole and scans it again from its start with each
+ * chunk: quadratic in the string's length for a 60 MB mappings string.) Strings go into one arena, NUL-terminated, with
  * an offset table per array. The mappings text is kept as written and
  * decoded once at finish: that pass validates every segment and drops a
  * checkpoint (the decoder's running values) every SRCMAP_CHECK_EVERY
@@ -30,11 +37,11 @@
 #include "base.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <yajl/yajl_parse.h>
 
 /* The decoder's running values before a segment: the key of the segment
  * (line, col) and the previous values each field is a delta from. */
@@ -87,18 +94,57 @@ static int rewrite_sources(struct srcmap *m, const char *root, const char *dir);
 
 enum sm_field { F_NONE, F_VERSION, F_FILE, F_ROOT, F_SOURCES, F_NAMES, F_MAPPINGS, F_SECTIONS };
 
+/* The tokenizer: where it is in the JSON grammar, and the token it is in. */
+enum lx_state {
+    LX_VALUE,         /* a value must come (the top, after ':', after ',' in an array) */
+    LX_VALUE_OR_END,  /* after '[' */
+    LX_KEY_OR_END,    /* after '{' */
+    LX_KEY,           /* after ',' in an object */
+    LX_COLON,         /* after a key */
+    LX_COMMA_OR_END,  /* after a value inside a container */
+    LX_DONE,          /* the top value closed: only blanks may follow */
+};
+enum lx_tok { TK_NONE, TK_STRING, TK_NUMBER, TK_LITERAL };
+/* Where a string's bytes go. */
+enum lx_sink { SK_DROP, SK_KEY, SK_KEEP, SK_MAPPINGS };
+#define LX_MAX_DEPTH (SRCMAP_MAX_NESTING + 4)
+#define LX_KEY_MAX 32
+#define LX_NUM_MAX 64
+
+struct lexer {
+    enum lx_state state;
+    enum lx_tok tok;
+    enum lx_sink sink;
+    char stack[LX_MAX_DEPTH]; /* 'o' or 'a' */
+    size_t depth;
+    uint64_t at; /* bytes consumed */
+    /* a string: escape state, \u digits, a pending high surrogate, UTF-8 */
+    int esc;           /* 0 none, 1 after '\\', 2..5 reading \u's hex digits */
+    uint32_t u, hi;    /* the \u value being read; a high surrogate waiting (0: none) */
+    int utf8_need;     /* continuation bytes still expected */
+    unsigned char lo8, hi8; /* the range of the next continuation byte */
+    char key[LX_KEY_MAX + 1];
+    size_t keylen;
+    bool key_long;
+    struct isoprof_buf keep; /* a string kept (a name, a source, file, sourceRoot) */
+    size_t mappings_cap;
+    /* a number or a literal */
+    char num[LX_NUM_MAX + 1];
+    size_t numlen;
+    const char *lit; /* "true", "false" or "null" */
+    size_t litpos;
+};
+
 struct srcmap_parser {
-    yajl_handle h;
+    struct lexer lx;
     int err;
     char *why;
     size_t depth;        /* 0 outside the top object, 1 inside */
     enum sm_field field; /* the top-level key whose value comes next */
     bool in_array;       /* inside sources[] or names[] (depth 2) */
     size_t skip;         /* nesting of a value being skipped */
-    bool started, have_version, have_sources, have_mappings;
-    char *root; /* sourceRoot */
-    char *file; /* the last "file" (counted), put in the arena at finish */
-    size_t file_len;
+    bool started, have_version, have_sources, have_mappings, have_file, have_root;
+    char *root;               /* sourceRoot */
     struct isoprof_buf arena; /* the strings, until finish moves them to m */
     struct srcmap *m;
 };
@@ -139,7 +185,7 @@ static int pfail(struct srcmap_parser *p, int err, const char *fmt, ...)
         va_end(ap);
         p->why = isoprof_strdup(buf);
     }
-    return 0; /* yajl: stop */
+    return 0; /* stop */
 }
 
 /* Bytes the map holds, as srcmap_bytes counts them. */
@@ -162,8 +208,7 @@ static size_t map_need(const struct srcmap *m)
 static bool over_budget(const struct srcmap_parser *p, size_t more)
 {
     const struct srcmap *m = p->m;
-    size_t file = p->file ? p->file_len + 1 : 0;
-    return m->max_bytes != 0 && map_need(m) + p->arena.len + file + more > m->max_bytes;
+    return m->max_bytes != 0 && map_need(m) + p->arena.len + more > m->max_bytes;
 }
 
 /* Room for element `len` of an array of elements of size sz (a, *cap of
@@ -261,7 +306,7 @@ static int arena_take(struct srcmap_parser *p)
 }
 
 /* Appends an offset to sources[] or names[]. Returns 1, or 0 with p->err
- * set (yajl: stop). */
+ * set (stop). */
 static int strs_push(struct srcmap_parser *p, struct sm_strs *a, uint32_t off)
 {
     if (a->n >= SRCMAP_MAX_ENTRIES)
@@ -274,7 +319,7 @@ static int strs_push(struct srcmap_parser *p, struct sm_strs *a, uint32_t off)
     return 1;
 }
 
-/* --- yajl callbacks --- */
+/* --- what the tokenizer hands over --- */
 
 static const char *field_name(enum sm_field f)
 {
@@ -346,30 +391,20 @@ static int value(struct srcmap_parser *p, int kind, const char *s, size_t n)
     }
     case F_FILE:
     case F_ROOT:
-        /* The last one wins, as in JSON.parse. Both are kept apart until
-         * finish, so that one written twice leaves nothing in the arena. */
-        if (f == F_FILE) {
-            isoprof_free(p->file);
-            p->file = NULL;
-            p->file_len = 0;
-        } else {
-            isoprof_free(p->root);
-            p->root = NULL;
-        }
+        /* Written twice, like sources or mappings, is refused: the first
+         * value would have been charged to the cap for nothing. */
+        if (f == F_FILE ? p->have_file : p->have_root)
+            return pfail(p, SRCMAP_E_FORMAT, "%s appears twice", field_name(f));
+        if (f == F_FILE)
+            p->have_file = true;
+        else
+            p->have_root = true;
         if (kind == 'z')
             return 1;
         if (kind != 's')
             return pfail(p, SRCMAP_E_FORMAT, "%s is not a string", field_name(f));
         if (f == F_FILE) {
-            if (over_budget(p, n + 1))
-                return pfail(p, SRCMAP_E_TOOBIG,
-                             "the map's strings pass the memory cap (%zu bytes)", p->m->max_bytes);
-            if ((p->file = isoprof_malloc(n + 1)) == NULL)
-                return pfail(p, SRCMAP_E_NOMEM, "out of memory");
-            for (size_t i = 0; i < n; i++)
-                p->file[i] = s[i] == '\0' ? '_' : s[i];
-            p->file[n] = '\0';
-            p->file_len = n;
+            p->m->file = arena_add(p, s, n);
         } else {
             if ((p->root = isoprof_malloc(n + 2)) == NULL)
                 return pfail(p, SRCMAP_E_NOMEM, "out of memory");
@@ -417,27 +452,6 @@ static int value(struct srcmap_parser *p, int kind, const char *s, size_t n)
     }
     }
     return 1;
-}
-
-static int cb_null(void *c)
-{
-    return value(c, 'z', NULL, 0);
-}
-
-static int cb_bool(void *c, int v)
-{
-    (void)v;
-    return value(c, 'b', NULL, 0);
-}
-
-static int cb_number(void *c, const char *s, size_t n)
-{
-    return value(c, 'n', s, n);
-}
-
-static int cb_string(void *c, const unsigned char *s, size_t n)
-{
-    return value(c, 's', (const char *)s, n);
 }
 
 static int cb_start_map(void *c)
@@ -495,17 +509,6 @@ static int cb_end(void *c)
     return 1;
 }
 
-static const yajl_callbacks callbacks = {
-    .yajl_null = cb_null,
-    .yajl_boolean = cb_bool,
-    .yajl_number = cb_number,
-    .yajl_string = cb_string,
-    .yajl_start_map = cb_start_map,
-    .yajl_map_key = cb_map_key,
-    .yajl_end_map = cb_end,
-    .yajl_start_array = cb_start_array,
-    .yajl_end_array = cb_end,
-};
 
 int srcmap_parser_new(size_t max_bytes, struct srcmap_parser **out)
 {
@@ -518,8 +521,7 @@ int srcmap_parser_new(size_t max_bytes, struct srcmap_parser **out)
     isoprof_buf_init(&p->arena, UINT32_MAX);
     if (isoprof_buf_putc(&p->arena, '\0') != 0) /* offset 0: "" */
         goto fail;
-    if ((p->h = yajl_alloc(&callbacks, NULL, p)) == NULL)
-        goto fail;
+    isoprof_buf_init(&p->lx.keep, max_bytes ? max_bytes : SIZE_MAX);
     *out = p;
     return 0;
 fail:
@@ -531,38 +533,433 @@ void srcmap_parser_free(struct srcmap_parser *p)
 {
     if (p == NULL)
         return;
-    if (p->h)
-        yajl_free(p->h);
+    isoprof_buf_free(&p->lx.keep);
     srcmap_free(p->m);
     isoprof_buf_free(&p->arena);
     isoprof_free(p->root);
-    isoprof_free(p->file);
     isoprof_free(p->why);
     isoprof_free(p);
 }
 
-static void json_error(struct srcmap_parser *p, const unsigned char *buf, size_t len)
+/* --- the tokenizer --- */
+
+static int lx_fail(struct srcmap_parser *p, const char *what)
 {
-    unsigned char *msg = yajl_get_error(p->h, 0, buf, len);
-    if (msg) {
-        char *nl = strchr((char *)msg, '\n');
-        if (nl)
-            *nl = '\0';
+    return pfail(p, SRCMAP_E_JSON, "malformed JSON at byte %" PRIu64 ": %s", p->lx.at, what);
+}
+
+/* A value ended: what may come next. */
+static void lx_value_done(struct srcmap_parser *p)
+{
+    struct lexer *x = &p->lx;
+    x->state = x->depth == 0 ? LX_DONE : LX_COMMA_OR_END;
+}
+
+/* Bytes of the string being read, to where they go. Returns 1, or 0 with
+ * p->err set. */
+static int lx_put(struct srcmap_parser *p, const char *s, size_t n)
+{
+    struct lexer *x = &p->lx;
+    switch (x->sink) {
+    case SK_DROP:
+        return 1;
+    case SK_KEY:
+        if (x->keylen + n > LX_KEY_MAX) {
+            x->key_long = true; /* no key we look for is this long */
+            return 1;
+        }
+        memcpy(x->key + x->keylen, s, n);
+        x->keylen += n;
+        return 1;
+    case SK_KEEP:
+        if (isoprof_buf_append(&x->keep, s, n) != 0)
+            return x->keep.err == -ENOMEM
+                       ? pfail(p, SRCMAP_E_NOMEM, "out of memory")
+                       : pfail(p, SRCMAP_E_TOOBIG, "a string passes the memory cap (%zu bytes)",
+                               p->m->max_bytes);
+        return 1;
+    case SK_MAPPINGS: {
+        struct srcmap *m = p->m;
+        if (m->mappings_len + n >= UINT32_MAX || over_budget(p, n))
+            return pfail(p, SRCMAP_E_TOOBIG,
+                         "mappings pass the memory cap (%zu bytes) after %zu bytes",
+                         m->max_bytes, m->mappings_len);
+        if (m->mappings_len + n + 1 > x->mappings_cap) {
+            /* a quarter more at a time: the slack is never more than that */
+            size_t nc = x->mappings_cap + x->mappings_cap / 4 + 65536;
+            if (nc < m->mappings_len + n + 1)
+                nc = m->mappings_len + n + 1;
+            char *t = isoprof_realloc(m->mappings, nc);
+            if (t == NULL)
+                return pfail(p, SRCMAP_E_NOMEM, "out of memory");
+            m->mappings = t;
+            x->mappings_cap = nc;
+        }
+        memcpy(m->mappings + m->mappings_len, s, n);
+        m->mappings_len += n;
+        return 1;
     }
-    pfail(p, SRCMAP_E_JSON, "malformed JSON: %s", msg ? (const char *)msg : "parse error");
-    if (msg)
-        yajl_free_error(p->h, msg);
+    }
+    return 1;
+}
+
+/* A code point of a \u escape, as UTF-8. */
+static int lx_put_cp(struct srcmap_parser *p, uint32_t cp)
+{
+    char b[4];
+    size_t n;
+    if (cp < 0x80) {
+        b[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xc0 | cp >> 6);
+        b[1] = (char)(0x80 | (cp & 0x3f));
+        n = 2;
+    } else if (cp < 0x10000) {
+        b[0] = (char)(0xe0 | cp >> 12);
+        b[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+        b[2] = (char)(0x80 | (cp & 0x3f));
+        n = 3;
+    } else {
+        b[0] = (char)(0xf0 | cp >> 18);
+        b[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+        b[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+        b[3] = (char)(0x80 | (cp & 0x3f));
+        n = 4;
+    }
+    return lx_put(p, b, n);
+}
+
+/* A string starts (its opening quote read). */
+static int lx_string_start(struct srcmap_parser *p, bool is_key)
+{
+    struct lexer *x = &p->lx;
+    x->tok = TK_STRING;
+    x->esc = 0;
+    x->hi = 0;
+    x->utf8_need = 0;
+    if (is_key) {
+        x->sink = SK_KEY;
+        x->keylen = 0;
+        x->key_long = false;
+        return 1;
+    }
+    if (!p->started)
+        return pfail(p, SRCMAP_E_JSON, "the map is not a JSON object");
+    if (p->skip || (!p->in_array && p->field == F_NONE)) {
+        x->sink = SK_DROP;
+        p->field = F_NONE;
+        return 1;
+    }
+    if (!p->in_array && p->field == F_MAPPINGS) {
+        if (p->have_mappings)
+            return pfail(p, SRCMAP_E_FORMAT, "mappings appears twice");
+        p->field = F_NONE;
+        x->sink = SK_MAPPINGS;
+        x->mappings_cap = 0;
+        p->m->mappings_len = 0;
+        if (over_budget(p, 1))
+            return pfail(p, SRCMAP_E_TOOBIG, "mappings pass the memory cap (%zu bytes)",
+                         p->m->max_bytes);
+        return 1;
+    }
+    x->sink = SK_KEEP;
+    isoprof_buf_reset(&x->keep);
+    return 1;
+}
+
+/* The closing quote. */
+static int lx_string_end(struct srcmap_parser *p)
+{
+    struct lexer *x = &p->lx;
+    if (x->hi != 0 && !lx_put_cp(p, 0xfffd)) /* a high surrogate alone */
+        return 0;
+    x->hi = 0;
+    if (x->utf8_need != 0)
+        return lx_fail(p, "a string ends inside a UTF-8 sequence");
+    x->tok = TK_NONE;
+    switch (x->sink) {
+    case SK_KEY:
+        x->state = LX_COLON;
+        return cb_map_key(p, (const unsigned char *)x->key, x->key_long ? LX_KEY_MAX + 1 : x->keylen);
+    case SK_MAPPINGS: {
+        struct srcmap *m = p->m;
+        if (m->mappings == NULL && (m->mappings = isoprof_malloc(1)) == NULL)
+            return pfail(p, SRCMAP_E_NOMEM, "out of memory");
+        m->mappings[m->mappings_len] = '\0';
+        p->have_mappings = true;
+        lx_value_done(p);
+        return 1;
+    }
+    case SK_KEEP:
+        lx_value_done(p);
+        return value(p, 's', x->keep.len ? (const char *)x->keep.data : "", x->keep.len);
+    case SK_DROP:
+        lx_value_done(p);
+        return 1;
+    }
+    return 1;
+}
+
+/* One byte of a string other than the plain ASCII run lx_feed copies. */
+static int lx_string_byte(struct srcmap_parser *p, unsigned char c)
+{
+    struct lexer *x = &p->lx;
+    if (x->esc == 1) {
+        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+        const char *e = c ? strchr(from, c) : NULL;
+        if (c == 'u') {
+            x->esc = 2;
+            x->u = 0;
+            return 1;
+        }
+        if (e == NULL)
+            return lx_fail(p, "a bad escape in a string");
+        x->esc = 0;
+        if (x->hi != 0 && !lx_put_cp(p, 0xfffd))
+            return 0;
+        x->hi = 0;
+        return lx_put(p, &to[e - from], 1);
+    }
+    if (x->esc >= 2) {
+        int d = isoprof_hexval(c);
+        if (d < 0)
+            return lx_fail(p, "a bad \\u escape in a string");
+        x->u = x->u << 4 | (uint32_t)d;
+        if (++x->esc < 6)
+            return 1;
+        x->esc = 0;
+        uint32_t u = x->u;
+        if (u >= 0xdc00 && u <= 0xdfff && x->hi != 0) {
+            uint32_t cp = 0x10000 + ((x->hi - 0xd800) << 10) + (u - 0xdc00);
+            x->hi = 0;
+            return lx_put_cp(p, cp);
+        }
+        if (x->hi != 0 && !lx_put_cp(p, 0xfffd))
+            return 0;
+        x->hi = 0;
+        if (u >= 0xd800 && u <= 0xdbff) {
+            x->hi = u; /* its low half may follow */
+            return 1;
+        }
+        return lx_put_cp(p, u >= 0xdc00 && u <= 0xdfff ? 0xfffd : u);
+    }
+    if (x->utf8_need > 0) {
+        if (c < x->lo8 || c > x->hi8)
+            return lx_fail(p, "invalid UTF-8 in a string");
+        x->utf8_need--;
+        x->lo8 = 0x80;
+        x->hi8 = 0xbf;
+        return lx_put(p, (const char *)&c, 1);
+    }
+    if (x->hi != 0 && c != '\\') {
+        if (!lx_put_cp(p, 0xfffd))
+            return 0;
+        x->hi = 0;
+    }
+    if (c == '"')
+        return lx_string_end(p);
+    if (c == '\\') {
+        x->esc = 1;
+        return 1;
+    }
+    if (c < 0x20)
+        return lx_fail(p, "a control character in a string");
+    if (c < 0x80)
+        return lx_put(p, (const char *)&c, 1);
+    /* the lead byte of a UTF-8 sequence, and the range its next byte must
+     * be in (no overlong forms, no surrogates, nothing past U+10FFFF) */
+    x->lo8 = 0x80;
+    x->hi8 = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) {
+        x->utf8_need = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        x->utf8_need = 2;
+        if (c == 0xe0)
+            x->lo8 = 0xa0;
+        if (c == 0xed)
+            x->hi8 = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        x->utf8_need = 3;
+        if (c == 0xf0)
+            x->lo8 = 0x90;
+        if (c == 0xf4)
+            x->hi8 = 0x8f;
+    } else {
+        return lx_fail(p, "invalid UTF-8 in a string");
+    }
+    return lx_put(p, (const char *)&c, 1);
+}
+
+/* Is num[0..n) a JSON number? */
+static bool json_number(const char *s, size_t n)
+{
+    size_t i = 0;
+    if (i < n && s[i] == '-')
+        i++;
+    if (i < n && s[i] == '0') {
+        i++;
+    } else if (i < n && s[i] >= '1' && s[i] <= '9') {
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    } else {
+        return false;
+    }
+    if (i < n && s[i] == '.') {
+        size_t d = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == d)
+            return false;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        size_t d = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == d)
+            return false;
+    }
+    return i == n;
+}
+
+/* A number or a literal ended. */
+static int lx_token_end(struct srcmap_parser *p)
+{
+    struct lexer *x = &p->lx;
+    enum lx_tok t = x->tok;
+    x->tok = TK_NONE;
+    lx_value_done(p);
+    if (t == TK_NUMBER) {
+        if (x->numlen > LX_NUM_MAX || !json_number(x->num, x->numlen))
+            return lx_fail(p, "a bad number");
+        return value(p, 'n', x->num, x->numlen);
+    }
+    return value(p, x->lit[0] == 'n' ? 'z' : 'b', NULL, 0);
+}
+
+/* The end of a container. */
+static int lx_close(struct srcmap_parser *p, char kind)
+{
+    struct lexer *x = &p->lx;
+    if (x->depth == 0 || x->stack[x->depth - 1] != kind)
+        return lx_fail(p, kind == 'o' ? "a '}' with no object open" : "a ']' with no array open");
+    x->depth--;
+    lx_value_done(p);
+    return cb_end(p);
+}
+
+/* The start of a value (its first byte c). */
+static int lx_value(struct srcmap_parser *p, unsigned char c)
+{
+    struct lexer *x = &p->lx;
+    switch (c) {
+    case '{':
+    case '[':
+        if (x->depth == LX_MAX_DEPTH)
+            return pfail(p, SRCMAP_E_FORMAT, "nesting deeper than %d", LX_MAX_DEPTH);
+        x->stack[x->depth++] = c == '{' ? 'o' : 'a';
+        x->state = c == '{' ? LX_KEY_OR_END : LX_VALUE_OR_END;
+        return c == '{' ? cb_start_map(p) : cb_start_array(p);
+    case '"':
+        return lx_string_start(p, false);
+    case 't':
+    case 'f':
+    case 'n':
+        x->tok = TK_LITERAL;
+        x->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+        x->litpos = 1;
+        return 1;
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            x->tok = TK_NUMBER;
+            x->num[0] = (char)c;
+            x->numlen = 1;
+            return 1;
+        }
+        return lx_fail(p, "not a JSON value");
+    }
+}
+
+/* One byte outside a string. Returns 1, or 0 with p->err set. */
+static int lx_byte(struct srcmap_parser *p, unsigned char c)
+{
+    struct lexer *x = &p->lx;
+    if (x->tok == TK_NUMBER) {
+        if ((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+            if (x->numlen < LX_NUM_MAX)
+                x->num[x->numlen] = (char)c;
+            x->numlen++;
+            return 1;
+        }
+        if (!lx_token_end(p))
+            return 0;
+    } else if (x->tok == TK_LITERAL) {
+        if (c != (unsigned char)x->lit[x->litpos])
+            return lx_fail(p, "not a JSON value");
+        if (x->lit[++x->litpos] == '\0')
+            return lx_token_end(p);
+        return 1;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+        return 1;
+    switch (x->state) {
+    case LX_VALUE:
+        return lx_value(p, c);
+    case LX_VALUE_OR_END:
+        return c == ']' ? lx_close(p, 'a') : lx_value(p, c);
+    case LX_KEY_OR_END:
+        if (c == '}')
+            return lx_close(p, 'o');
+        /* fall through */
+    case LX_KEY:
+        return c == '"' ? lx_string_start(p, true) : lx_fail(p, "an object key must come");
+    case LX_COLON:
+        if (c != ':')
+            return lx_fail(p, "a ':' must come");
+        x->state = LX_VALUE;
+        return 1;
+    case LX_COMMA_OR_END:
+        if (c == ',') {
+            x->state = x->stack[x->depth - 1] == 'o' ? LX_KEY : LX_VALUE;
+            return 1;
+        }
+        if (c == '}' || c == ']')
+            return lx_close(p, c == '}' ? 'o' : 'a');
+        return lx_fail(p, "a ',' or the end of the container must come");
+    case LX_DONE:
+        return lx_fail(p, "bytes after the map");
+    }
+    return 1;
 }
 
 int srcmap_parser_feed(struct srcmap_parser *p, const void *buf, size_t len)
 {
-    if (p->err)
-        return p->err;
-    if (len == 0)
-        return 0;
-    yajl_status st = yajl_parse(p->h, buf, len);
-    if (st != yajl_status_ok && p->err == 0)
-        json_error(p, buf, len);
+    struct lexer *x = &p->lx;
+    const unsigned char *s = buf, *end = s + len;
+    while (p->err == 0 && s < end) {
+        if (x->tok == TK_STRING && x->esc == 0 && x->utf8_need == 0 && x->hi == 0) {
+            /* a run of plain ASCII goes to its sink in one piece */
+            const unsigned char *q = s;
+            while (q < end && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+                q++;
+            if (q > s) {
+                if (!lx_put(p, (const char *)s, (size_t)(q - s)))
+                    break;
+                x->at += (uint64_t)(q - s);
+                s = q;
+                continue;
+            }
+        }
+        unsigned char c = *s++;
+        if (x->tok == TK_STRING)
+            lx_string_byte(p, c);
+        else
+            lx_byte(p, c);
+        x->at++;
+    }
     return p->err;
 }
 
@@ -868,24 +1265,24 @@ int srcmap_parser_finish(struct srcmap_parser *p, struct srcmap **out, char **wh
     *out = NULL;
     if (why)
         *why = NULL;
-    if (p->err == 0) {
-        if (yajl_complete_parse(p->h) != yajl_status_ok && p->err == 0)
-            json_error(p, (const unsigned char *)"", 0);
-    }
-    if (p->err == 0 && !p->started)
+    if (p->err == 0 && !p->started && p->lx.tok == TK_NONE)
         pfail(p, SRCMAP_E_JSON, "empty");
+    if (p->err == 0 && p->lx.tok == TK_NUMBER)
+        lx_token_end(p); /* a number at the very end (only the top: refused) */
+    if (p->err == 0 && (p->lx.state != LX_DONE || p->lx.tok != TK_NONE))
+        pfail(p, SRCMAP_E_JSON, "malformed JSON: cut short after byte %" PRIu64, p->lx.at);
+    if (p->err == 0 && p->m->mappings != NULL) {
+        /* the text grew by doubling: cut to its length */
+        char *t = isoprof_realloc(p->m->mappings, p->m->mappings_len + 1);
+        if (t != NULL)
+            p->m->mappings = t;
+        else
+            pfail(p, SRCMAP_E_NOMEM, "out of memory");
+    }
     if (p->err == 0 && !p->have_version)
         pfail(p, SRCMAP_E_VERSION, "no version");
     if (p->err == 0 && (!p->have_mappings || !p->have_sources))
         pfail(p, SRCMAP_E_FORMAT, "no %s", p->have_mappings ? "sources" : "mappings");
-    if (p->err == 0 && p->file != NULL) {
-        char *file = p->file;
-        size_t n = p->file_len;
-        p->file = NULL; /* now counted in the arena instead */
-        p->file_len = 0;
-        p->m->file = arena_add(p, file, n);
-        isoprof_free(file);
-    }
     if (p->err == 0 && arena_take(p) != 0)
         pfail(p, SRCMAP_E_NOMEM, "out of memory");
     if (p->err == 0 && p->root && p->root[0]) {
@@ -1036,7 +1433,34 @@ static int rewrite_sources(struct srcmap *m, const char *root, const char *dir)
             continue; /* null: stays at 0, no source whatever the root or dir */
         off[nn + i] = (uint32_t)a.len;
         if (dir != NULL && strncmp(s, "file://", 7) == 0) {
-            join_norm(&a, "", s + 7);
+            /* a file URL's path: percent-decoded (but for %00 and %2F,
+             * which would change what the path names), "localhost" as
+             * the host meaning this one */
+            const char *u = s + 7;
+            if (strncmp(u, "localhost/", 10) == 0)
+                u += 9;
+            size_t n = strlen(u);
+            char *dec = isoprof_malloc(n + 1);
+            if (dec == NULL) {
+                a.err = -ENOMEM;
+                break;
+            }
+            size_t o = 0;
+            for (size_t k = 0; k < n; k++) {
+                int hi, lo;
+                if (u[k] == '%' && k + 2 < n &&
+                    (hi = isoprof_hexval((unsigned char)u[k + 1])) >= 0 &&
+                    (lo = isoprof_hexval((unsigned char)u[k + 2])) >= 0 && (hi << 4 | lo) != 0 &&
+                    (hi << 4 | lo) != '/') {
+                    dec[o++] = (char)(hi << 4 | lo);
+                    k += 2;
+                } else {
+                    dec[o++] = u[k];
+                }
+            }
+            dec[o] = '\0';
+            join_norm(&a, "", dec);
+            isoprof_free(dec);
         } else if (s[0] == '/') {
             if (dir != NULL)
                 join_norm(&a, "", s);

@@ -38,7 +38,8 @@ enum srcmap_reason {
     SRCMAP_OK = 0,
     SRCMAP_E_JSON,     /* not JSON, or not an object at the top */
     SRCMAP_E_VERSION,  /* version missing or not 3 */
-    SRCMAP_E_FORMAT,   /* a field of the wrong type, or mappings/sources missing */
+    SRCMAP_E_FORMAT,   /* a field of the wrong type or written twice, or
+                          mappings/sources missing */
     SRCMAP_E_VLQ,      /* a bad base64 digit, a cut VLQ, a value past 32 bits,
                           a segment of 2, 3 or more than 5 fields, a negative
                           column, line or index (after the deltas) */
@@ -66,12 +67,12 @@ struct srcmap_parser;
  * srcmap_parser_new - a parser whose compact result may take at most
  * max_bytes (srcmap_bytes), 0 meaning no cap: a map is accepted iff its
  * compact form fits, and the parse stops at the first string or array that
- * would not. The text is fed in chunks of any size, split anywhere; yajl
- * buffers a string cut by a chunk boundary, so the peak beside the result
- * is the largest single string of the map (and the doubling slack of the
- * arrays, cut off at finish). yajl allocates through libc, not through
- * isoprof_malloc. Returns 0 or -ENOMEM. *out owned by the caller
- * (srcmap_parser_free).
+ * would not. The text is fed in chunks of any size, split anywhere, and
+ * read once: nothing is buffered but what is kept (a name or source while
+ * it is read; the mappings text grows in place), so the peak is the
+ * result, capped, plus the growth slack of its arrays (cut off at finish),
+ * whatever the file's size. Every allocation goes through isoprof_malloc.
+ * Returns 0 or -ENOMEM. *out owned by the caller (srcmap_parser_free).
  */
 int srcmap_parser_new(size_t max_bytes, struct srcmap_parser **out);
 
@@ -123,8 +124,9 @@ const char *srcmap_source(const struct srcmap *m, size_t i);
  * (no scheme, not starting with '/') as the normalized join of dir and
  * itself ("/app/dist" + "../src/a.ts" = "/app/src/a.ts", ".." stopping at
  * "/"); an absolute path is normalized; a "file://" source loses its
- * scheme and is normalized (its percent-escapes are kept as written, and
- * a host part is not dropped); any other scheme (webpack://, http://)
+ * scheme, its percent-escapes are decoded (but %00 and %2F, which would
+ * change what it names) and it is normalized ("file://localhost/" is this
+ * host; another host part stays as a first directory); any other scheme (webpack://, http://)
  * stays as written; a null source stays null. dir: an absolute directory.
  * Returns 0, -ENOMEM or SRCMAP_E_TOOBIG when the map would pass its
  * max_bytes, m unchanged on either error. Not thread-safe: call it before

@@ -272,10 +272,11 @@ before(async () => {
   S.workerd = await L.startWorkerd(path.join(wdir, 'worker.js'), [{ name: 'shop', port: http }]);
   S.load = L.loadLoop(http);
 
-  // A runtime in its own mount namespace: it runs /mnt/ns-app/main.js,
-  // which exists only there (a bind mount of a directory of ours), as in a
-  // container. The agent reads it through /proc/<pid>/root.
-  S.ns = await startInNamespace(dir, app);
+  // A runtime in its own mount namespace: it runs /mnt/ns-host.js, which
+  // exists only there (a bind mount of a directory of ours), as in a
+  // container. Host discovery finds it (by its executable's name, which
+  // nothing else here has) and reads its files through /proc/<pid>/root.
+  S.ns = await startInNamespace(dir);
 
   const targets = [
     { port: S.main.port, worker: 'app' },
@@ -283,29 +284,33 @@ before(async () => {
     { port: S.deno.port, worker: 'deno-app' },
     { port: S.workerd.port, worker: 'shop', source_maps: [maps] },
   ];
-  if (S.ns.node) targets.push({ port: S.ns.node.port, worker: 'ns-app', root: `/proc/${S.ns.pid}/root` });
   S.d = await L.startDaemon(L.yamlConfig({
     store: S.store, targets, duration: '1s', period: '1500ms', interval: '1ms', heap: '{period: 2s}', level: 'info',
+    discovery: S.ns.node ? `500ms, processes: {enabled: true, executables: [${NS_EXE}]}` : '500ms',
     extra: 'source_maps_max_file: 1MiB',
   }), { dir });
 });
 
-// Node in a private mount namespace (unshare, as root): {node, pid} or
-// {skip: why}.
-async function startInNamespace(dir, app) {
+// Node in a private mount namespace (unshare, as root), run as
+// NS_EXE (a hard link to node, or a copy): {node, pid} or {skip: why}.
+const NS_EXE = 'isoprof-ns-node';
+async function startInNamespace(dir) {
   const src = path.join(dir, 'out', 'linked');
   const probe = spawnSync('unshare', ['--mount', '--propagation', 'private', 'true'], { encoding: 'utf8' });
   if (probe.status !== 0 || !fs.existsSync('/mnt')) return { skip: `unshare --mount refused here (${(probe.stderr || '').trim() || probe.status})` };
+  const exe = path.join(dir, NS_EXE);
+  try { fs.linkSync(fs.realpathSync(process.execPath), exe); } catch (_) { fs.copyFileSync(fs.realpathSync(process.execPath), exe); fs.chmodSync(exe, 0o755); }
+  fs.writeFileSync(path.join(src, 'ns-host.js'), "const m = require('/mnt/main.js');\nsetInterval(() => m.run(), 25);\n");
   const port = await L.freePort();
   const pidFile = path.join(dir, 'ns.pid');
   const script = `mount --bind ${JSON.stringify(src)} /mnt && echo $$ > ${JSON.stringify(pidFile)} && ` +
-    `exec ${JSON.stringify(process.execPath)} --inspect=127.0.0.1:${port} -e "require('/mnt/main.js'); setInterval(() => require('/mnt/main.js').run(), 25)"`;
+    `exec ${JSON.stringify(exe)} --inspect=127.0.0.1:${port} --require ${JSON.stringify(path.join(__dirname, 'parent-guard.js'))} /mnt/ns-host.js`;
   const c = L.track(spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script],
     { stdio: ['ignore', 'ignore', 'pipe'] }), 'node-ns');
   c.port = port;
   await L.waitInspector(port, { child: c });
   const pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
-  assert.ok(!fs.existsSync('/mnt/main.js'), 'the bind mount is not visible outside the namespace');
+  assert.ok(!fs.existsSync('/mnt/ns-host.js'), 'the bind mount is not visible outside the namespace');
   return { node: c, pid };
 }
 
@@ -318,9 +323,14 @@ function topLines(args, file) {
 // The windows of a store that may not exist yet.
 const windowsOf = (args) => (fs.existsSync(S.store) ? L.windows(S.store, args) : []);
 const cpuWindows = (worker) => windowsOf(['--worker', worker, '--type', 'cpu']);
+// Waits for n windows of worker (args: more filters); on a time-out says
+// what the daemon did.
+const waitWindows = (worker, n, ms, args = ['--type', 'cpu']) =>
+  L.waitFor(() => windowsOf(['--worker', worker, ...args]).length >= n, ms, `${n} windows of ${worker} (${args.join(' ')})`)
+    .catch((e) => { throw new Error(`${e.message}\n--- isoprofd ---\n${S.d.story()}`); });
 
 test('esbuild linked, inline and hidden maps and tsc maps: go tool pprof names the TypeScript', { timeout: 90000 }, async () => {
-  await L.waitFor(() => cpuWindows('app').length >= 3, 60000, 'three CPU windows of the app');
+  await waitWindows('app', 3, 60000);
   const rows = topLines(['--worker', 'app', '--type', 'cpu'], 'app-cpu.pb.gz');
   for (const v of VARIANTS) {
     const file = path.join(S.dir, 'src', v, 'hot.ts');
@@ -333,8 +343,8 @@ test('esbuild linked, inline and hidden maps and tsc maps: go tool pprof names t
   assert.ok(ws.every((w) => w.frames_mapped > 0), JSON.stringify(ws.map((w) => [w.frames_mapped, w.frames_unmapped])));
 });
 
-test('a heap window maps too', { timeout: 60000 }, async () => {
-  await L.waitFor(() => windowsOf(['--worker', 'app', '--type', 'heap']).length >= 1, 45000, 'a heap window of the app');
+test('a heap window maps too', { timeout: 90000 }, async () => {
+  await waitWindows('app', 1, 45000, ['--type', 'heap']);
   const rows = topLines(['--worker', 'app', '--type', 'heap'], 'app-heap.pb.gz');
   const ts = rows.filter((r) => /\/src\/\w+\/main\.ts:\d+/.test(r));
   assert.ok(ts.length > 0, `a heap frame in a main.ts:\n${rows.join('\n')}`);
@@ -344,7 +354,7 @@ test('a heap window maps too', { timeout: 60000 }, async () => {
 test('a map replaced on disk between two windows: the next window uses the new one', { timeout: 90000 }, async () => {
   const line = lineOf(hotTs('deploy'), 'export function checksum_deploy');
   const file = path.join(S.dir, 'src', 'deploy', 'hot.ts');
-  await L.waitFor(() => cpuWindows('app').length >= 2, 60000, 'CPU windows of the app');
+  await waitWindows('app', 2, 60000);
   // The deploy: the same code, a map whose names say v2 (and a size of its own).
   const mapFile = path.join(S.dir, 'out', 'deploy', 'main.js.map');
   const m = JSON.parse(fs.readFileSync(mapFile, 'utf8'));
@@ -360,31 +370,32 @@ test('a map replaced on disk between two windows: the next window uses the new o
   assert.ok(!rows.some((r) => r.startsWith('checksum_deploy ')), `not the old one:\n${rows.join('\n')}`);
 });
 
-test('workerd: a bundled module mapped through the target\'s source_maps directory', { timeout: 60000 }, async () => {
-  await L.waitFor(() => cpuWindows('shop').length >= 2, 45000, 'CPU windows of workerd');
+test('workerd: a bundled module mapped through the target\'s source_maps directory', { timeout: 90000 }, async () => {
+  await waitWindows('shop', 2, 60000);
   const rows = topLines(['--worker', 'shop', '--type', 'cpu'], 'shop.pb.gz');
   const want = `renderPage ${S.workerTs}:${lineOf(WORKER_TS, 'function renderPage')}`;
   assert.ok(rows.some((r) => r.startsWith(want)), `${want} in:\n${rows.join('\n')}`);
 });
 
-test('Deno: TypeScript lines through its emit cache', { timeout: 60000 }, async () => {
-  await L.waitFor(() => cpuWindows('deno-app').length >= 2, 45000, 'CPU windows of Deno');
+test('Deno: TypeScript lines through its emit cache', { timeout: 90000 }, async () => {
+  await waitWindows('deno-app', 2, 60000);
   const rows = topLines(['--worker', 'deno-app', '--type', 'cpu'], 'deno.pb.gz');
   const want = `priceOrder ${S.denoTs}:${lineOf(DENO_TS, 'function priceOrder')}`;
   assert.ok(rows.some((r) => r.startsWith(want)), `${want} in:\n${rows.join('\n')}`);
 });
 
-test('a runtime in its own mount namespace: its files read through root: /proc/PID/root', { timeout: 60000 }, async (t) => {
+test('a process in its own mount namespace, found on the host: its files read through /proc/PID/root', { timeout: 90000 }, async (t) => {
   if (S.ns.skip) return t.skip(S.ns.skip);
-  await L.waitFor(() => cpuWindows('ns-app').length >= 2, 45000, 'CPU windows of the namespaced Node');
-  const rows = topLines(['--worker', 'ns-app', '--type', 'cpu'], 'ns.pb.gz');
+  await waitWindows('ns-host.js', 2, 60000);
+  assert.ok(cpuWindows('ns-host.js').every((w) => w.pid === S.ns.pid), 'its windows carry its pid');
+  const rows = topLines(['--worker', 'ns-host.js', '--type', 'cpu'], 'ns.pb.gz');
   // The map's sources are relative to /mnt inside the namespace.
   const want = `checksum_linked /src/linked/hot.ts:${lineOf(hotTs('linked'), 'export function checksum_linked')}`;
   assert.ok(rows.some((r) => r.startsWith(want)), `${want} in:\n${rows.join('\n')}`);
 });
 
 test('bad maps and path escapes: refused once each, counted by reason, frames keep their V8 names', { timeout: 90000 }, async () => {
-  await L.waitFor(() => cpuWindows('bad').length >= 4, 60000, 'four CPU windows of the bad maps');
+  await waitWindows('bad', 4, 60000);
   const want = {};
   for (const [, , , reason] of BAD) want[reason] = (want[reason] || 0) + 1;
   const metrics = L.cli(['metrics', '--socket', path.join(S.store, 'control.sock')]).stdout;
