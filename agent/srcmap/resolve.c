@@ -134,39 +134,11 @@ static char *key2(const char *a, const char *b, const char *suffix, size_t *len)
     return k;
 }
 
-/* Normalizes an absolute path into out (MAX_PATH): "." and empty parts
- * dropped, ".." takes one part off, never above "/". Returns 0 or -1 when
- * it does not fit. */
+/* Normalizes an absolute path into out (MAX_PATH). 0, or -1 when it
+ * does not fit. */
 static int path_norm(const char *in, char *out)
 {
-    size_t o = 0;
-    const char *s = in;
-    while (*s) {
-        while (*s == '/')
-            s++;
-        const char *e = s;
-        while (*e && *e != '/')
-            e++;
-        size_t n = (size_t)(e - s);
-        if (n == 0 || (n == 1 && s[0] == '.')) {
-        } else if (n == 2 && s[0] == '.' && s[1] == '.') {
-            while (o > 0 && out[o - 1] != '/')
-                o--;
-            if (o > 0)
-                o--;
-        } else {
-            if (o + 1 + n >= MAX_PATH)
-                return -1;
-            out[o++] = '/';
-            memcpy(out + o, s, n);
-            o += n;
-        }
-        s = e;
-    }
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
-    return 0;
+    return srcmap_path_norm("", in, out, MAX_PATH) > 0 ? 0 : -1;
 }
 
 /* Is path (normalized) dir itself or beneath it (normalized)? */

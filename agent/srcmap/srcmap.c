@@ -1370,12 +1370,12 @@ const char *srcmap_source(const struct srcmap *m, size_t i)
     return m->strs + m->sources.off[i];
 }
 
-/* Appends the normalized join of dir and rel to b: "." and empty parts
- * dropped, ".." takes one part off (never past the root). */
-static void join_norm(struct isoprof_buf *b, const char *dir, const char *rel)
+size_t srcmap_path_norm(const char *dir, const char *rel, char *out, size_t cap)
 {
-    size_t base = b->len;
+    size_t o = 0;
     const char *parts[2] = {dir, rel};
+    if (cap < 2)
+        return 0;
     for (int k = 0; k < 2; k++) {
         const char *s = parts[k];
         while (*s) {
@@ -1388,19 +1388,33 @@ static void join_norm(struct isoprof_buf *b, const char *dir, const char *rel)
             if (n == 0 || (n == 1 && s[0] == '.')) {
                 /* nothing */
             } else if (n == 2 && s[0] == '.' && s[1] == '.') {
-                while (b->len > base && b->data[b->len - 1] != '/')
-                    b->len--;
-                if (b->len > base)
-                    b->len--;
+                while (o > 0 && out[o - 1] != '/')
+                    o--;
+                if (o > 0)
+                    o--;
             } else {
-                isoprof_buf_putc(b, '/');
-                isoprof_buf_append(b, s, n);
+                if (o + 1 + n >= cap)
+                    return 0;
+                out[o++] = '/';
+                memcpy(out + o, s, n);
+                o += n;
             }
             s = e;
         }
     }
-    if (b->len == base)
-        isoprof_buf_putc(b, '/');
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    return o;
+}
+
+/* Appends the normalized join of dir and rel to b (srcmap_path_norm). */
+static void join_norm(struct isoprof_buf *b, const char *dir, const char *rel)
+{
+    size_t cap = strlen(dir) + strlen(rel) + 3; /* the join is never longer */
+    if (isoprof_buf_reserve(b, cap) != 0)
+        return; /* b's sticky error says so */
+    b->len += srcmap_path_norm(dir, rel, (char *)b->data + b->len, cap);
 }
 
 /* Rewrites every source: relative ones prefixed with root (NULL: none)

@@ -134,6 +134,15 @@ const char *srcmap_source(const struct srcmap *m, size_t i);
  */
 int srcmap_rebase_sources(struct srcmap *m, const char *dir);
 
+/*
+ * srcmap_path_norm - the join of dir and rel ("" for none) as one absolute
+ * path into out (cap bytes, NUL-terminated): empty and "." parts dropped,
+ * ".." taking one part off and never going above "/". Returns its length,
+ * or 0 when it does not fit in cap. Pure string work: nothing is resolved
+ * on disk.
+ */
+size_t srcmap_path_norm(const char *dir, const char *rel, char *out, size_t cap);
+
 /* What a generated position maps to. Strings borrowed from the map. */
 struct srcmap_pos {
     const char *source;  /* never NULL */
