@@ -71,11 +71,17 @@ export function run(): number {
   return total;
 }
 
-// Allocations for the heap windows, in a timer callback (called from
-// native code, so never inlined into a caller).
+// Allocations for the heap windows, in a timer callback too large to be
+// inlined into listOnTimeout, which calls it.
 setInterval(function keepRecords_${v}() {
-  for (let i = 0; i < 40; i++) kept.push({ id: total + i, payload: new Array(48).fill(i) });
+  let acc = total;
+  for (let i = 0; i < 40; i++) {
+    kept.push({ id: total + i, payload: new Array(48).fill(i) });
+    acc = (acc * 31 + i) % 1000003;
+${branches('acc')}
+  }
   if (kept.length > 4000) kept.splice(0, 2000);
+  total += acc & 1;
 }, 25);
 `;
 
