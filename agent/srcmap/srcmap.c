@@ -1060,7 +1060,8 @@ static int fault(struct sm_fault *f, int reason, size_t at, const char *fmt, ...
 
 /* Decodes the next segment, skipping ';' (a new line: the column restarts)
  * and ','. Returns 1 with *g, 0 at the end, or -1 with *f. */
-static int dec_next(struct sm_dec *d, const struct srcmap *m, struct sm_seg *g, struct sm_fault *f)
+/* Moves d past ';' (a new line: the column restarts) and ','. */
+static void dec_skip(struct sm_dec *d)
 {
     while (d->p < d->end && (*d->p == ';' || *d->p == ',')) {
         if (*d->p == ';') {
@@ -1069,6 +1070,11 @@ static int dec_next(struct sm_dec *d, const struct srcmap *m, struct sm_seg *g, 
         }
         d->p++;
     }
+}
+
+static int dec_next(struct sm_dec *d, const struct srcmap *m, struct sm_seg *g, struct sm_fault *f)
+{
+    dec_skip(d);
     if (d->p >= d->end)
         return 0;
     const char *start = d->p;
@@ -1211,15 +1217,9 @@ static int index_mappings(struct srcmap_parser *p)
     size_t since = SRCMAP_CHECK_EVERY;
     const char *last_check = m->mappings;
     for (;;) {
+        /* separators first, so that the checkpoint points at the segment */
+        dec_skip(&d);
         struct sm_dec before = d;
-        /* skip separators first so the checkpoint points at the segment */
-        while (before.p < before.end && (*before.p == ';' || *before.p == ',')) {
-            if (*before.p == ';') {
-                before.line++;
-                before.col = 0;
-            }
-            before.p++;
-        }
         struct sm_seg g;
         struct sm_fault f;
         int rc = dec_next(&d, m, &g, &f);
