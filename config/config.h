@@ -16,6 +16,7 @@
  *   discovery.interval, discovery.processes.{enabled, executables, activate,
  *   users}
  *   sampling.cpu.{duration, period, interval, jitter, max_concurrent}
+ *   sampling.budget.{pause_share, max_pause, max_duration}
  *   sampling.heap.{interval, period}, sampling.memory_poll
  *   anomaly.memory.{threshold, heap_period}, anomaly.{cpu_interval,
  *   cooldown, retention}, anomaly.latency.{listen, window, factor, min,
@@ -180,6 +181,12 @@ struct cfg {
             uint64_t interval; /* bytes */
             uint64_t period_ns;
         } heap;
+        /* What scheduled windows may cost an isolate (windows.h). */
+        struct {
+            double pause_share;       /* of wall time, 1e-6..1 */
+            uint64_t max_pause_ns;    /* one planned stall */
+            uint64_t max_duration_ns; /* a lengthened CPU window */
+        } budget;
         uint64_t memory_poll_ns;
     } sampling;
     struct {

@@ -1661,6 +1661,16 @@ static int jnum(yajl_val v, const char *key, uint64_t *out)
     return 0;
 }
 
+/* A JSON number (integer or not) as a double; -1 for null or missing. */
+static int jdouble(yajl_val v, const char *key, double *out)
+{
+    yajl_val n = jget(v, key);
+    if (n == NULL || !YAJL_IS_NUMBER(n))
+        return -1;
+    *out = YAJL_IS_INTEGER(n) ? (double)YAJL_GET_INTEGER(n) : YAJL_GET_DOUBLE(n);
+    return 0;
+}
+
 /* An error answer: its message on stderr (and the isolates of a 409). */
 static int ctl_fail(const struct ctl_resp *r)
 {
@@ -1732,6 +1742,39 @@ static const char *or_dash(const char *s)
     return s ? s : "-";
 }
 
+/* The pause budget's line: the isolates whose windows it stretched (a
+ * line each), or that none was. */
+static void print_budget(yajl_val targets)
+{
+    size_t nt = targets && YAJL_IS_ARRAY(targets) ? targets->u.array.len : 0;
+    int limited = 0;
+    for (size_t i = 0; i < nt; i++) {
+        yajl_val t = targets->u.array.values[i], bu = jget(t, "budget");
+        yajl_val lim = jget(bu, "limited");
+        if (lim == NULL || !YAJL_IS_TRUE(lim))
+            continue;
+        double dur = 0, per = 0, f = 0, start = 0, spent = 0;
+        uint64_t iso = 0, deferred = 0;
+        jnum(t, "isolate", &iso);
+        jdouble(bu, "duration_ms", &dur);
+        jdouble(bu, "period_ms", &per);
+        jdouble(bu, "factor", &f);
+        jdouble(bu, "spent_share", &spent);
+        jdouble(jget(bu, "estimate"), "start_ms", &start);
+        jnum(bu, "deferred", &deferred);
+        yajl_val over = jget(bu, "over_max_pause");
+        int over_n = over && YAJL_IS_ARRAY(over) ? (int)over->u.array.len : 0;
+        printf("%s %s/%s isolate %" PRIu64 ": %.1fs windows every %.1fs (x%.2f; "
+               "Profiler.start %.0f ms%s), %.3f%% of its time stalled, %" PRIu64 " deferred\n",
+               limited ? "         " : "budget   ", or_dash(jstr(t, "worker")),
+               or_dash(jstr(t, "thread")), iso, dur / 1000.0, per / 1000.0, f, start,
+               over_n ? ", over max_pause" : "", spent * 100.0, deferred);
+        limited = 1;
+    }
+    if (!limited && nt > 0)
+        printf("budget    every isolate on the configured schedule\n");
+}
+
 static void print_status(yajl_val root)
 {
     const char *s;
@@ -1785,6 +1828,7 @@ static void print_status(yajl_val root)
     if (has_max)
         printf(" (at most %" PRIu64 " at once)", max);
     putchar('\n');
+    print_budget(targets);
     yajl_val st = jget(root, "store");
     printf("store     %s:", (s = jstr(st, "path")) ? s : "?");
     if (jnum(st, "windows", &v) == 0)

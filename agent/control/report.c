@@ -329,6 +329,67 @@ static void status_srcmaps(struct isoprof_buf *b, struct srcmap_cache *c)
     isoprof_buf_append(b, "}}", 2);
 }
 
+/* ns as ms with three decimals. */
+static void json_ms(struct isoprof_buf *b, const char *key, uint64_t ns, int first)
+{
+    json_key(b, key, first);
+    isoprof_buf_printf(b, "%" PRIu64 ".%03u", ns / 1000000u, (unsigned)(ns / 1000u % 1000u));
+}
+
+/* The "budget" object of a target: what its windows cost it and the plan
+ * that follows (windows.h, the cost budget). */
+static void status_budget(struct isoprof_buf *b, const struct target *t, uint64_t now)
+{
+    const struct win_iso *w = &t->w;
+    const struct sched_plan *p = &w->plan;
+    isoprof_buf_putc(b, '{');
+    json_ms(b, "period_ms", p->period_ns, 1);
+    json_ms(b, "duration_ms", p->duration_ns, 0);
+    json_ms(b, "heap_period_ms", p->heap_period_ns, 0);
+    isoprof_buf_printf(b, ",\"factor\":%.3f", p->factor);
+    isoprof_buf_printf(b, ",\"limited\":%s", (p->flags & SCHED_LIMITED) ? "true" : "false");
+    json_key(b, "over_max_pause", 0);
+    isoprof_buf_putc(b, '[');
+    if (p->flags & SCHED_START_OVER)
+        isoprof_buf_puts(b, (p->flags & SCHED_HEAP_OVER) ? "\"start\",\"heap\"" : "\"start\"");
+    else if (p->flags & SCHED_HEAP_OVER)
+        isoprof_buf_puts(b, "\"heap\"");
+    isoprof_buf_putc(b, ']');
+    isoprof_buf_printf(b, ",\"duration_capped\":%s",
+                       (p->flags & SCHED_DURATION_CAPPED) ? "true" : "false");
+    isoprof_buf_printf(b, ",\"planned_share\":%.6f", p->share);
+    uint64_t total = 0;
+    for (int c = 0; c < WIN_NCALLS; c++)
+        total += w->pause[c].total_ns;
+    uint64_t span = w->first_ns && now > w->first_ns ? now - w->first_ns : 0;
+    isoprof_buf_printf(b, ",\"spent_share\":%.6f", span ? (double)total / (double)span : 0.0);
+    json_ms(b, "paused_ms", total, 0);
+    json_ms(b, "observed_ms", span, 0);
+    isoprof_buf_printf(b, ",\"credit_ms\":%.3f", (double)win_credit(w, now) / 1e6);
+    json_u64(b, "deferred", w->deferred, 0);
+    struct sched_cost k;
+    win_cost(w, &k);
+    json_key(b, "estimate", 0);
+    isoprof_buf_putc(b, '{');
+    json_ms(b, "start_ms", k.start_ns, 1);
+    json_ms(b, "stop_ms_per_s", k.stop_ns_s, 0);
+    json_ms(b, "heap_ms", k.heap_ns, 0);
+    isoprof_buf_putc(b, '}');
+    json_key(b, "pauses", 0);
+    isoprof_buf_putc(b, '{');
+    for (int c = 0; c < WIN_NCALLS; c++) {
+        struct win_pause_stat ps;
+        win_pause_stat(w, (enum win_call)c, &ps);
+        json_key(b, win_call_name((enum win_call)c), c == 0);
+        isoprof_buf_putc(b, '{');
+        json_u64(b, "count", ps.count, 1);
+        json_ms(b, "p50_ms", ps.p50_ns, 0);
+        json_ms(b, "max_ms", ps.max_ns, 0);
+        isoprof_buf_putc(b, '}');
+    }
+    isoprof_buf_append(b, "}}", 2);
+}
+
 static void status_target(struct isoprof_buf *b, const struct target *t)
 {
     isoprof_buf_putc(b, '{');
@@ -369,6 +430,8 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
     isoprof_buf_putc(b, '}');
     json_key(b, "window", 0);
     isoprof_json_str(b, win_state_name(t->w.cpu));
+    json_key(b, "budget", 0);
+    status_budget(b, t, isoprof_now_mono_ns());
     json_key(b, "anomaly", 0);
     if (t->mem_ep != NULL) {
         isoprof_buf_putc(b, '{');
@@ -623,6 +686,32 @@ static uint64_t resident_bytes(void)
     return (uint64_t)pages * (uint64_t)page;
 }
 
+/* The stalls of every isolate by call: a histogram in seconds. */
+static void metrics_pauses(struct isoprof_buf *b, const struct win_sched *s)
+{
+    static const char name[] = "isoprof_pause_seconds";
+    prom_family(b, name, "histogram",
+                "How long each profiler call stalled its isolate (the call's round trip), by "
+                "call: start, stop, heap.");
+    for (int c = 0; c < WIN_NCALLS; c++) {
+        const char *call = win_call_name((enum win_call)c);
+        uint64_t n = 0;
+        for (int k = 0; k <= WIN_PAUSE_BUCKETS; k++) {
+            n += s->pause_hist[c][k];
+            if (k < WIN_PAUSE_BUCKETS)
+                isoprof_buf_printf(b, "%s_bucket{call=\"%s\",le=\"%g\"} %" PRIu64 "\n", name, call,
+                                   win_pause_bounds_ms[k] / 1000.0, n);
+            else
+                isoprof_buf_printf(b, "%s_bucket{call=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name,
+                                   call, n);
+        }
+        uint64_t sum = s->pause_sum_ns[c];
+        isoprof_buf_printf(b, "%s_sum{call=\"%s\"} %" PRIu64 ".%09u\n", name, call,
+                           sum / 1000000000u, (unsigned)(sum % 1000000000u));
+        isoprof_buf_printf(b, "%s_count{call=\"%s\"} %" PRIu64 "\n", name, call, n);
+    }
+}
+
 char *report_metrics(struct agent *a, size_t *len)
 {
     struct isoprof_buf b;
@@ -659,6 +748,7 @@ char *report_metrics(struct agent *a, size_t *len)
 
     /* the daemon's counters (counters.h) */
     metrics_counters(&b, &a->n);
+    metrics_pauses(&b, &a->wins);
 
     /* DogStatsD */
     struct statsd_counts sc = {0};

@@ -58,6 +58,8 @@ enum agent_drop_reason {
       "CPU windows that waited for a slot under max_concurrent.")                                  \
     X(windows_skipped, "windows_skipped", "isoprof_windows_skipped_total", "",                     \
       "CPU windows not started (another client was profiling, a call failed).")                    \
+    X(windows_deferred, "windows_deferred", "isoprof_windows_deferred_total", "",                  \
+      "Scheduled windows (CPU or heap) that waited for the isolate's pause budget.")               \
     X(conversion_errors, "conversion_errors", "isoprof_conversion_errors_total", "",               \
       "Profiles that could not be converted to pprof.")                                            \
     X(store_errors, "store_errors", "isoprof_store_errors_total", "", "Store writes that failed.") \

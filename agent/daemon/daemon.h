@@ -115,6 +115,9 @@ struct target {
     uv_timer_t timer;     /* the next attach */
     uv_timer_t win_timer; /* windows.c's wake-ups (win_ops.arm) */
     struct win_iso w;     /* its windows (windows.c) */
+    /* when each measured call was sent (enum win_call): its stall is the
+     * round trip to its answer (win_pause) */
+    uint64_t call_sent_ns[WIN_NCALLS];
     int listed;           /* seen in the latest /json/list */
     int removing;         /* vanished; freed once cdp and timer closed */
     int pending_closes;

@@ -1,8 +1,11 @@
 /*
- * schedule.c - the duty-cycle planner (schedule.h): period, jitter and the cap,
- * as pure functions of the config, a random draw and the time.
+ * schedule.c - the duty-cycle planner (schedule.h): period, jitter, the cap
+ * and the cost budget, as pure functions of the config, the measured costs,
+ * a random draw and the time.
  */
 #include "schedule.h"
+
+#include <string.h>
 
 static uint64_t add_sat(uint64_t a, uint64_t b)
 {
@@ -15,29 +18,92 @@ static double offset(struct isoprof_rng *rng, double spread)
     return (isoprof_rng_unit(rng) * 2.0 - 1.0) * spread;
 }
 
-uint64_t sched_first_due(const struct cfg *c, struct isoprof_rng *rng, uint64_t now)
+/* A time of day in ns as a double, saturated into uint64_t. */
+static uint64_t to_ns(double t)
 {
-    double spread = c->sampling.cpu.jitter * (double)c->sampling.cpu.period_ns;
+    if (t <= 0.0)
+        return 0;
+    return t < 1.8e19 ? (uint64_t)t : UINT64_MAX;
+}
+
+/* No period is stretched past a day (the config's own limit). */
+#define SCHED_MAX_PERIOD_NS 86400e9
+
+void sched_plan(const struct cfg *c, const struct sched_cost *k, struct sched_plan *out)
+{
+    double p = (double)c->sampling.cpu.period_ns, d = (double)c->sampling.cpu.duration_ns;
+    double h = (double)c->sampling.heap.period_ns;
+    double share = c->sampling.budget.pause_share, maxp = (double)c->sampling.budget.max_pause_ns;
+    double start = (double)k->start_ns, heap = (double)k->heap_ns;
+    double r = (double)k->stop_ns_s / 1e9; /* stop's stall per ns of window */
+
+    /* a: what does not lengthen with the window, per ns of the config's
+     * periods; b: what does (the stop), at the configured duty cycle. */
+    double a = start / p + heap / h, b = r * d / p;
+    /* g: how far a window may lengthen. */
+    double g_max = (double)c->sampling.budget.max_duration_ns / d;
+    if (r > 0.0 && maxp / (r * d) < g_max)
+        g_max = maxp / (r * d);
+    if (g_max < 1.0)
+        g_max = 1.0;
+
+    double f, g;
+    if (a + b <= share) {
+        f = g = 1.0;
+    } else if (b < share && a / (share - b) <= g_max) {
+        f = g = a / (share - b);
+    } else {
+        f = (a + b * g_max) / share;
+        g = g_max;
+    }
+    double f_max = SCHED_MAX_PERIOD_NS / (p > h ? p : h);
+    if (f > f_max)
+        f = f_max > 1.0 ? f_max : 1.0;
+    if (g > f)
+        g = f;
+
+    memset(out, 0, sizeof(*out));
+    out->factor = f;
+    out->period_ns = to_ns(p * f);
+    out->duration_ns = to_ns(d * g);
+    out->heap_period_ns = to_ns(h * f);
+    double window = start + r * d * g; /* one CPU window's stall */
+    out->share = window / (p * f) + heap / (h * f);
+    double cap = 2.0 * (window + heap);
+    out->credit_cap_ns = to_ns(cap > maxp ? cap : maxp);
+    if (f > 1.0 + 1e-9)
+        out->flags |= SCHED_LIMITED;
+    if (f > 1.0 + 1e-9 && g < f * (1.0 - 1e-9))
+        out->flags |= SCHED_DURATION_CAPPED;
+    if (start > maxp)
+        out->flags |= SCHED_START_OVER;
+    if (heap > maxp)
+        out->flags |= SCHED_HEAP_OVER;
+}
+
+uint64_t sched_first_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,
+                         uint64_t now)
+{
+    double spread = c->sampling.cpu.jitter * (double)p->period_ns;
     return add_sat(now, (uint64_t)(isoprof_rng_unit(rng) * spread));
 }
 
-uint64_t sched_next_due(const struct cfg *c, struct isoprof_rng *rng, uint64_t now, uint64_t base)
+uint64_t sched_next_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,
+                        uint64_t now, uint64_t base)
 {
-    double period = (double)c->sampling.cpu.period_ns;
+    double period = (double)p->period_ns;
     double due = (double)base + period + offset(rng, c->sampling.cpu.jitter * period);
-    if (due <= (double)now)
-        return now;
-    return due < 1.8e19 ? (uint64_t)due : UINT64_MAX;
+    return due <= (double)now ? now : to_ns(due);
 }
 
-uint64_t sched_heap_due(const struct cfg *c, struct isoprof_rng *rng, uint64_t now,
-                        int episode_open)
+uint64_t sched_heap_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,
+                        uint64_t now, uint64_t base, int episode_open)
 {
     if (episode_open)
         return add_sat(now, c->anomaly.memory.heap_period_ns);
-    double period = (double)c->sampling.heap.period_ns;
-    double p = period + offset(rng, c->sampling.cpu.jitter * period);
-    return add_sat(now, p >= 1.0 ? (uint64_t)p : 1);
+    double period = (double)p->heap_period_ns;
+    double due = (double)base + period + offset(rng, c->sampling.cpu.jitter * period);
+    return due <= (double)now ? now : to_ns(due);
 }
 
 int sched_slot_free(const struct cfg *c, unsigned slots)
@@ -45,8 +111,40 @@ int sched_slot_free(const struct cfg *c, unsigned slots)
     return slots < c->sampling.cpu.max_concurrent;
 }
 
-int sched_plan_stale(const struct cfg *c, uint64_t now, uint64_t due)
+int sched_plan_stale(const struct cfg *c, const struct sched_plan *p, uint64_t now, uint64_t due)
 {
-    double limit = (double)c->sampling.cpu.period_ns * (1.0 + c->sampling.cpu.jitter);
+    double limit = (double)p->period_ns * (1.0 + c->sampling.cpu.jitter);
     return (double)due > (double)now + limit;
+}
+
+void sched_account_accrue(struct sched_account *a, const struct cfg *c, const struct sched_plan *p,
+                          uint64_t now)
+{
+    if (a->at_ns == 0 || now < a->at_ns) {
+        a->at_ns = now;
+        return;
+    }
+    double credit =
+        (double)a->credit_ns + c->sampling.budget.pause_share * (double)(now - a->at_ns);
+    double cap = (double)p->credit_cap_ns;
+    if (credit > cap)
+        credit = cap;
+    a->credit_ns = credit < -9e18 ? INT64_MIN : (int64_t)credit;
+    a->at_ns = now;
+}
+
+void sched_account_charge(struct sched_account *a, uint64_t pause_ns)
+{
+    if (pause_ns > (uint64_t)INT64_MAX)
+        pause_ns = (uint64_t)INT64_MAX;
+    int64_t v = (int64_t)pause_ns;
+    a->credit_ns = a->credit_ns < INT64_MIN + v ? INT64_MIN : a->credit_ns - v;
+}
+
+uint64_t sched_account_ready(const struct sched_account *a, const struct cfg *c, uint64_t now)
+{
+    if (a->credit_ns >= 0)
+        return now;
+    double wait = -(double)a->credit_ns / c->sampling.budget.pause_share;
+    return to_ns((double)now + wait + 1.0);
 }

@@ -103,6 +103,18 @@ int target_call(struct target *t, const char *method, const char *params, uint64
     return 0;
 }
 
+/* A measured call was answered: its round trip is the stall the isolate
+ * took (V8 runs it on the isolate's thread, which does nothing else
+ * meanwhile), reported to the budget. */
+static uint64_t target_pause(struct target *t, enum win_call call)
+{
+    uint64_t now = isoprof_now_mono_ns(), sent = t->call_sent_ns[call];
+    uint64_t pause = sent != 0 && now > sent ? now - sent : 0;
+    t->call_sent_ns[call] = 0;
+    win_pause(&t->w, now, call, pause);
+    return pause;
+}
+
 /* A label value: valid printable UTF-8-safe ASCII subset, bounded. Bytes
  * outside printable ASCII (and quotes) become '_' so a hostile title can
  * neither break the store key (NUL) nor a log line or a Pyroscope label. */
@@ -405,6 +417,8 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
 {
     struct agent *a = t->a;
     struct win_tags tags;
+    if (r->status == 0 && r->raw != NULL && t->state == TARGET_READY)
+        target_pause(t, WIN_CALL_HEAP);
     win_heap_done(&t->w, &tags);
     struct od_req *od = tags.od;
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY) {
@@ -445,6 +459,7 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
 int target_win_heap_take(struct win_iso *w)
 {
     struct target *t = container_of(w, struct target, w);
+    t->call_sent_ns[WIN_CALL_HEAP] = isoprof_now_mono_ns();
     if (target_call(t, "HeapProfiler.getSamplingProfile", NULL, TARGET_HEAP_TIMEOUT_MS, CDP_RAW,
                     target_on_heap_profile) != 0) {
         log_error("HeapProfiler.getSamplingProfile not sent", "worker=%s isolate=%u", t->worker,
@@ -815,6 +830,8 @@ static void target_on_stopped(struct target *t, struct cdp_reply *r)
 {
     int ok = r->status == 0 && r->raw != NULL;
     struct win_tags tags;
+    if (ok && t->w.cpu == WIN_STOPPING)
+        target_pause(t, WIN_CALL_STOP);
     if (win_cpu_stopped(&t->w, isoprof_now_mono_ns(), ok, &tags) != 0)
         return; /* the session went away first; already accounted */
     if (!ok) {
@@ -830,6 +847,7 @@ static void target_on_stopped(struct target *t, struct cdp_reply *r)
 int target_win_cpu_stop(struct win_iso *w)
 {
     struct target *t = container_of(w, struct target, w);
+    t->call_sent_ns[WIN_CALL_STOP] = isoprof_now_mono_ns();
     int rc =
         target_call(t, "Profiler.stop", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW, target_on_stopped);
     if (rc != 0)
@@ -846,8 +864,9 @@ static void target_on_started(struct target *t, struct cdp_reply *r)
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
         return;
     }
-    log_debug("window started", "worker=%s isolate=%u interval_ns=%U", t->worker, t->isolate,
-              t->w.tags.interval_ns);
+    uint64_t pause = target_pause(t, WIN_CALL_START);
+    log_debug("window started", "worker=%s isolate=%u interval_ns=%U start_us=%U", t->worker,
+              t->isolate, t->w.tags.interval_ns, pause / 1000u);
     win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
 }
 
@@ -863,6 +882,7 @@ static void target_on_interval(struct target *t, struct cdp_reply *r)
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
         return;
     }
+    t->call_sent_ns[WIN_CALL_START] = isoprof_now_mono_ns();
     if (target_call(t, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started) != 0)
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
 }

@@ -19,6 +19,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define WIN_MIN_INTERVAL_US 100 /* below, V8's sampler spins; config refuses it */
@@ -179,22 +180,236 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+static const struct sched_plan *plan_now(struct win_iso *w);
+
 static void plan_first(struct win_iso *w, uint64_t now)
 {
-    w->cpu_due_ns = sched_first_due(w->s->cfg, w->s->rng, now);
+    w->cpu_due_ns = sched_first_due(w->s->cfg, plan_now(w), w->s->rng, now);
     rearm(w);
 }
 
 static void plan_next(struct win_iso *w, uint64_t now, uint64_t base)
 {
-    w->cpu_due_ns = sched_next_due(w->s->cfg, w->s->rng, now, base);
+    w->cpu_base_ns = base;
+    w->cpu_due_ns = sched_next_due(w->s->cfg, plan_now(w), w->s->rng, now, base);
     rearm(w);
 }
 
 static void plan_heap(struct win_iso *w, uint64_t now)
 {
-    w->heap_due_ns = sched_heap_due(w->s->cfg, w->s->rng, now, w->mem_ep != NULL);
+    w->heap_deferred = 0; /* a heap window planned afresh has not waited yet */
+    w->heap_due_ns = sched_heap_due(w->s->cfg, plan_now(w), w->s->rng, now, now, w->mem_ep != NULL);
     rearm(w);
+}
+
+/* --- the cost budget --- */
+
+const uint32_t win_pause_bounds_ms[WIN_PAUSE_BUCKETS] = {1,   2,   5,   10,   25,   50,
+                                                         100, 250, 500, 1000, 2500, 5000};
+
+static const char *const win_call_names[WIN_NCALLS] = {"start", "stop", "heap"};
+
+const char *win_call_name(enum win_call call)
+{
+    return (unsigned)call < WIN_NCALLS ? win_call_names[call] : "?";
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of the latest n (<= WIN_PAUSE_KEEP) of a ring that has had
+ * count entries in all, in ns; the largest too. */
+static uint64_t ring_median(const uint32_t *ring, uint64_t count, size_t n, uint64_t *max)
+{
+    uint64_t v[WIN_PAUSE_KEEP];
+    if (n > count)
+        n = (size_t)count;
+    *max = 0;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = (uint64_t)ring[(count - 1 - i) % WIN_PAUSE_KEEP] * 1000u;
+        if (v[i] > *max)
+            *max = v[i];
+    }
+    qsort(v, n, sizeof(v[0]), cmp_u64);
+    return v[n / 2];
+}
+
+static uint64_t estimate(const struct win_iso *w, enum win_call call)
+{
+    uint64_t max;
+    return ring_median(w->pause[call].us, w->pause[call].count, WIN_PAUSE_EST, &max);
+}
+
+static uint64_t stop_rate(const struct win_iso *w)
+{
+    uint64_t v[WIN_PAUSE_EST];
+    size_t n = w->nstop_rate < WIN_PAUSE_EST ? (size_t)w->nstop_rate : WIN_PAUSE_EST;
+    if (n == 0)
+        return 0;
+    memcpy(v, w->stop_rate, n * sizeof(v[0]));
+    qsort(v, n, sizeof(v[0]), cmp_u64);
+    return v[n / 2];
+}
+
+static const char *over_name(unsigned flags)
+{
+    switch (flags & (SCHED_START_OVER | SCHED_HEAP_OVER)) {
+    case SCHED_START_OVER:
+        return "start";
+    case SCHED_HEAP_OVER:
+        return "heap";
+    case SCHED_START_OVER | SCHED_HEAP_OVER:
+        return "start,heap";
+    default:
+        return "none";
+    }
+}
+
+/* Whether a plan differs from the one last logged enough to say so: a
+ * rule that applies or stops applying, or periods a quarter longer or
+ * shorter. */
+static int plan_news(const struct sched_plan *a, const struct sched_plan *b)
+{
+    if (a->flags != b->flags)
+        return 1;
+    double r = a->factor / b->factor;
+    return r > 1.25 || r < 0.8;
+}
+
+void win_cost(const struct win_iso *w, struct sched_cost *k)
+{
+    *k = (struct sched_cost){estimate(w, WIN_CALL_START), stop_rate(w), estimate(w, WIN_CALL_HEAP)};
+}
+
+static void plan_make(const struct win_iso *w, struct sched_cost *k, struct sched_plan *out)
+{
+    win_cost(w, k);
+    sched_plan(w->s->cfg, k, out);
+}
+
+/* w's plan, made afresh from its measures and the config in force. */
+static const struct sched_plan *plan_now(struct win_iso *w)
+{
+    struct sched_cost k;
+    plan_make(w, &k, &w->plan);
+    return &w->plan;
+}
+
+/* Make w's plan again after a new measure or config, say so when it
+ * changed, and move the planned windows to the new periods. */
+static void plan_update(struct win_iso *w, uint64_t now)
+{
+    struct win_sched *s = w->s;
+    const struct cfg *c = s->cfg;
+    struct sched_cost k;
+    struct sched_plan np;
+    plan_make(w, &k, &np);
+    int moved = np.period_ns != w->plan.period_ns || np.heap_period_ns != w->plan.heap_period_ns;
+    w->plan = np;
+    if (plan_news(&np, &w->logged)) {
+        const char *worker;
+        uint32_t isolate;
+        label(w, &worker, &isolate);
+        log_info("window plan changed",
+                 "worker=%s isolate=%u period_ms=%U duration_ms=%U heap_period_ms=%U factor=%f "
+                 "share_pct=%f limited=%d over_max_pause=%s start_ms=%f stop_ms_per_s=%f "
+                 "heap_ms=%f pause_share_pct=%f max_pause_ms=%U",
+                 worker, isolate, np.period_ns / 1000000u, np.duration_ns / 1000000u,
+                 np.heap_period_ns / 1000000u, np.factor, np.share * 100.0,
+                 (np.flags & SCHED_LIMITED) != 0, over_name(np.flags), (double)k.start_ns / 1e6,
+                 (double)k.stop_ns_s / 1e6, (double)k.heap_ns / 1e6,
+                 c->sampling.budget.pause_share * 100.0,
+                 c->sampling.budget.max_pause_ns / 1000000u);
+        w->logged = np;
+    }
+    if (!moved || !w->ready || s->stopping)
+        return;
+    if (w->cpu == WIN_NONE && w->cpu_due_ns != 0 && w->cpu_base_ns != 0 && !w->cpu_deferred)
+        w->cpu_due_ns = sched_next_due(c, &w->plan, s->rng, now, w->cpu_base_ns);
+    if (w->heap_due_ns != 0 && w->mem_ep == NULL && w->heap_base_ns != 0 && !w->heap_deferred)
+        w->heap_due_ns = sched_heap_due(c, &w->plan, s->rng, now, w->heap_base_ns, 0);
+    rearm(w);
+}
+
+void win_pause(struct win_iso *w, uint64_t now, enum win_call call, uint64_t pause_ns)
+{
+    struct win_sched *s = w->s;
+    if ((unsigned)call >= WIN_NCALLS)
+        return;
+    struct win_pauses *p = &w->pause[call];
+    uint64_t us = pause_ns / 1000u;
+    p->us[p->count % WIN_PAUSE_KEEP] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+    p->count++;
+    p->total_ns += pause_ns;
+    unsigned b = 0;
+    while (b < WIN_PAUSE_BUCKETS && pause_ns > (uint64_t)win_pause_bounds_ms[b] * 1000000u)
+        b++;
+    s->pause_hist[call][b]++;
+    s->pause_sum_ns[call] += pause_ns;
+    sched_account_accrue(&w->acct, s->cfg, &w->plan, now);
+    sched_account_charge(&w->acct, pause_ns);
+    if (call == WIN_CALL_STOP && w->cpu == WIN_STOPPING && w->stop_sent_ns > w->start_ns &&
+        w->tags.interval_ns / 1000u == s->cfg->sampling.cpu.interval_ns / 1000u) {
+        /* A window at the scheduled interval: its stall per second of
+         * recording is what the next scheduled ones will cost. */
+        double rate = (double)pause_ns * 1e9 / (double)(w->stop_sent_ns - w->start_ns);
+        w->stop_rate[w->nstop_rate % WIN_PAUSE_EST] = rate < 1.8e19 ? (uint64_t)rate : UINT64_MAX;
+        w->nstop_rate++;
+    }
+    plan_update(w, now);
+}
+
+void win_pause_stat(const struct win_iso *w, enum win_call call, struct win_pause_stat *out)
+{
+    memset(out, 0, sizeof(*out));
+    if ((unsigned)call >= WIN_NCALLS)
+        return;
+    const struct win_pauses *p = &w->pause[call];
+    out->count = p->count;
+    out->total_ns = p->total_ns;
+    out->p50_ns = ring_median(p->us, p->count, WIN_PAUSE_KEEP, &out->max_ns);
+}
+
+int64_t win_credit(const struct win_iso *w, uint64_t now)
+{
+    struct sched_account a = w->acct;
+    sched_account_accrue(&a, w->s->cfg, &w->plan, now);
+    return a.credit_ns;
+}
+
+/* A scheduled window (heap or CPU) is due: 0 if the isolate's account
+ * lets it start now; else 1, and it is planned for when it will. */
+static int budget_defers(struct win_iso *w, uint64_t now, int heap)
+{
+    struct win_sched *s = w->s;
+    int *flag = heap ? &w->heap_deferred : &w->cpu_deferred;
+    sched_account_accrue(&w->acct, s->cfg, plan_now(w), now);
+    uint64_t ready = sched_account_ready(&w->acct, s->cfg, now);
+    if (ready <= now) {
+        *flag = 0;
+        return 0;
+    }
+    if (!*flag) {
+        *flag = 1;
+        w->deferred++;
+        s->n->windows_deferred++;
+        const char *worker;
+        uint32_t isolate;
+        label(w, &worker, &isolate);
+        log_debug("window deferred by the pause budget",
+                  "worker=%s isolate=%u type=%s credit_ms=%I wait_ms=%U", worker, isolate,
+                  heap ? "heap" : "cpu", w->acct.credit_ns / 1000000, (ready - now) / 1000000u);
+    }
+    if (heap)
+        w->heap_due_ns = ready;
+    else
+        w->cpu_due_ns = ready;
+    return 1;
 }
 
 /* --- the CPU window --- */
@@ -215,6 +430,7 @@ static int cpu_begin(struct win_iso *w, uint64_t interval_ns, uint64_t duration_
     s->n->windows_started++;
     set_state(w, WIN_STARTING);
     w->cpu_due_ns = 0;
+    w->cpu_deferred = 0; /* the planned window, deferred or not, is superseded */
     if (s->ops->cpu_start(w, w->tags.interval_ns) == 0) {
         rearm(w);
         return 0;
@@ -230,7 +446,7 @@ static int cpu_begin(struct win_iso *w, uint64_t interval_ns, uint64_t duration_
 static int cpu_begin_scheduled(struct win_iso *w)
 {
     const struct cfg *c = w->s->cfg;
-    return cpu_begin(w, c->sampling.cpu.interval_ns, c->sampling.cpu.duration_ns);
+    return cpu_begin(w, c->sampling.cpu.interval_ns, plan_now(w)->duration_ns);
 }
 
 /* Start windows from the queue while slots are free. */
@@ -298,6 +514,8 @@ static void window_end(struct win_iso *w, uint64_t now)
 static void cpu_due(struct win_iso *w, uint64_t now)
 {
     struct win_sched *s = w->s;
+    if (budget_defers(w, now, 0))
+        return;
     if (sched_slot_free(s->cfg, s->slots)) {
         if (cpu_begin_scheduled(w) != 0)
             plan_next(w, now, now);
@@ -318,6 +536,7 @@ static void stop_now(struct win_iso *w, uint64_t now)
     if (w->cpu != WIN_RUNNING)
         return;
     set_state(w, WIN_STOPPING);
+    w->stop_sent_ns = now;
     w->cpu_due_ns = add_sat(now, WIN_STOP_GRACE_NS);
     if (s->ops->cpu_stop(w) != 0) {
         s->n->windows_lost++;
@@ -368,6 +587,7 @@ static int heap_take(struct win_iso *w, uint64_t now, uint8_t kind, struct episo
         w->heap_tags.anomaly = 0;
         return -EAGAIN;
     }
+    w->heap_base_ns = now;
     if (ep)
         plan_heap(w, now); /* the next one a heap_period from now */
     return 0;
@@ -376,6 +596,9 @@ static int heap_take(struct win_iso *w, uint64_t now, uint8_t kind, struct episo
 static void heap_due(struct win_iso *w, uint64_t now)
 {
     struct episode *ep = w->mem_ep;
+    if (ep == NULL && budget_defers(w, now, 1))
+        return;
+    w->heap_deferred = 0;
     heap_take(w, now, ep ? ep->kind : 0, ep);
     if (w->heap_due_ns == 0)
         plan_heap(w, now);
@@ -395,8 +618,11 @@ void win_sched_init(struct win_sched *s, const struct cfg *cfg, const struct win
 
 void win_iso_init(struct win_iso *w, struct win_sched *s)
 {
+    static const struct sched_cost unmeasured;
     memset(w, 0, sizeof(*w));
     w->s = s;
+    sched_plan(s->cfg, &unmeasured, &w->plan);
+    w->logged = w->plan;
     w->next = s->all;
     if (s->all)
         s->all->prev = w;
@@ -422,6 +648,9 @@ void win_attached(struct win_iso *w, uint64_t now)
 {
     ISOPROF_ASSERT(w->cpu == WIN_NONE && w->nodq == 0);
     w->ready = 1;
+    w->cpu_deferred = w->heap_deferred = 0;
+    if (w->first_ns == 0)
+        w->first_ns = now ? now : 1;
     if (!w->s->stopping)
         plan_first(w, now);
 }
@@ -657,9 +886,10 @@ void win_reconfigure(struct win_sched *s, const struct cfg *cfg, uint64_t now)
      * delayed windows it now lets in. */
     s->cfg = cfg;
     for (struct win_iso *w = s->all; w; w = w->next) {
+        plan_update(w, now); /* the budget or the periods may have changed */
         if (!w->ready || w->cpu != WIN_NONE || w->cpu_due_ns == 0)
             continue;
-        if (sched_plan_stale(cfg, now, w->cpu_due_ns))
+        if (sched_plan_stale(cfg, &w->plan, now, w->cpu_due_ns))
             plan_first(w, now);
     }
     admit(s, now);

@@ -17,7 +17,8 @@
  * The rules (sampling.cpu.* and anomaly.* in config/README.md; the
  * planning decisions themselves are schedule.c's pure functions):
  * - An attached isolate's first CPU window starts at a random point within
- *   jitter x period; each later one a period after the previous start,
+ *   jitter x period; each later one a period (the plan's: see the cost
+ *   budget below) after the previous start,
  *   moved by a uniform offset of +-jitter x period.
  * - At most max_concurrent windows hold a slot. A window due while every
  *   slot is taken joins a FIFO and starts as soon as one frees (counted
@@ -32,11 +33,22 @@
  *   isolate is recording: then it waits for that window to end. Requests
  *   for the same duration and interval share one window.
  * - Heap windows (getSamplingProfile of the sampler started at attach)
- *   come every sampling.heap.period with the same jitter, or every
+ *   come every sampling.heap.period (stretched by the budget, below) with
+ *   the same jitter, or every
  *   anomaly.memory.heap_period while a memory episode is open, pinned to
  *   it.
  * - Shutdown: the queue is dropped, running windows are stopped, nothing
  *   new starts; win_ops.idle says when the last open window closed.
+ * - The cost budget (sampling.budget): the driver reports how long each
+ *   Profiler.start, Profiler.stop and heap window stalled the isolate
+ *   (win_pause: the call's CDP round trip). From the recent ones the
+ *   isolate's plan is made (schedule.h, sched_plan): an isolate that costs
+ *   more than pause_share gets its periods stretched, its windows
+ *   lengthened with them as far as max_duration and max_pause allow. Every
+ *   stall is charged to the isolate's account (sched_account), whatever the
+ *   window was for; a scheduled window (CPU or heap) due while the account
+ *   is negative waits until it is not (counted windows_deferred). Anomaly
+ *   and on-demand windows never wait: evidence first, paid for afterwards.
  *
  * DESIGN: loop thread only. A struct win_iso lives inside its driver's
  * object; the driver finds itself with container_of.
@@ -48,6 +60,7 @@
 #include "config.h"
 #include "counters.h"
 #include "episode.h"
+#include "schedule.h"
 
 #include <stdint.h>
 
@@ -101,6 +114,33 @@ struct win_ops {
     void (*label)(const struct win_iso *w, const char **worker, uint32_t *isolate);
 };
 
+/* The calls whose stall is measured. */
+enum win_call {
+    WIN_CALL_START, /* Profiler.start */
+    WIN_CALL_STOP,  /* Profiler.stop */
+    WIN_CALL_HEAP,  /* HeapProfiler.getSamplingProfile */
+    WIN_NCALLS
+};
+
+/* Stalls kept per isolate and call (for /status's p50 and max), and how
+ * many of the latest make the plan's estimate (their median). */
+#define WIN_PAUSE_KEEP 64
+#define WIN_PAUSE_EST 5
+/* The upper bounds of /metrics' pause histogram, in ms (+Inf after). */
+#define WIN_PAUSE_BUCKETS 12
+extern const uint32_t win_pause_bounds_ms[WIN_PAUSE_BUCKETS];
+
+struct win_pauses {
+    uint32_t us[WIN_PAUSE_KEEP]; /* the latest stalls, a ring */
+    uint64_t count;              /* measured in all */
+    uint64_t total_ns;
+};
+
+struct win_pause_stat {
+    uint64_t count, total_ns;
+    uint64_t p50_ns, max_ns; /* of the latest WIN_PAUSE_KEEP */
+};
+
 struct win_od {
     void *od;
     uint64_t duration_ns, interval_ns;
@@ -123,13 +163,26 @@ struct win_iso {
     struct win_od *odq;
     size_t nodq, odq_cap;
     /* heap windows */
-    int heap_on;                 /* the sampler runs (the driver says so) */
-    int heap_inflight;           /* a getSamplingProfile is out */
-    uint64_t heap_due_ns;        /* 0: none planned */
-    struct win_tags heap_tags;   /* of the one in flight (or the next, for od) */
-    struct episode *mem_ep;      /* open memory episode (a reference): heap cadence */
-    uint64_t armed_ns;           /* the wake-up asked for (0: none) */
-    struct win_iso *prev, *next; /* s->all */
+    int heap_on;               /* the sampler runs (the driver says so) */
+    int heap_inflight;         /* a getSamplingProfile is out */
+    uint64_t heap_due_ns;      /* 0: none planned */
+    struct win_tags heap_tags; /* of the one in flight (or the next, for od) */
+    struct episode *mem_ep;    /* open memory episode (a reference): heap cadence */
+    uint64_t armed_ns;         /* the wake-up asked for (0: none) */
+    /* the cost budget */
+    struct win_pauses pause[WIN_NCALLS];
+    uint64_t stop_rate[WIN_PAUSE_EST]; /* scheduled stops' stall, ns per s of window */
+    uint64_t nstop_rate;
+    uint64_t stop_sent_ns;           /* when the running window's stop was sent */
+    struct sched_plan plan;          /* what the schedule follows */
+    struct sched_plan logged;        /* the plan last logged */
+    struct sched_account acct;       /* stall credit */
+    uint64_t cpu_base_ns;            /* the last scheduled CPU window's start (0: none yet) */
+    uint64_t heap_base_ns;           /* the last heap window's (0: none yet) */
+    int cpu_deferred, heap_deferred; /* the planned one waits for credit */
+    uint64_t deferred;               /* windows the budget made wait */
+    uint64_t first_ns;               /* first attached (0: never) */
+    struct win_iso *prev, *next;     /* s->all */
 };
 
 /* The planner of all isolates: the slots, the queue and the config. */
@@ -142,8 +195,11 @@ struct win_sched {
     unsigned open;            /* windows starting, running or stopping */
     struct win_iso *q_head, *q_tail;
     struct win_iso *all; /* every isolate, attached or not */
-    int stopping;        /* win_stop_all was called: nothing new starts */
-    int draining;        /* ... and has stopped what ran: idle is due at open == 0 */
+    /* every isolate's stalls, by call: /metrics' histogram */
+    uint64_t pause_hist[WIN_NCALLS][WIN_PAUSE_BUCKETS + 1];
+    uint64_t pause_sum_ns[WIN_NCALLS];
+    int stopping; /* win_stop_all was called: nothing new starts */
+    int draining; /* ... and has stopped what ran: idle is due at open == 0 */
 };
 
 void win_sched_init(struct win_sched *s, const struct cfg *cfg, const struct win_ops *ops,
@@ -184,6 +240,20 @@ void win_heap_done(struct win_iso *w, struct win_tags *out);
 /* A memory episode opened (ep) or closed (NULL) on w: heap windows follow
  * anomaly.memory.heap_period and are pinned to it while it is open. */
 void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep);
+
+/* call stalled the isolate pause_ns (its round trip; measured only when
+ * it succeeded): charged to its account, kept for /status and /metrics,
+ * and the plan made again from the latest. A stop's is reported before
+ * win_cpu_stopped, a heap window's before win_heap_done. */
+void win_pause(struct win_iso *w, uint64_t now, enum win_call call, uint64_t pause_ns);
+/* The latest stalls of one call on w. */
+void win_pause_stat(const struct win_iso *w, enum win_call call, struct win_pause_stat *out);
+/* "start", "stop", "heap". */
+const char *win_call_name(enum win_call call);
+/* The costs w's plan is made from: the median of the latest measures. */
+void win_cost(const struct win_iso *w, struct sched_cost *k);
+/* w's account brought up to now (for /status). */
+int64_t win_credit(const struct win_iso *w, uint64_t now);
 
 /* --- what others ask for --- */
 

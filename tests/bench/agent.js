@@ -166,7 +166,8 @@ async function measureConfig(ctx, spec, { seconds, schedule, slice }) {
     'targets:',
     ...t.targets.map((x) => `  - {${Object.entries(x).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(', ')}}`),
   ];
-  if (schedule) lines.push(`sampling: {cpu: {duration: ${schedule.duration}, period: ${schedule.period}, interval: ${schedule.interval}}}`);
+  // A schedule as written: no pause budget stretching it.
+  if (schedule) lines.push(`sampling: {cpu: {duration: ${schedule.duration}, period: ${schedule.period}, interval: ${schedule.interval}}, budget: {pause_share: 100%}}`);
   lines.push(`control: {socket: ${JSON.stringify(sock)}}`, 'anomaly: {latency: {listen: ""}}', 'log: {level: warn}', '');
   const cfg = lines.join('\n');
   fs.writeFileSync(path.join(dir, 'isoprof.yaml'), cfg);

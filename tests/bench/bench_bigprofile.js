@@ -40,7 +40,7 @@ async function daemonPeak({ isoprofd, isoprof, profile, windows = 3, timeoutMs =
       `store: {path: "${dir}/store"}`,
       `targets: [{inspector: "127.0.0.1:${fake.port}", worker: big}]`,
       'discovery: {interval: 1s}',
-      'sampling: {cpu: {duration: 1s, period: 2s, interval: 1ms, jitter: 0}}',
+      'sampling: {cpu: {duration: 1s, period: 2s, interval: 1ms, jitter: 0}, budget: {pause_share: 100%}}',
     ].join('\n'));
     d = spawn(isoprofd, ['--config', path.join(dir, 'cfg.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
     const exited = new Promise((r) => d.on('exit', r));

@@ -80,7 +80,7 @@ async function scenario(name, isoprofd, seconds, fakesOf) {
   const targets = fakes.map((f, i) => `  - {inspector: "127.0.0.1:${f.port}", worker: "w${i}"}`);
   fs.writeFileSync(path.join(dir, 'cfg.yaml'), [
     `store: {path: "${dir}/store"}`, 'targets:', ...targets, 'discovery: {interval: 1s}',
-    'sampling: {cpu: {duration: 1s, period: 2s, interval: 1ms, jitter: 10%, max_concurrent: 8}, heap: {period: 2s}}',
+    'sampling: {cpu: {duration: 1s, period: 2s, interval: 1ms, jitter: 10%, max_concurrent: 8}, heap: {period: 2s}, budget: {pause_share: 100%}}',
     'anomaly: {latency: {listen: ""}}', 'log: {level: info}',
   ].join('\n') + '\n');
   const d = spawn(isoprofd, ['--config', path.join(dir, 'cfg.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });

@@ -63,7 +63,7 @@ async function phase(bin, { config, script, budget, seconds, interval, log }) {
     `store: {path: ${JSON.stringify(store)}}`,
     'targets:',
     `  - {inspector: "127.0.0.1:${target.port}", worker: "bundle"}`,
-    `sampling: {cpu: {duration: 1s, period: 1500ms, interval: ${interval}}, heap: {period: 24h}}`,
+    `sampling: {cpu: {duration: 1s, period: 1500ms, interval: ${interval}}, heap: {period: 24h}, budget: {pause_share: 100%}}`,
     `source_maps_cache: ${budget}`,
     `control: {socket: ${JSON.stringify(sock)}}`,
     'anomaly: {latency: {listen: ""}}',

@@ -214,6 +214,8 @@ function variantList(ctx) {
 function daemonConfig(dir, inspectorPort, sampling, ingestUrl, heapInterval) {
   const parts = [];
   if (sampling) parts.push(`cpu: {${Object.entries(sampling).map(([k, x]) => `${k}: ${x}`).join(', ')}}`);
+  // A schedule as written (always-on and the like): no pause budget stretching it.
+  if (sampling) parts.push('budget: {pause_share: 100%}');
   if (heapInterval) parts.push(`heap: {interval: ${heapInterval}}`);
   const cpu = parts.length ? `sampling: {${parts.join(', ')}}` : '# sampling: the embedded defaults';
   return [

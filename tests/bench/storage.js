@@ -125,7 +125,7 @@ async function capture(ctx, seconds, dir) {
       `control: {socket: "${dir}/ctl.sock"}`,
       'targets:',
       ...nodes.map((n) => `  - {inspector: "127.0.0.1:${n.c.port}", worker: "${n.worker}", version: "v1"}`),
-      `sampling: {cpu: {duration: ${dur}, period: ${dur}, interval: 10ms, jitter: 0%, max_concurrent: 8}, heap: {period: ${seconds >= 40 ? '10s' : '5s'}}}`,
+      `sampling: {cpu: {duration: ${dur}, period: ${dur}, interval: 10ms, jitter: 0%, max_concurrent: 8}, heap: {period: ${seconds >= 40 ? '10s' : '5s'}}, budget: {pause_share: 100%}}`,
       'log: {level: warn}',
     ].join('\n');
     fs.writeFileSync(path.join(dir, 'cfg.yaml'), cfg);

@@ -258,7 +258,9 @@ function connectWs(url, timeoutMs = 5000) {
 // source_maps: [DIR], labels: {name: value}}].
 // heap/memoryPoll/anomaly: YAML flow mappings of sampling.heap and
 // anomaly; the latency listener is off unless anomaly names one.
-function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, level = 'debug', maxSize, pendingMax, heap, memoryPoll, anomaly, extra = '' }) {
+// budget: sampling.budget; by default none (100 %), so that the short
+// periods tests use are kept as written (budget.test.js tests the budget).
+function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, level = 'debug', maxSize, pendingMax, heap, memoryPoll, anomaly, budget = '{pause_share: 100%}', extra = '' }) {
   const q = (s) => JSON.stringify(String(s));
   const target = (t) => {
     const f = [`inspector: ${q(t.inspector || `127.0.0.1:${t.port}`)}`];
@@ -278,7 +280,7 @@ function yamlConfig({ store, targets, duration = '2s', period = '3s', interval =
     targets.length ? 'targets:' : 'targets: []',
     ...targets.map(target),
     `discovery: {interval: ${discovery}}`,
-    `sampling: {cpu: {${cpu.join(', ')}}${heap ? `, heap: ${heap}` : ''}${memoryPoll ? `, memory_poll: ${memoryPoll}` : ''}}`,
+    `sampling: {cpu: {${cpu.join(', ')}}${heap ? `, heap: ${heap}` : ''}${memoryPoll ? `, memory_poll: ${memoryPoll}` : ''}${budget ? `, budget: ${budget}` : ''}}`,
     `anomaly: ${anomaly || '{latency: {listen: ""}}'}`,
     `log: {level: ${level}}`,
     extra,

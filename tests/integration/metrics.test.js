@@ -45,10 +45,11 @@ function parseMetrics(text) {
   for (const line of text.split('\n').slice(0, -1)) {
     let m;
     if ((m = /^# HELP (\w+) (.+)$/.exec(line))) { helps[m[1]] = m[2]; continue; }
-    if ((m = /^# TYPE (\w+) (counter|gauge)$/.exec(line))) { types[m[1]] = m[2]; continue; }
+    if ((m = /^# TYPE (\w+) (counter|gauge|histogram)$/.exec(line))) { types[m[1]] = m[2]; continue; }
     m = /^(\w+)(\{[^}]*\})? (\S+)$/.exec(line);
     assert.ok(m, `not a sample line: ${JSON.stringify(line)}`);
-    assert.ok(types[m[1]], `${m[1]} has no TYPE line before it`);
+    const hist = /^(\w+)_(bucket|sum|count)$/.exec(m[1]);
+    assert.ok(types[m[1]] || (hist && types[hist[1]] === 'histogram'), `${m[1]} has no TYPE line before it`);
     const v = Number(m[3]);
     assert.ok(Number.isFinite(v) && v >= 0, `${line}: value`);
     samples[m[1] + (m[2] || '')] = v;
@@ -73,6 +74,7 @@ const COUNTERS = [
   'isoprof_sessions_attached_total', 'isoprof_sessions_dropped_total', 'isoprof_discovery_errors_total',
   'isoprof_heap_windows_total', 'isoprof_anomalies_total', 'isoprof_upload_requests_total',
   'isoprof_upload_profiles_total', 'isoprof_statsd_lines_total', 'isoprof_control_requests_total',
+  'isoprof_windows_deferred_total',
 ];
 const GAUGES = [
   'isoprof_outbox_pending', 'isoprof_outbox_oldest_age_seconds', 'isoprof_loop_lag_seconds',
@@ -107,7 +109,7 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
   assert.strictEqual(st.config, d.config);
   assert.strictEqual(st.targets.length, 1);
   const t = st.targets[0];
-  assert.deepStrictEqual(Object.keys(t), ['worker', 'version', 'thread', 'isolate', 'runtime', 'endpoint', 'state', 'memory', 'last_window', 'window', 'anomaly']);
+  assert.deepStrictEqual(Object.keys(t), ['worker', 'version', 'thread', 'isolate', 'runtime', 'endpoint', 'state', 'memory', 'last_window', 'window', 'budget', 'anomaly']);
   assert.strictEqual(t.worker, 'node-light.js');
   assert.strictEqual(t.version, 'v1');
   assert.strictEqual(t.thread, 'main');
@@ -122,6 +124,13 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
   assert.ok(Math.abs(cpuAt - Date.now()) < 60000, `last cpu window ${t.last_window.cpu} is recent`);
   assert.ok(Math.abs(Date.parse(t.last_window.heap) - Date.now()) < 60000, `last heap window ${t.last_window.heap}`);
   assert.ok(['none', 'queued', 'starting', 'running', 'stopping'].includes(t.window), t.window);
+  // The pause budget (none in this config): the config's schedule, the calls measured.
+  assert.deepStrictEqual(Object.keys(t.budget), ['period_ms', 'duration_ms', 'heap_period_ms', 'factor', 'limited', 'over_max_pause', 'duration_capped', 'planned_share', 'spent_share', 'paused_ms', 'observed_ms', 'credit_ms', 'deferred', 'estimate', 'pauses']);
+  assert.strictEqual(t.budget.period_ms, 3000);
+  assert.strictEqual(t.budget.duration_ms, 2000);
+  assert.strictEqual(t.budget.limited, false);
+  assert.ok(t.budget.pauses.start.count >= 1 && t.budget.pauses.stop.count >= 1 && t.budget.pauses.heap.count >= 1, JSON.stringify(t.budget.pauses));
+  assert.ok(t.budget.pauses.start.max_ms >= t.budget.pauses.start.p50_ms && t.budget.pauses.start.p50_ms > 0, JSON.stringify(t.budget.pauses.start));
   assert.strictEqual(t.anomaly, null);
   assert.deepStrictEqual(Object.keys(st.schedule), ['running', 'delayed', 'max_concurrent']);
   assert.strictEqual(st.schedule.max_concurrent, 4);
@@ -150,6 +159,11 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
   assert.ok(m1.samples.isoprof_resident_memory_bytes > 1 << 20);
   assert.ok(m1.samples['isoprof_windows_stored_total{type="cpu"}'] >= 1);
   assert.ok(m1.samples['isoprof_windows_stored_total{type="heap"}'] >= 1);
+  assert.strictEqual(m1.types.isoprof_pause_seconds, 'histogram');
+  for (const call of ['start', 'stop', 'heap']) {
+    const n = m1.samples[`isoprof_pause_seconds_count{call="${call}"}`];
+    assert.ok(n >= 1 && m1.samples[`isoprof_pause_seconds_bucket{call="${call}",le="+Inf"}`] === n, `${call}: ${n}`);
+  }
 
   await L.sleep(4000);
   let second, m2;

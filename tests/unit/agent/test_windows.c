@@ -3,10 +3,15 @@
  * simulated clock.
  *
  * A small simulated driver stands in for target.c: it answers every start,
- * stop and heap call after a latency (or never, for a stalled isolate),
- * keeps each isolate's one wake-up, and jumps the clock from one event to
- * the next. An hour of schedule for fifty isolates runs in milliseconds, and
- * each test names the rule it breaks.
+ * stop and heap call after the stall that call costs the isolate (or never,
+ * for a stalled isolate), reports that stall to the budget (win_pause) right
+ * before the answer, as target.c does, keeps each isolate's one wake-up, and
+ * jumps the clock from one event to the next. An hour of schedule for fifty
+ * isolates runs in milliseconds, and each test names the rule it breaks.
+ *
+ * Every call costs sim.latency (5 ms) unless a test says otherwise: cheap
+ * enough that the tests of the schedule itself are neither stretched nor
+ * deferred by the default budget (0.1%), which sim_free checks for them.
  */
 #include "../test.h"
 #include "base.h"
@@ -38,6 +43,14 @@ struct sim_iso {
     int fail_start;                               /* the start call is refused by the target */
     int unsendable;                               /* the start call cannot be sent at all */
     uint64_t interval_ns;                         /* of the last start */
+    /* What each call stalls the isolate (its answer comes that much later):
+     * Profiler.start; Profiler.stop, fixed plus per second of window; a
+     * heap window. */
+    uint64_t start_cost, stop_cost, stop_cost_s, heap_cost;
+    uint64_t stop_stall;     /* of the stop in flight */
+    uint64_t stalled_ns;     /* every stall reported to win_pause */
+    uint64_t max_stop_stall; /* the longest stop reported */
+    uint64_t last_window_ns; /* the last scheduled window, start answered to stop sent */
 };
 
 /* A window the driver saw from start to end. */
@@ -64,6 +77,8 @@ static struct sim {
     int niso;
     int idle_calls;
     unsigned max_slots; /* the most slots held at once by scheduled windows */
+    int budgeted;       /* the test exercises the budget: sim_free does not check
+                         * that it left the schedule alone */
     struct started starts[MAX_LOG];
     int nstarts;
     struct taken taken[MAX_LOG];
@@ -83,20 +98,25 @@ static int op_cpu_start(struct win_iso *w, uint64_t interval_ns)
     x->interval_ns = interval_ns;
     if (sim.nstarts < MAX_LOG)
         sim.starts[sim.nstarts++] = (struct started){x->id, sim.now, interval_ns};
-    x->start_reply = sim.now + sim.latency;
+    x->start_reply = sim.now + x->start_cost;
     return 0;
 }
 
 static int op_cpu_stop(struct win_iso *w)
 {
     struct sim_iso *x = of(w);
-    x->stop_reply = x->stall_stop ? 0 : sim.now + sim.latency;
+    uint64_t window = sim.now - w->start_ns;
+    x->stop_stall = x->stop_cost + (uint64_t)llround((double)x->stop_cost_s * (double)window / 1e9);
+    if (w->tags.anomaly == 0 && w->tags.od == NULL)
+        x->last_window_ns = window;
+    x->stop_reply = x->stall_stop ? 0 : sim.now + x->stop_stall;
     return 0;
 }
 
 static int op_heap_take(struct win_iso *w)
 {
-    of(w)->heap_reply = sim.now + sim.latency;
+    struct sim_iso *x = of(w);
+    x->heap_reply = sim.now + x->heap_cost;
     return 0;
 }
 
@@ -165,19 +185,32 @@ static void sim_init(int niso, uint64_t seed)
     c->sampling.heap.period_ns = 300 * SEC;
     c->anomaly.memory.heap_period_ns = 30 * SEC;
     c->anomaly.cpu_interval_ns = 1 * MS;
+    c->sampling.budget.pause_share = 0.001; /* the defaults */
+    c->sampling.budget.max_pause_ns = 100 * MS;
+    c->sampling.budget.max_duration_ns = 60 * SEC;
     sim.now = 1 * SEC;
     sim.latency = 5 * MS;
     isoprof_rng_seed(&sim.rng, seed);
     win_sched_init(&sim.s, c, &sim_ops, &sim.rng, &sim.n);
     sim.niso = niso;
     for (int i = 0; i < niso; i++) {
-        sim.iso[i].id = i;
-        win_iso_init(&sim.iso[i].w, &sim.s);
+        struct sim_iso *x = &sim.iso[i];
+        x->id = i;
+        x->start_cost = x->stop_cost = x->heap_cost = sim.latency;
+        win_iso_init(&x->w, &sim.s);
     }
 }
 
 static void sim_free(void)
 {
+    if (!sim.budgeted) {
+        /* The schedule's own tests ran at the config's periods, unbudgeted. */
+        CHECK_EQ_INT(sim.n.windows_deferred, 0);
+        for (int i = 0; i < sim.niso; i++) {
+            CHECK(sim.iso[i].w.plan.factor == 1.0);
+            CHECK(!(sim.iso[i].w.plan.flags & SCHED_LIMITED));
+        }
+    }
     for (int i = 0; i < sim.niso; i++)
         win_iso_free(&sim.iso[i].w, sim.now);
     for (int i = 0; i < sim.ntaken; i++)
@@ -210,6 +243,14 @@ static unsigned scheduled_slots(void)
     return n;
 }
 
+static void sim_pause(struct sim_iso *x, enum win_call call, uint64_t pause_ns)
+{
+    x->stalled_ns += pause_ns;
+    if (call == WIN_CALL_STOP && pause_ns > x->max_stop_stall)
+        x->max_stop_stall = pause_ns;
+    win_pause(&x->w, sim.now, call, pause_ns);
+}
+
 /* Run every event up to and including until. */
 static void sim_run(uint64_t until)
 {
@@ -227,19 +268,27 @@ static void sim_run(uint64_t until)
         sim.now = next;
         for (int i = 0; i < sim.niso; i++) {
             struct sim_iso *x = &sim.iso[i];
+            /* As target.c: a call's stall is reported when it succeeded, for
+             * the window it was sent for, right before the answer. */
             if (x->start_reply == next) {
                 x->start_reply = 0;
+                if (!x->fail_start && x->w.cpu == WIN_STARTING)
+                    sim_pause(x, WIN_CALL_START, x->start_cost);
                 win_cpu_started(&x->w, sim.now, !x->fail_start);
             }
             if (x->stop_reply == next) {
                 x->stop_reply = 0;
                 struct win_tags t;
+                if (x->w.cpu == WIN_STOPPING)
+                    sim_pause(x, WIN_CALL_STOP, x->stop_stall);
                 if (win_cpu_stopped(&x->w, sim.now, 1, &t) == 0)
                     note_taken(x, 0, &t);
             }
             if (x->heap_reply == next) {
                 x->heap_reply = 0;
                 struct win_tags t;
+                if (x->w.ready)
+                    sim_pause(x, WIN_CALL_HEAP, x->heap_cost);
                 win_heap_done(&x->w, &t);
                 note_taken(x, 1, &t);
             }
@@ -652,6 +701,610 @@ TEST(ondemand_heap)
     sim_free();
 }
 
+/* --- the cost budget --- */
+
+/* Run until iso has had n starts (or the clock passes limit), then a second
+ * more, so the last start is answered. */
+static void run_until_starts(int iso, int n, uint64_t limit)
+{
+    while (starts_of(iso) < n && sim.now < limit)
+        sim_run(sim.now + 1 * SEC);
+    sim_run(sim.now + 1 * SEC);
+}
+
+/* The share of wall time since t0 that iso's windows stalled it. */
+static double spent_share(int iso, uint64_t t0)
+{
+    return (double)sim.iso[iso].stalled_ns / (double)(sim.now - t0);
+}
+
+/* What the account allows over and above pause_share x span since t0: the
+ * credit it may have saved, and the one window started on a credit of 0
+ * (schedule.h, struct sched_account). */
+static double share_slack(int iso, uint64_t t0)
+{
+    const struct sim_iso *x = &sim.iso[iso];
+    uint64_t window = x->start_cost + x->stop_cost + x->heap_cost +
+                      (uint64_t)((double)x->stop_cost_s * (double)x->w.plan.duration_ns / 1e9);
+    return (double)(x->w.plan.credit_cap_ns + window) / (double)(sim.now - t0);
+}
+
+/* The largest and smallest gap between successive scheduled CPU starts of
+ * iso (at the configured interval), from its skip-th start on. */
+static void start_gaps(int iso, int skip, uint64_t *min, uint64_t *max)
+{
+    uint64_t prev = 0;
+    int seen = 0;
+    *min = UINT64_MAX;
+    *max = 0;
+    for (int i = 0; i < sim.nstarts; i++) {
+        if (sim.starts[i].iso != iso ||
+            sim.starts[i].interval_ns != sim.cfg->sampling.cpu.interval_ns)
+            continue;
+        if (seen++ >= skip && prev != 0) {
+            uint64_t gap = sim.starts[i].at - prev;
+            *min = gap < *min ? gap : *min;
+            *max = gap > *max ? gap : *max;
+        }
+        prev = sim.starts[i].at;
+    }
+}
+
+/* The same for heap windows (answered). */
+static int heap_gaps(int iso, int skip, uint64_t *min, uint64_t *max)
+{
+    uint64_t prev = 0;
+    int seen = 0;
+    *min = UINT64_MAX;
+    *max = 0;
+    for (int i = 0; i < sim.ntaken; i++) {
+        if (sim.taken[i].iso != iso || !sim.taken[i].heap)
+            continue;
+        if (seen++ >= skip && prev != 0) {
+            uint64_t gap = sim.taken[i].at - prev;
+            *min = gap < *min ? gap : *min;
+            *max = gap > *max ? gap : *max;
+        }
+        prev = sim.taken[i].at;
+    }
+    return seen;
+}
+
+static int near(double a, double b, double rel)
+{
+    return fabs(a - b) <= rel * fabs(b);
+}
+
+/* Defaults keep small apps exactly where they are today: an isolate whose
+ * windows cost 8 ms to start, 2 ms to stop and 10 ms per heap window keeps
+ * 10 s of every 60 s at 10 ms and a heap window every 300 s, and is never
+ * deferred, over hours. */
+TEST(budget_cheap_isolate_keeps_config)
+{
+    sim_init(1, 101);
+    struct sim_iso *x = &sim.iso[0];
+    x->start_cost = 8 * MS;
+    x->stop_cost = 2 * MS;
+    x->heap_cost = 10 * MS;
+    uint64_t t0 = sim.now;
+    attach_all();
+    win_heap_on(&x->w, sim.now);
+    sim_run(t0 + 6 * 3600 * SEC);
+    const struct sched_plan *p = &x->w.plan;
+    CHECK_EQ_INT(p->period_ns, 60 * SEC);
+    CHECK_EQ_INT(p->duration_ns, 10 * SEC);
+    CHECK_EQ_INT(p->heap_period_ns, 300 * SEC);
+    CHECK(p->factor == 1.0);
+    CHECK_EQ_INT(p->flags, 0);
+    CHECK_EQ_INT(x->w.deferred, 0);
+    CHECK_EQ_INT(sim.n.windows_deferred, 0);
+    CHECK_EQ_INT(x->last_window_ns, 10 * SEC);
+    int n = starts_of(0);
+    CHECK(n >= 350 && n <= 370); /* 6 h / 60 s */
+    uint64_t lo, hi;
+    start_gaps(0, 0, &lo, &hi);
+    CHECK(lo >= 54 * SEC && hi <= 66 * SEC + 8 * MS);
+    int heaps = heap_gaps(0, 0, &lo, &hi);
+    CHECK(heaps >= 66 && heaps <= 80); /* 6 h / 300 s */
+    CHECK(lo >= 270 * SEC && hi <= 330 * SEC);
+    /* What it measured, as /status and /metrics show it. */
+    struct win_pause_stat st;
+    win_pause_stat(&x->w, WIN_CALL_START, &st);
+    CHECK_EQ_INT(st.count, n);
+    CHECK_EQ_INT(st.p50_ns, 8 * MS);
+    CHECK_EQ_INT(st.max_ns, 8 * MS);
+    CHECK_EQ_INT(sim.s.pause_hist[WIN_CALL_START][3], n); /* (5 ms, 10 ms] */
+    win_pause_stat(&x->w, WIN_CALL_HEAP, &st);
+    CHECK_EQ_INT(st.count, heaps);
+    CHECK_EQ_INT(st.total_ns, (uint64_t)heaps * 10 * MS);
+    double spent = spent_share(0, t0);
+    CHECK(spent > 1.8e-4 && spent < 2.2e-4); /* 10 ms / 60 s + 10 ms / 300 s */
+    sim_free();
+}
+
+/* A costly isolate (Profiler.start 74 ms) gets its periods stretched, its
+ * windows lengthened with them (the duty cycle kept) as far as
+ * max_duration allows, and over a day stalls no more than pause_share of
+ * its time (plus the account's slack); a cheap one beside it keeps the
+ * config's schedule. One whose start costs a second is held by
+ * max_duration: 60 s windows, rarer. */
+TEST(budget_costly_isolate_stretched_within_share)
+{
+    sim_init(3, 103);
+    sim.budgeted = 1;
+    for (int i = 0; i < 3; i++) {
+        sim.iso[i].stop_cost = 2 * MS;
+        sim.iso[i].heap_cost = 10 * MS;
+    }
+    sim.iso[0].start_cost = 74 * MS;
+    sim.iso[1].start_cost = 8 * MS;
+    sim.iso[2].start_cost = 1000 * MS;
+    uint64_t t0 = sim.now;
+    attach_all();
+    for (int i = 0; i < 3; i++)
+        win_heap_on(&sim.iso[i].w, sim.now);
+    sim_run(t0 + 24 * 3600 * SEC);
+    double share = sim.cfg->sampling.budget.pause_share;
+
+    /* The costly one: periods x f = a / (s - b), about 1.31; 10 s of every 60. */
+    const struct sched_plan *p = &sim.iso[0].w.plan;
+    CHECK_EQ_INT(p->flags, SCHED_LIMITED);
+    CHECK(p->factor > 1.25 && p->factor < 1.4);
+    CHECK(near((double)p->duration_ns / (double)p->period_ns, 10.0 / 60.0, 1e-6));
+    CHECK(near((double)p->heap_period_ns, 300e9 * p->factor, 1e-9));
+    CHECK_EQ_INT(sim.iso[0].last_window_ns, p->duration_ns);
+    uint64_t lo, hi;
+    start_gaps(0, 10, &lo, &hi);
+    CHECK(lo >= (uint64_t)(0.9 * (double)p->period_ns));
+    double spent0 = spent_share(0, t0), slack0 = share_slack(0, t0);
+    CHECK(spent0 <= share + slack0);
+    CHECK(spent0 >= 0.9 * share); /* and it gets the budget it is allowed */
+
+    /* The cheap one beside it. */
+    const struct sched_plan *q = &sim.iso[1].w.plan;
+    CHECK_EQ_INT(q->flags, 0);
+    CHECK_EQ_INT(q->period_ns, 60 * SEC);
+    CHECK_EQ_INT(q->duration_ns, 10 * SEC);
+    CHECK_EQ_INT(sim.iso[1].w.deferred, 0);
+    start_gaps(1, 0, &lo, &hi);
+    CHECK(lo >= 54 * SEC && hi <= 66 * SEC + 8 * MS);
+
+    /* The one max_duration holds: 60 s windows, the period stretched further. */
+    const struct sched_plan *r = &sim.iso[2].w.plan;
+    CHECK_EQ_INT(r->flags, SCHED_LIMITED | SCHED_DURATION_CAPPED | SCHED_START_OVER);
+    CHECK_EQ_INT(r->duration_ns, 60 * SEC);
+    CHECK_EQ_INT(sim.iso[2].last_window_ns, 60 * SEC);
+    CHECK(r->factor > 16.0 && r->factor < 17.5);
+    double spent2 = spent_share(2, t0), slack2 = share_slack(2, t0);
+    CHECK(spent2 <= share + slack2);
+    CHECK(spent2 >= 0.9 * share);
+    /* The figures, for the record (budget 0.1%). */
+    fprintf(stderr, "     24 h: start 74 ms %.4f%% (f %.3f, %llu/%llu s, %llu deferred)\n",
+            spent0 * 100, p->factor, (unsigned long long)(p->duration_ns / SEC),
+            (unsigned long long)(p->period_ns / SEC), (unsigned long long)sim.iso[0].w.deferred);
+    fprintf(stderr, "     24 h: start 8 ms %.4f%% (f %.3f)\n", spent_share(1, t0) * 100, q->factor);
+    fprintf(stderr, "     24 h: start 1 s %.4f%% (f %.2f, %llu/%llu s, %llu deferred)\n",
+            spent2 * 100, r->factor, (unsigned long long)(r->duration_ns / SEC),
+            (unsigned long long)(r->period_ns / SEC), (unsigned long long)sim.iso[2].w.deferred);
+    fprintf(stderr, "     slack allowed over the day: %.5f%%, %.5f%%\n", slack0 * 100,
+            slack2 * 100);
+    sim_free();
+}
+
+/* max_pause: a stop that grows with the window (5 ms per second) keeps the
+ * windows at r x duration <= max_pause (20 s) however far the period is
+ * stretched; a start that alone is over max_pause (300 ms) is still
+ * scheduled, within the share, and the plan says so. */
+TEST(budget_max_pause_caps_duration)
+{
+    sim_init(2, 105);
+    sim.budgeted = 1;
+    struct sim_iso *x = &sim.iso[0], *y = &sim.iso[1];
+    x->start_cost = 60 * MS;
+    x->stop_cost = 0;
+    x->stop_cost_s = 5 * MS;
+    y->start_cost = 300 * MS;
+    uint64_t t0 = sim.now;
+    attach_all();
+    sim_run(t0 + 12 * 3600 * SEC);
+    double share = sim.cfg->sampling.budget.pause_share;
+    uint64_t maxp = sim.cfg->sampling.budget.max_pause_ns;
+
+    /* f = (a + b x g) / s with g = max_pause / (r x d) = 2: 20 s of every 160 s. */
+    const struct sched_plan *p = &x->w.plan;
+    CHECK_EQ_INT(p->flags, SCHED_LIMITED | SCHED_DURATION_CAPPED);
+    CHECK(near(p->factor, 160.0 / 60.0, 1e-6));
+    CHECK(near((double)p->duration_ns, 20e9, 1e-6));
+    CHECK((double)x->stop_cost_s * (double)p->duration_ns / 1e9 <= (double)maxp + 1000.0);
+    CHECK(x->max_stop_stall <= maxp + 1000); /* no stop ever stalled it longer */
+    CHECK(x->max_stop_stall >= maxp - 1000); /* ... and the windows did lengthen to it */
+    CHECK(spent_share(0, t0) <= share + share_slack(0, t0));
+
+    /* Over max_pause on its own: scheduled all the same, at the share. */
+    const struct sched_plan *q = &y->w.plan;
+    CHECK(q->flags & SCHED_START_OVER);
+    CHECK(q->flags & SCHED_LIMITED);
+    CHECK(!(q->flags & SCHED_HEAP_OVER));
+    CHECK(q->factor > 4.5 && q->factor < 6.0);
+    int n = starts_of(1);
+    CHECK((double)n >= 0.8 * 12 * 3600e9 / (double)q->period_ns);
+    double spent = spent_share(1, t0);
+    CHECK(spent <= share + share_slack(1, t0));
+    CHECK(spent >= 0.8 * share);
+    sim_free();
+}
+
+/* Anomaly windows start at once, on a deep negative account too, and pay:
+ * every stall is charged, and the next scheduled window waits (counted
+ * windows_deferred) until the credit is back, even when another anomaly
+ * window came in between. */
+TEST(budget_anomaly_windows_charged_not_deferred)
+{
+    sim_init(1, 107);
+    sim.budgeted = 1;
+    struct sim_iso *x = &sim.iso[0];
+    struct win_iso *w = &x->w;
+    x->start_cost = 30 * MS;
+    x->stop_cost = 10 * MS;
+    double share = sim.cfg->sampling.budget.pause_share;
+    attach_all();
+    sim_run(sim.now + 20 * SEC); /* the first scheduled window came and went */
+    REQUIRE(sim.nstarts == 1 && sim.ntaken == 1 && w->cpu == WIN_NONE);
+    uint64_t first = sim.starts[0].at; /* the account's first accrual */
+    struct episode *e = episode_new(STORE_ANOMALY_LATENCY_P999_SPIKE, "w", "v", NULL, 1, 2, 3);
+    REQUIRE(e != NULL);
+    /* Three anomaly windows in a row, each a 300 ms stop (1 ms sampling). */
+    x->stop_cost = 300 * MS;
+    for (int k = 0; k < 3; k++) {
+        int n = sim.nstarts;
+        win_anomaly_cpu(w, sim.now, e);
+        REQUIRE(sim.nstarts == n + 1);
+        CHECK_EQ_INT(sim.starts[n].at, sim.now); /* at once */
+        CHECK_EQ_INT(sim.starts[n].interval_ns, 1 * MS);
+        if (k > 0)
+            CHECK(win_credit(w, sim.now) < 0); /* ... though the account is negative */
+        sim_run(sim.now + 11 * SEC);
+        CHECK_EQ_INT(w->cpu, WIN_NONE);
+    }
+    x->stop_cost = 10 * MS;
+    /* Charged: the credit is what accrued since the first window less
+     * every stall reported. */
+    int64_t credit = win_credit(w, sim.now);
+    double expect = share * (double)(sim.now - first) - (double)x->stalled_ns;
+    CHECK(fabs((double)credit - expect) < 1000.0);
+    CHECK(credit < -800 * (int64_t)MS);
+    CHECK_EQ_INT(sim.n.windows_deferred, 0);
+    /* The next scheduled window, due a period after the last anomaly's,
+     * waits. */
+    int n = sim.nstarts;
+    sim_run(sim.now + 300 * SEC);
+    CHECK_EQ_INT(sim.nstarts, n);
+    CHECK_EQ_INT(sim.n.windows_deferred, 1);
+    CHECK_EQ_INT(w->deferred, 1);
+    /* Another anomaly meanwhile is not held back, and is charged too. */
+    x->stop_cost = 300 * MS;
+    win_anomaly_cpu(w, sim.now, e);
+    REQUIRE(sim.nstarts == n + 1);
+    CHECK_EQ_INT(sim.starts[n].at, sim.now);
+    sim_run(sim.now + 11 * SEC);
+    x->stop_cost = 10 * MS;
+    credit = win_credit(w, sim.now);
+    expect = share * (double)(sim.now - first) - (double)x->stalled_ns;
+    CHECK(fabs((double)credit - expect) < 1000.0);
+    uint64_t ready = sim.now + (uint64_t)(-(double)credit / share);
+    /* The scheduled window after it waits as well: a new deferral. */
+    sim_run(sim.now + 120 * SEC);
+    CHECK_EQ_INT(sim.nstarts, n + 1);
+    CHECK_EQ_INT(sim.n.windows_deferred, 2);
+    CHECK_EQ_INT(w->deferred, 2);
+    /* It starts when the credit is back to 0, not before. */
+    sim_run(ready + 10 * SEC);
+    REQUIRE(sim.nstarts == n + 2);
+    CHECK_EQ_INT(sim.starts[n + 1].interval_ns, sim.cfg->sampling.cpu.interval_ns);
+    CHECK(sim.starts[n + 1].at + 1 * MS >= ready && sim.starts[n + 1].at <= ready + 1 * MS);
+    int pinned = 0;
+    for (int i = 0; i < sim.ntaken; i++)
+        pinned += sim.taken[i].pin == e;
+    CHECK_EQ_INT(pinned, 4);
+    episode_unref(e);
+    sim_free();
+}
+
+/* An isolate whose start cost 200 ms and now costs 8 ms is back on the
+ * config's schedule once the median of the latest 5 starts says so: after
+ * its third cheap start, and its windows follow 60 s apart from then on. */
+TEST(budget_recovers_when_costs_fall)
+{
+    sim_init(1, 109);
+    sim.budgeted = 1;
+    struct sim_iso *x = &sim.iso[0];
+    x->start_cost = 200 * MS;
+    attach_all();
+    sim_run(sim.now + 4 * 3600 * SEC);
+    CHECK(x->w.plan.flags & SCHED_LIMITED);
+    CHECK(x->w.plan.factor > 3.0);
+    CHECK(x->w.plan.period_ns > 180 * SEC);
+    int n0 = starts_of(0);
+    x->start_cost = 8 * MS;
+    for (int k = 1; k <= 2; k++) {
+        run_until_starts(0, n0 + k, sim.now + 3600 * SEC);
+        CHECK(x->w.plan.flags & SCHED_LIMITED); /* 3 of the latest 5 are dear */
+    }
+    run_until_starts(0, n0 + 3, sim.now + 3600 * SEC);
+    REQUIRE(starts_of(0) == n0 + 3);
+    CHECK_EQ_INT(x->w.plan.flags, 0);
+    CHECK(x->w.plan.factor == 1.0);
+    CHECK_EQ_INT(x->w.plan.period_ns, 60 * SEC);
+    CHECK_EQ_INT(x->w.plan.duration_ns, 10 * SEC);
+    run_until_starts(0, n0 + 6, sim.now + 3600 * SEC);
+    REQUIRE(starts_of(0) == n0 + 6);
+    uint64_t lo, hi;
+    start_gaps(0, n0 + 3, &lo, &hi); /* the gaps after the third cheap start */
+    CHECK(lo >= 54 * SEC && hi <= 66 * SEC + 8 * MS);
+    sim_run(sim.now + 15 * SEC);
+    CHECK_EQ_INT(x->last_window_ns, 10 * SEC);
+    sim_free();
+}
+
+/* An expensive heap window (500 ms) stretches the heap period, and by the
+ * same factor the CPU period; heap windows of a memory episode keep their
+ * 30 s cadence on a deep negative account, while the scheduled ones wait. */
+TEST(budget_heap_cost_stretches_and_episodes_not_deferred)
+{
+    sim_init(1, 113);
+    sim.budgeted = 1;
+    struct sim_iso *x = &sim.iso[0];
+    struct win_iso *w = &x->w;
+    x->start_cost = 8 * MS;
+    x->stop_cost = 2 * MS;
+    x->heap_cost = 500 * MS;
+    uint64_t t0 = sim.now;
+    attach_all();
+    win_heap_on(w, sim.now);
+    sim_run(t0 + 24 * 3600 * SEC);
+    double share = sim.cfg->sampling.budget.pause_share;
+    const struct sched_plan *p = &w->plan;
+    CHECK_EQ_INT(p->flags, SCHED_LIMITED | SCHED_HEAP_OVER);
+    CHECK(p->factor > 1.7 && p->factor < 2.0); /* a / (s - b), about 1.86 */
+    CHECK(near((double)p->heap_period_ns, 300e9 * p->factor, 1e-9));
+    CHECK(near((double)p->period_ns, 60e9 * p->factor, 1e-9));
+    CHECK(near((double)p->duration_ns, 10e9 * p->factor, 1e-9));
+    uint64_t lo, hi;
+    int heaps = heap_gaps(0, 3, &lo, &hi);
+    CHECK(lo >= (uint64_t)(0.9 * (double)p->heap_period_ns));
+    double expect = 24 * 3600e9 / (double)p->heap_period_ns;
+    CHECK(heaps >= 0.85 * expect && heaps <= 1.1 * expect);
+    start_gaps(0, 10, &lo, &hi); /* once the first heap window was measured */
+    CHECK(lo >= (uint64_t)(0.9 * (double)p->period_ns));
+    CHECK(spent_share(0, t0) <= share + share_slack(0, t0));
+
+    /* A memory episode: heap windows every 30 s, pinned, never deferred. */
+    struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, "w", "v", NULL, 1, 2, 3);
+    REQUIRE(e != NULL);
+    win_memory_episode(w, sim.now, e);
+    CHECK_EQ_INT(win_anomaly_heap(w, sim.now, e), 0);
+    int before = sim.ntaken;
+    uint64_t deferred = sim.n.windows_deferred;
+    sim_run(sim.now + 301 * SEC);
+    int pinned = 0, heap = 0;
+    for (int i = before; i < sim.ntaken; i++) {
+        heap += sim.taken[i].heap;
+        pinned += sim.taken[i].heap && sim.taken[i].pin == e;
+    }
+    CHECK(pinned >= 10);
+    CHECK_EQ_INT(pinned, heap);
+    CHECK(!w->heap_deferred);
+    CHECK(win_credit(w, sim.now) < -4 * (int64_t)SEC);
+    CHECK(sim.n.windows_deferred > deferred); /* the CPU windows wait meanwhile */
+    /* The episode closes: the next scheduled heap window waits for credit. */
+    win_memory_episode(w, sim.now, NULL);
+    before = sim.ntaken;
+    sim_run(sim.now + 1000 * SEC);
+    heap = 0;
+    for (int i = before; i < sim.ntaken; i++)
+        heap += sim.taken[i].heap;
+    CHECK_EQ_INT(heap, 0);
+    CHECK(w->heap_deferred);
+    /* An anomaly's heap window (no memory episode open) is taken at once;
+     * the scheduled one planned after it waits again, and is counted. */
+    deferred = sim.n.windows_deferred; /* the CPU window waits all along: no new count */
+    before = sim.ntaken;
+    CHECK_EQ_INT(win_anomaly_heap(w, sim.now, e), 0);
+    sim_run(sim.now + p->heap_period_ns + 100 * SEC);
+    heap = 0;
+    for (int i = before; i < sim.ntaken; i++)
+        heap += sim.taken[i].heap && sim.taken[i].pin == e;
+    CHECK_EQ_INT(heap, 1);
+    CHECK(w->heap_deferred);
+    CHECK_EQ_INT(sim.n.windows_deferred, deferred + 1);
+    episode_unref(e);
+    sim_free();
+}
+
+/* sched_plan's rule, case by case, with the figures worked by hand. */
+TEST(sched_plan_formula)
+{
+    struct cfg *c = NULL;
+    REQUIRE(cfg_defaults(&c) == 0);
+    /* The documented defaults. */
+    CHECK(near(c->sampling.budget.pause_share, 0.001, 1e-12));
+    CHECK_EQ_INT(c->sampling.budget.max_pause_ns, 100 * MS);
+    CHECK_EQ_INT(c->sampling.budget.max_duration_ns, 60 * SEC);
+    c->sampling.cpu.period_ns = 60 * SEC;
+    c->sampling.cpu.duration_ns = 10 * SEC;
+    c->sampling.heap.period_ns = 300 * SEC;
+    c->sampling.budget.pause_share = 0.001;
+    struct sched_plan pl;
+
+    /* Unmeasured: the config's own. */
+    sched_plan(c, &(struct sched_cost){0, 0, 0}, &pl);
+    CHECK_EQ_INT(pl.period_ns, 60 * SEC);
+    CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
+    CHECK_EQ_INT(pl.heap_period_ns, 300 * SEC);
+    CHECK(pl.factor == 1.0);
+    CHECK(pl.share == 0.0);
+    CHECK_EQ_INT(pl.flags, 0);
+    CHECK_EQ_INT(pl.credit_cap_ns, 100 * MS); /* max_pause at least */
+
+    /* Fits: 8 ms + 0.2 ms/s x 10 s per 60 s, 10 ms per 300 s = 0.02%. */
+    sched_plan(c, &(struct sched_cost){8 * MS, 200000, 10 * MS}, &pl);
+    CHECK(pl.factor == 1.0);
+    CHECK_EQ_INT(pl.period_ns, 60 * SEC);
+    CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
+    CHECK_EQ_INT(pl.heap_period_ns, 300 * SEC);
+    CHECK_EQ_INT(pl.flags, 0);
+    CHECK(near(pl.share, 2e-4, 1e-9));
+
+    /* f = a / (s - b): a = 74 ms / 60 s + 10 ms / 300 s, b = 2 ms / 60 s. */
+    sched_plan(c, &(struct sched_cost){74 * MS, 200000, 10 * MS}, &pl);
+    double a = 74e6 / 60e9 + 10e6 / 300e9, b = 2e6 / 60e9, f = a / (0.001 - b);
+    CHECK(near(pl.factor, f, 1e-9));
+    CHECK(near(f, 1.3103448, 1e-6));
+    CHECK(near((double)pl.period_ns, 60e9 * f, 1e-9));
+    CHECK(near((double)pl.duration_ns, 10e9 * f, 1e-9)); /* the duty cycle kept */
+    CHECK(near((double)pl.heap_period_ns, 300e9 * f, 1e-9));
+    CHECK(near(pl.share, 0.001, 1e-9));
+    CHECK_EQ_INT(pl.flags, SCHED_LIMITED);
+    CHECK(near((double)pl.credit_cap_ns, 2 * (74e6 + 2e5 * 10 * f + 10e6), 1e-8));
+
+    /* Duration capped by max_pause: 5 ms/s x 10 s = 50 ms, so g <= 2;
+     * f = (60 ms / 60 s + 2 x 50 ms / 60 s) / 0.1% = 8/3. */
+    sched_plan(c, &(struct sched_cost){60 * MS, 5 * MS, 0}, &pl);
+    CHECK(near(pl.factor, 8.0 / 3.0, 1e-9));
+    CHECK(near((double)pl.duration_ns, 20e9, 1e-9));
+    CHECK(near((double)pl.period_ns, 160e9, 1e-9));
+    CHECK(near(pl.share, 0.001, 1e-9));
+    CHECK_EQ_INT(pl.flags, SCHED_LIMITED | SCHED_DURATION_CAPPED);
+
+    /* Duration capped by max_duration (60 s: g <= 6); the start alone is
+     * over max_pause. */
+    sched_plan(c, &(struct sched_cost){1000 * MS, 200000, 0}, &pl);
+    CHECK(near(pl.factor, (1e9 / 60e9 + 6 * b) / 0.001, 1e-9));
+    CHECK_EQ_INT(pl.duration_ns, 60 * SEC);
+    CHECK(near(pl.share, 0.001, 1e-9));
+    CHECK_EQ_INT(pl.flags, SCHED_LIMITED | SCHED_DURATION_CAPPED | SCHED_START_OVER);
+
+    /* The stop alone over the share (b >= s) and at max_pause already
+     * (10 ms/s x 10 s = 100 ms): windows cannot lengthen, only thin out. */
+    sched_plan(c, &(struct sched_cost){0, 10 * MS, 0}, &pl);
+    CHECK(near(pl.factor, 100e6 / 60e9 / 0.001, 1e-9));
+    CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
+    CHECK(near((double)pl.period_ns, 100e9, 1e-9));
+    CHECK_EQ_INT(pl.flags, SCHED_LIMITED | SCHED_DURATION_CAPPED);
+
+    /* A heap window over max_pause. */
+    sched_plan(c, &(struct sched_cost){8 * MS, 200000, 500 * MS}, &pl);
+    CHECK(pl.flags & SCHED_HEAP_OVER);
+    CHECK(!(pl.flags & SCHED_START_OVER));
+
+    /* f never below 1: a share of 100% and costs far under it. */
+    c->sampling.budget.pause_share = 1.0;
+    sched_plan(c, &(struct sched_cost){1000 * MS, 50 * MS, 2000 * MS}, &pl);
+    CHECK(pl.factor == 1.0);
+    CHECK_EQ_INT(pl.period_ns, 60 * SEC);
+    CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
+    CHECK(!(pl.flags & (SCHED_LIMITED | SCHED_DURATION_CAPPED)));
+    c->sampling.budget.pause_share = 0.001;
+
+    /* max_duration under the configured duration: windows keep their
+     * length (never shortened), the period takes it all. */
+    c->sampling.budget.max_duration_ns = 5 * SEC;
+    sched_plan(c, &(struct sched_cost){74 * MS, 200000, 0}, &pl);
+    CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
+    CHECK(pl.factor >= 1.0);
+    CHECK(near(pl.factor, (74e6 / 60e9 + b) / 0.001, 1e-9));
+    c->sampling.budget.max_duration_ns = 60 * SEC;
+
+    /* No period past a day, however dear: the longer one (heap) stops at
+     * 86400 s, the plan owns up to the share it will take. */
+    sched_plan(c, &(struct sched_cost){3600 * SEC, 0, 0}, &pl);
+    CHECK(pl.factor == 288.0);
+    CHECK_EQ_INT(pl.heap_period_ns, 86400 * SEC);
+    CHECK_EQ_INT(pl.period_ns, 288 * 60 * SEC);
+    CHECK_EQ_INT(pl.duration_ns, 60 * SEC);
+    CHECK(pl.share > 0.001);
+    CHECK_EQ_INT(pl.flags, SCHED_LIMITED | SCHED_DURATION_CAPPED | SCHED_START_OVER);
+    c->sampling.cpu.period_ns = 3600 * SEC; /* the CPU period the longer */
+    sched_plan(c, &(struct sched_cost){3600 * SEC, 0, 3600 * SEC}, &pl);
+    CHECK_EQ_INT(pl.period_ns, 86400 * SEC);
+    CHECK(pl.heap_period_ns <= 86400 * SEC);
+    CHECK(pl.duration_ns <= pl.period_ns);
+    cfg_free(c);
+}
+
+/* The planned dues follow the plan's periods, not the config's. */
+TEST(sched_due_follows_plan)
+{
+    struct cfg *c = NULL;
+    REQUIRE(cfg_defaults(&c) == 0);
+    c->sampling.cpu.period_ns = 60 * SEC;
+    c->sampling.cpu.duration_ns = 10 * SEC;
+    c->sampling.cpu.jitter = 0.1;
+    c->sampling.heap.period_ns = 300 * SEC;
+    c->anomaly.memory.heap_period_ns = 30 * SEC;
+    struct sched_plan pl;
+    sched_plan(c, &(struct sched_cost){200 * MS, 0, 0}, &pl);
+    REQUIRE(pl.factor > 3.0);
+    struct isoprof_rng rng;
+    isoprof_rng_seed(&rng, 5);
+    uint64_t now = 1000 * SEC;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t d = sched_first_due(c, &pl, &rng, now) - now;
+        CHECK(d <= (uint64_t)(0.1 * (double)pl.period_ns));
+        d = sched_next_due(c, &pl, &rng, now, now) - now;
+        CHECK(d >= (uint64_t)(0.9 * (double)pl.period_ns) &&
+              d <= (uint64_t)(1.1 * (double)pl.period_ns));
+        d = sched_heap_due(c, &pl, &rng, now, now, 0) - now;
+        CHECK(d >= (uint64_t)(0.9 * (double)pl.heap_period_ns) &&
+              d <= (uint64_t)(1.1 * (double)pl.heap_period_ns));
+        CHECK_EQ_INT(sched_heap_due(c, &pl, &rng, now, now, 1), now + 30 * SEC);
+    }
+    cfg_free(c);
+}
+
+/* The account: credit grows at pause_share up to the cap, stalls are taken
+ * from it, and a scheduled window may start exactly when it is back to 0. */
+TEST(sched_account_credit)
+{
+    struct cfg *c = NULL;
+    REQUIRE(cfg_defaults(&c) == 0);
+    c->sampling.budget.pause_share = 0.001;
+    struct sched_plan pl = {.credit_cap_ns = 100 * MS};
+    struct sched_account a = {0};
+    sched_account_accrue(&a, c, &pl, 1000 * SEC); /* first sight: the clock starts */
+    CHECK_EQ_INT(a.credit_ns, 0);
+    CHECK_EQ_INT(a.at_ns, 1000 * SEC);
+    sched_account_accrue(&a, c, &pl, 1010 * SEC);
+    CHECK_EQ_INT(a.credit_ns, 10 * MS);
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1010 * SEC), 1010 * SEC);
+    sched_account_accrue(&a, c, &pl, 2000 * SEC); /* 990 ms more, capped */
+    CHECK_EQ_INT(a.credit_ns, 100 * MS);
+    sched_account_charge(&a, 250 * MS);
+    CHECK_EQ_INT(a.credit_ns, -150 * (int64_t)MS);
+    uint64_t ready = sched_account_ready(&a, c, 2000 * SEC);
+    CHECK_EQ_INT(ready, 2150 * SEC + 1); /* 150 ms at 0.1%: 150 s */
+    struct sched_account early = a;
+    sched_account_accrue(&early, c, &pl, ready - 1 * MS);
+    CHECK(early.credit_ns < 0);
+    CHECK(sched_account_ready(&early, c, ready - 1 * MS) > ready - 1 * MS);
+    sched_account_accrue(&a, c, &pl, ready);
+    CHECK(a.credit_ns >= 0);
+    CHECK_EQ_INT(sched_account_ready(&a, c, ready), ready);
+    /* A clock that went back restarts the accrual, no credit made up. */
+    sched_account_accrue(&a, c, &pl, 10 * SEC);
+    CHECK_EQ_INT(a.at_ns, 10 * SEC);
+    CHECK(a.credit_ns >= 0 && a.credit_ns < 1000);
+    /* Stalls past any measure saturate instead of wrapping. */
+    sched_account_charge(&a, UINT64_MAX);
+    CHECK(a.credit_ns <= -INT64_MAX + 1000);
+    sched_account_charge(&a, 1 * SEC);
+    CHECK_EQ_INT(a.credit_ns, INT64_MIN);
+    sched_account_accrue(&a, c, &pl, 20 * SEC);
+    CHECK_EQ_INT(a.credit_ns, INT64_MIN);
+    CHECK_EQ_INT(sched_account_ready(&a, c, 20 * SEC), UINT64_MAX);
+    cfg_free(c);
+}
+
 int main(void)
 {
     RUN(jitter_and_cap_over_many_isolates);
@@ -668,6 +1321,15 @@ int main(void)
     RUN(refused_start_skips);
     RUN(heap_cadence_and_memory_episode);
     RUN(ondemand_heap);
+    RUN(budget_cheap_isolate_keeps_config);
+    RUN(budget_costly_isolate_stretched_within_share);
+    RUN(budget_max_pause_caps_duration);
+    RUN(budget_anomaly_windows_charged_not_deferred);
+    RUN(budget_recovers_when_costs_fall);
+    RUN(budget_heap_cost_stretches_and_episodes_not_deferred);
+    RUN(sched_plan_formula);
+    RUN(sched_due_follows_plan);
+    RUN(sched_account_credit);
     cfg_free(sim.cfg);
     TEST_EXIT();
 }
