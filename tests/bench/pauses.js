@@ -196,7 +196,9 @@ async function viaDaemon(app, bin, { seconds, windowS, log }) {
   const cfg = [
     `store: {path: ${JSON.stringify(path.join(dir, 'store'))}}`,
     `targets: [{inspector: "127.0.0.1:${app.port}", worker: "pauses"}]`,
-    `sampling: {cpu: {duration: ${windowS}s, period: ${windowS + 4}s, interval: 10ms}, heap: {period: 5s}}`,
+    // pause_share 100%: the schedule as configured (the default budget
+    // would stretch it for the 20k app).
+    `sampling: {cpu: {duration: ${windowS}s, period: ${windowS + 4}s, interval: 10ms}, heap: {period: 5s}, budget: {pause_share: 100%}}`,
     'anomaly: {latency: {listen: ""}}',
     'log: {level: debug}', '',
   ].join('\n');
