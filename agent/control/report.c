@@ -350,10 +350,17 @@ static void status_budget(struct isoprof_buf *b, const struct target *t, uint64_
     isoprof_buf_printf(b, ",\"limited\":%s", (p->flags & SCHED_LIMITED) ? "true" : "false");
     json_key(b, "over_max_pause", 0);
     isoprof_buf_putc(b, '[');
-    if (p->flags & SCHED_START_OVER)
-        isoprof_buf_puts(b, (p->flags & SCHED_HEAP_OVER) ? "\"start\",\"heap\"" : "\"start\"");
-    else if (p->flags & SCHED_HEAP_OVER)
-        isoprof_buf_puts(b, "\"heap\"");
+    int first = 1;
+    if (p->flags & SCHED_START_OVER) {
+        isoprof_buf_puts(b, "\"start\"");
+        first = 0;
+    }
+    if (p->flags & SCHED_STOP_OVER) {
+        isoprof_buf_puts(b, first ? "\"stop\"" : ",\"stop\"");
+        first = 0;
+    }
+    if (p->flags & SCHED_HEAP_OVER)
+        isoprof_buf_puts(b, first ? "\"heap\"" : ",\"heap\"");
     isoprof_buf_putc(b, ']');
     isoprof_buf_printf(b, ",\"duration_capped\":%s",
                        (p->flags & SCHED_DURATION_CAPPED) ? "true" : "false");
@@ -372,7 +379,10 @@ static void status_budget(struct isoprof_buf *b, const struct target *t, uint64_
     json_key(b, "estimate", 0);
     isoprof_buf_putc(b, '{');
     json_ms(b, "start_ms", k.start_ns, 1);
+    json_ms(b, "stop_ms", k.stop_ns, 0);
     json_ms(b, "stop_ms_per_s", k.stop_ns_s, 0);
+    isoprof_buf_printf(b, ",\"stop_fit\":%s", k.stop_fit ? "true" : "false");
+    json_ms(b, "stop_len_ms", k.stop_len_ns, 0);
     json_ms(b, "heap_ms", k.heap_ns, 0);
     isoprof_buf_putc(b, '}');
     json_key(b, "pauses", 0);

@@ -36,14 +36,22 @@ void sched_plan(const struct cfg *c, const struct sched_cost *k, struct sched_pl
     double share = c->sampling.budget.pause_share, maxp = (double)c->sampling.budget.max_pause_ns;
     double start = (double)k->start_ns, heap = (double)k->heap_ns;
     double r = (double)k->stop_ns_s / 1e9; /* stop's stall per ns of window */
+    double t = k->stop_fit ? (double)k->stop_ns : 0.0;
 
     /* a: what does not lengthen with the window, per ns of the config's
      * periods; b: what does (the stop), at the configured duty cycle. */
-    double a = start / p + heap / h, b = r * d / p;
+    double a = (start + t) / p + heap / h, b = r * d / p;
     /* g: how far a window may lengthen. */
     double g_max = (double)c->sampling.budget.max_duration_ns / d;
-    if (r > 0.0 && maxp / (r * d) < g_max)
-        g_max = maxp / (r * d);
+    if (r > 0.0) {
+        double room = (maxp - t) / (r * d); /* the stop stays under max_pause */
+        if (!k->stop_fit && t + r * d > maxp) {
+            double explore = 2.0 * (double)k->stop_len_ns / d;
+            room = explore > 1.0 ? explore : 1.0;
+        }
+        if (room < g_max)
+            g_max = room;
+    }
     if (g_max < 1.0)
         g_max = 1.0;
 
@@ -67,7 +75,7 @@ void sched_plan(const struct cfg *c, const struct sched_cost *k, struct sched_pl
     out->period_ns = to_ns(p * f);
     out->duration_ns = to_ns(d * g);
     out->heap_period_ns = to_ns(h * f);
-    double window = start + r * d * g; /* one CPU window's stall */
+    double window = start + t + r * d * g; /* one CPU window's stall */
     out->share = window / (p * f) + heap / (h * f);
     double cap = 2.0 * (window + heap);
     out->credit_cap_ns = to_ns(cap > maxp ? cap : maxp);
@@ -79,6 +87,8 @@ void sched_plan(const struct cfg *c, const struct sched_cost *k, struct sched_pl
         out->flags |= SCHED_START_OVER;
     if (heap > maxp)
         out->flags |= SCHED_HEAP_OVER;
+    if (t + r * d * g > maxp)
+        out->flags |= SCHED_STOP_OVER;
 }
 
 uint64_t sched_first_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,

@@ -22,12 +22,20 @@
 
 /* What an isolate's windows cost it, as measured (windows.c keeps the
  * measures): the stall of each call as its CDP round trip, 0 while not
- * measured yet. A stop's stall grows with what the window recorded, so it
- * is kept as a rate per second of window. */
+ * measured yet. A stop's stall is stop_ns + stop_ns_s x the window's
+ * length in s: mostly fixed on a large app (V8 writes every node of the
+ * profile, and which functions a window meets saturates quickly), growing
+ * with the length on a small one (the samples). The two parts can be told
+ * apart only from windows of different lengths (stop_fit); until then the
+ * whole stall is taken as growing with the length, the safe guess for
+ * max_pause, and stop_len_ns says what length it was measured at. */
 struct sched_cost {
-    uint64_t start_ns;  /* Profiler.start */
-    uint64_t stop_ns_s; /* Profiler.stop, ns per second of window */
-    uint64_t heap_ns;   /* HeapProfiler.getSamplingProfile */
+    uint64_t start_ns;    /* Profiler.start */
+    uint64_t stop_ns_s;   /* Profiler.stop, ns per second of window */
+    uint64_t heap_ns;     /* HeapProfiler.getSamplingProfile */
+    uint64_t stop_ns;     /* Profiler.stop, the part that does not grow (stop_fit only) */
+    int stop_fit;         /* the two parts come from windows of different lengths */
+    uint64_t stop_len_ns; /* the longest window a stop was measured after */
 };
 
 enum {
@@ -36,6 +44,7 @@ enum {
     SCHED_HEAP_OVER = 1u << 2,       /* a heap window alone is over max_pause */
     SCHED_DURATION_CAPPED = 1u << 3, /* windows could not lengthen as far as
                                       * the periods stretched */
+    SCHED_STOP_OVER = 1u << 4,       /* the planned window's stop is over max_pause */
 };
 
 /* The schedule an isolate follows: the config's periods and duration, or,
@@ -50,12 +59,16 @@ struct sched_plan {
 };
 
 /* The plan for an isolate of cost k under c (k all 0: the config's own).
- * The rule, with S the start's stall, r the stop's per second of window, H
- * a heap window's, p, d, h the configured CPU period, duration and heap
- * period, s the share: every period is multiplied by the least f >= 1 with
- *     (S + r x d x g) / (p x f) + H / (h x f) <= s
+ * The rule, with S the start's stall, T + r x length the stop's, H a heap
+ * window's, p, d, h the configured CPU period, duration and heap period, s
+ * the share: every period is multiplied by the least f >= 1 with
+ *     (S + T + r x d x g) / (p x f) + H / (h x f) <= s
  * where the duration grows with the period (g = f) to keep the duty cycle,
- * as far as max_duration and max_pause (r x d x g <= max_pause) let it. */
+ * as far as max_duration and max_pause (T + r x d x g <= max_pause) let
+ * it. A stop already over max_pause at d whose parts are not known yet may
+ * try a window twice as long as the longest measured, so that the next
+ * plans can tell a fixed stop (lengthen: it costs nothing more) from one
+ * that grows (do not). */
 void sched_plan(const struct cfg *c, const struct sched_cost *k, struct sched_plan *out);
 
 /* An isolate just attached (or its plan was dropped by a reload): its first

@@ -245,29 +245,79 @@ static uint64_t estimate(const struct win_iso *w, enum win_call call)
     return ring_median(w->pause[call].us, w->pause[call].count, WIN_PAUSE_EST, &max);
 }
 
-static uint64_t stop_rate(const struct win_iso *w)
+static int cmp_double(const void *a, const void *b)
 {
-    uint64_t v[WIN_PAUSE_EST];
-    size_t n = w->nstop_rate < WIN_PAUSE_EST ? (size_t)w->nstop_rate : WIN_PAUSE_EST;
-    if (n == 0)
-        return 0;
-    memcpy(v, w->stop_rate, n * sizeof(v[0]));
-    qsort(v, n, sizeof(v[0]), cmp_u64);
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_d(double *v, size_t n)
+{
+    qsort(v, n, sizeof(v[0]), cmp_double);
     return v[n / 2];
 }
 
-static const char *over_name(unsigned flags)
+static uint64_t ns_of(double v)
 {
-    switch (flags & (SCHED_START_OVER | SCHED_HEAP_OVER)) {
-    case SCHED_START_OVER:
-        return "start";
-    case SCHED_HEAP_OVER:
-        return "heap";
-    case SCHED_START_OVER | SCHED_HEAP_OVER:
-        return "start,heap";
-    default:
-        return "none";
+    return v <= 0.0 ? 0 : v < 1.8e19 ? (uint64_t)v : UINT64_MAX;
+}
+
+/* The stop's two parts (schedule.h, struct sched_cost) from the latest
+ * stops: a robust line through (length, stall), the median of the slopes
+ * between windows whose lengths differ by a quarter or more, and the
+ * median intercept. With no such pair, the whole stall per second. */
+static void stop_cost(const struct win_iso *w, struct sched_cost *k)
+{
+    size_t n = w->nstops < WIN_PAUSE_EST ? (size_t)w->nstops : WIN_PAUSE_EST;
+    double len[WIN_PAUSE_EST], y[WIN_PAUSE_EST], v[WIN_PAUSE_EST * WIN_PAUSE_EST];
+    size_t ns = 0;
+    double longest = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        len[i] = (double)w->stops[i].len_ns / 1e9;
+        y[i] = (double)w->stops[i].pause_ns;
+        if (len[i] > longest)
+            longest = len[i];
     }
+    if (n == 0 || longest <= 0.0)
+        return;
+    k->stop_len_ns = ns_of(longest * 1e9);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) {
+            double lo = len[i] < len[j] ? len[i] : len[j], hi = len[i] + len[j] - lo;
+            if (hi - lo >= 0.25 * hi)
+                v[ns++] = (len[i] < len[j] ? y[j] - y[i] : y[i] - y[j]) / (hi - lo);
+        }
+    if (ns == 0) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = len[i] > 0.0 ? y[i] / len[i] : 0.0;
+        k->stop_ns_s = ns_of(median_d(v, n));
+        return;
+    }
+    double slope = median_d(v, ns);
+    if (slope < 0.0)
+        slope = 0.0;
+    for (size_t i = 0; i < n; i++)
+        v[i] = y[i] - slope * len[i];
+    double fixed = median_d(v, n);
+    k->stop_fit = 1;
+    k->stop_ns = ns_of(fixed);
+    k->stop_ns_s = ns_of(slope);
+}
+
+/* The stalls over max_pause, "start,stop,heap" or part of it, or "none". */
+static const char *over_name(unsigned flags, char *buf, size_t cap)
+{
+    static const struct {
+        unsigned flag;
+        const char *name;
+    } over[] = {{SCHED_START_OVER, "start"}, {SCHED_STOP_OVER, "stop"}, {SCHED_HEAP_OVER, "heap"}};
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(over); i++)
+        if (flags & over[i].flag)
+            n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", n ? "," : "",
+                                  over[i].name);
+    return n ? buf : "none";
 }
 
 /* Whether a plan differs from the one last logged enough to say so: a
@@ -283,7 +333,10 @@ static int plan_news(const struct sched_plan *a, const struct sched_plan *b)
 
 void win_cost(const struct win_iso *w, struct sched_cost *k)
 {
-    *k = (struct sched_cost){estimate(w, WIN_CALL_START), stop_rate(w), estimate(w, WIN_CALL_HEAP)};
+    memset(k, 0, sizeof(*k));
+    k->start_ns = estimate(w, WIN_CALL_START);
+    k->heap_ns = estimate(w, WIN_CALL_HEAP);
+    stop_cost(w, k);
 }
 
 static void plan_make(const struct win_iso *w, struct sched_cost *k, struct sched_plan *out)
@@ -314,16 +367,17 @@ static void plan_update(struct win_iso *w, uint64_t now)
     if (plan_news(&np, &w->logged)) {
         const char *worker;
         uint32_t isolate;
+        char over[24];
         label(w, &worker, &isolate);
         log_info("window plan changed",
                  "worker=%s isolate=%u period_ms=%U duration_ms=%U heap_period_ms=%U factor=%f "
-                 "share_pct=%f limited=%d over_max_pause=%s start_ms=%f stop_ms_per_s=%f "
-                 "heap_ms=%f pause_share_pct=%f max_pause_ms=%U",
+                 "share_pct=%f limited=%d over_max_pause=%s start_ms=%f stop_ms=%f "
+                 "stop_ms_per_s=%f heap_ms=%f pause_share_pct=%f max_pause_ms=%U",
                  worker, isolate, np.period_ns / 1000000u, np.duration_ns / 1000000u,
                  np.heap_period_ns / 1000000u, np.factor, np.share * 100.0,
-                 (np.flags & SCHED_LIMITED) != 0, over_name(np.flags), (double)k.start_ns / 1e6,
-                 (double)k.stop_ns_s / 1e6, (double)k.heap_ns / 1e6,
-                 c->sampling.budget.pause_share * 100.0,
+                 (np.flags & SCHED_LIMITED) != 0, over_name(np.flags, over, sizeof(over)),
+                 (double)k.start_ns / 1e6, (double)k.stop_ns / 1e6, (double)k.stop_ns_s / 1e6,
+                 (double)k.heap_ns / 1e6, c->sampling.budget.pause_share * 100.0,
                  c->sampling.budget.max_pause_ns / 1000000u);
         w->logged = np;
     }
@@ -355,11 +409,12 @@ void win_pause(struct win_iso *w, uint64_t now, enum win_call call, uint64_t pau
     sched_account_charge(&w->acct, pause_ns);
     if (call == WIN_CALL_STOP && w->cpu == WIN_STOPPING && w->stop_sent_ns > w->start_ns &&
         w->tags.interval_ns / 1000u == s->cfg->sampling.cpu.interval_ns / 1000u) {
-        /* A window at the scheduled interval: its stall per second of
-         * recording is what the next scheduled ones will cost. */
-        double rate = (double)pause_ns * 1e9 / (double)(w->stop_sent_ns - w->start_ns);
-        w->stop_rate[w->nstop_rate % WIN_PAUSE_EST] = rate < 1.8e19 ? (uint64_t)rate : UINT64_MAX;
-        w->nstop_rate++;
+        /* A window at the scheduled interval: what the next scheduled
+         * ones will cost to stop. */
+        size_t i = (size_t)(w->nstops % WIN_PAUSE_EST);
+        w->stops[i].len_ns = w->stop_sent_ns - w->start_ns;
+        w->stops[i].pause_ns = pause_ns;
+        w->nstops++;
     }
     plan_update(w, now);
 }

@@ -171,8 +171,10 @@ struct win_iso {
     uint64_t armed_ns;         /* the wake-up asked for (0: none) */
     /* the cost budget */
     struct win_pauses pause[WIN_NCALLS];
-    uint64_t stop_rate[WIN_PAUSE_EST]; /* scheduled stops' stall, ns per s of window */
-    uint64_t nstop_rate;
+    struct {
+        uint64_t len_ns, pause_ns;
+    } stops[WIN_PAUSE_EST]; /* the latest scheduled-interval stops and their windows */
+    uint64_t nstops;
     uint64_t stop_sent_ns;           /* when the running window's stop was sent */
     struct sched_plan plan;          /* what the schedule follows */
     struct sched_plan logged;        /* the plan last logged */

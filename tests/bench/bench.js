@@ -20,7 +20,7 @@ const common = require('./common');
 // In the order they run; each is tests/bench/<name>.js.
 const SECTIONS = [
   ['overhead', 'target throughput and latency: none / isoprofd default / always on / @pyroscope/nodejs'],
-  ['pauses', 'event-loop stalls of Profiler.start/stop and heap windows, small app and ~20k functions'],
+  ['pauses', 'event-loop stalls of Profiler.start/stop and heap windows, small app and ~20k functions; the pause budget against the fixed schedule'],
   ['agent', 'isoprofd CPU and RSS with 1/10/50 Node isolates and workerd workers'],
   ['convert', 'CDP JSON -> stored window MB/s and peak RSS, against pprof-format (npm)'],
   ['storage', 'inserts/s, range and anomaly queries at 1M windows, stored bytes against gzip'],

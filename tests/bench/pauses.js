@@ -25,17 +25,70 @@
 //   peer    @pyroscope/nodejs 0.6.4 inside the same app, flushing every few
 //           seconds; a flush stops and restarts its wall (CPU) profiler and
 //           takes its heap profile, in the app's own thread.
+//   budget  the cost budget (sampling.budget) against today's fixed
+//           schedule. Three app sizes (200, 20000 and 200000 functions)
+//           one after another; for each, two copies of the app, one
+//           profiled by an isoprofd with pause_share 100% (the fixed
+//           schedule: nothing stretched, nothing deferred), the other by
+//           one with the default budget, both at the same time.
+//           Concurrently rather than interleaved: the plan is state the
+//           daemon learns from its first windows, and for a costly app its
+//           periods are tens of minutes, so short alternating segments
+//           would measure mostly the learning (a fresh daemon each), and
+//           segments long enough to hold a stretched period leave too few
+//           pairs for a neighbour's noise to average out. Side by side, a
+//           busy neighbour (these machines are shared) hits both cells at
+//           the same moments. The price: the two copies share the two
+//           cores, so a stall that burns CPU in one (a 200k start, a heap
+//           window's GC) can lengthen a gap in the other when it falls in
+//           one of its calls' spans; that noise falls on both cells alike.
+//           Time is scaled by K: the defaults (read from isoprofd --help)
+//           with every period and duration (max_duration too) / K and
+//           pause_share x K; max_pause is a stall and stays, and so do
+//           jitter and memory_poll (the poll is not a window). A start's
+//           or heap window's stall does not depend on the scale, so the
+//           plan's factor for those costs is the one of real time. A
+//           stop's stall is that of a window K times shorter: as far as it
+//           is a fixed cost the plan is again real time's, as far as it
+//           grows with the window the scaled plan weighs it up to K times
+//           less. Shares and windows per hour are converted back to real
+//           time (/ K), periods and window lengths too (x K).
+//           The measure: the daemon's /metrics every 50 ms; when a call's
+//           count in isoprof_pause_seconds moves, that call was answered
+//           since the previous poll and its round trip is the sum's step,
+//           so its stall lies in [previous poll - round trip, this poll].
+//           The app's longest tick gap in that span, less its mean gap
+//           with no call (measured before the daemon starts), is the
+//           call's in-target stall. Spans that overlap are charged their k
+//           longest gaps and say nothing per call. Per cell: the share of
+//           wall time so stalled and the longest stall; the daemon's own
+//           /status budget (spent_share, planned_share, pauses p50 and max
+//           per call, factor, deferred); CPU and heap windows per hour, in
+//           the run and in the plan; per call type, round trip / in-target
+//           stall (the ratio of their medians over the calls alone in
+//           their span). The run's figures include each cell's first
+//           windows, made before anything was measured, which weigh more
+//           the shorter the run: the "plan" rows are the steady state.
 //
 // Options (bench.js --NAME VALUE):
-//   --pauses-reps N          CPU windows per app and interval at 10 ms (5; quick 2)
-//   --pauses-window MS       length of a direct CPU window (10000 = the default
-//                            sampling.cpu.duration; quick 2000)
-//   --pauses-intervals LIST  sampling intervals (10ms,1ms)
-//   --pauses-funcs N         functions of the big app (20000)
+//   --pauses-parts LIST           the parts to run (direct,daemon,peer,budget)
+//   --pauses-reps N               CPU windows per app and interval at 10 ms (5; quick 2)
+//   --pauses-window MS            length of a direct CPU window (10000 = the default
+//                                 sampling.cpu.duration; quick 2000)
+//   --pauses-intervals LIST       sampling intervals (10ms,1ms)
+//   --pauses-funcs N              functions of the big app (20000)
+//   --pauses-budget-scale K       budget: time / K (10; 1 = real time: 10 s windows
+//                                 every minute, a heap window every 5 minutes)
+//   --pauses-budget-seconds S     budget: how long each pair runs (240; quick 40),
+//                                 S x K seconds of real time
+//   --pauses-budget-funcs LIST    budget: the app sizes (200,20000,200000)
+//   --pauses-budget-ready S       budget: how long an app may take to start (600;
+//                                 two 200k apps take about a minute here)
 //
 // It needs the global WebSocket (node --experimental-websocket on Node 20):
 // run() re-runs this file in a child node with the flag when it is missing.
 'use strict';
+const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
@@ -50,7 +103,7 @@ const sleep = common.sleep;
 // Starts pauses-app.js with an inspector; resolves the child with .port,
 // .wsUrl, .ask(cmd) (one stdin command, one JSON answer) and .events (its
 // unsolicited lines, e.g. the peer's flushes).
-async function startApp(env, inspect = true) {
+async function startApp(env, inspect = true, limitMs = 120000) {
   const args = inspect ? ['--inspect=127.0.0.1:0', APP] : [APP];
   const c = common.start(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
   const waiters = [];
@@ -74,7 +127,7 @@ async function startApp(env, inspect = true) {
   await common.waitFor(() => {
     if (c.exitCode !== null) throw new Error(`pauses-app exited: ${c.err.slice(-1000)}`);
     return ready && (!inspect || /Debugger listening on ws:\/\//.test(c.err));
-  }, 120000, 'pauses-app to start');
+  }, limitMs, `pauses-app (${env.FUNCS} functions) to start`);
   c.info = ready;
   if (inspect) {
     c.wsUrl = /Debugger listening on (ws:\/\/\S+)/.exec(c.err)[1];
@@ -197,7 +250,7 @@ async function viaDaemon(app, bin, { seconds, windowS, log }) {
     `store: {path: ${JSON.stringify(path.join(dir, 'store'))}}`,
     `targets: [{inspector: "127.0.0.1:${app.port}", worker: "pauses"}]`,
     // pause_share 100%: the schedule as configured (the default budget
-    // would stretch it for the 20k app).
+    // would stretch it for the 20k app; the budget part measures that).
     `sampling: {cpu: {duration: ${windowS}s, period: ${windowS + 4}s, interval: 10ms}, heap: {period: 5s}, budget: {pause_share: 100%}}`,
     'anomaly: {latency: {listen: ""}}',
     'log: {level: debug}', '',
@@ -266,10 +319,362 @@ async function peer(env, { flushMs, flushes, log }) {
   return { version: common.npmVersion('@pyroscope/nodejs'), flush_ms: flushMs, flushes: out };
 }
 
+// --- budget: the pause budget against today's fixed schedule ---------------
+
+const CALLS = ['start', 'stop', 'heap'];
+
+// ns from a config duration ("10s", "5m", "100ms", "250us").
+function durNs(s) {
+  const m = /^(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)$/.exec(String(s).trim());
+  if (!m) throw new Error(`bad duration '${s}'`);
+  return parseFloat(m[1]) * { ns: 1, us: 1e3, ms: 1e6, s: 1e9, m: 60e9, h: 3600e9 }[m[2]];
+}
+
+// The defaults of the options this part scales, from the binary's own
+// option table (isoprofd --help), so "the default budget" is the one the
+// daemon under test ships with.
+function daemonDefaults(bin) {
+  const r = spawnSync(bin.isoprofd, ['--help'], { encoding: 'utf8' });
+  const text = `${r.stdout || ''}${r.stderr || ''}`;
+  const get = (name) => {
+    const m = new RegExp(`^\\s*${name.replace(/\./g, '\\.')}\\s+\\S+\\s+(\\S+)`, 'm').exec(text);
+    if (!m) throw new Error(`isoprofd --help does not list ${name} (is ${bin.isoprofd} a build with sampling.budget?)`);
+    return m[1];
+  };
+  const share = get('sampling.budget.pause_share');
+  return {
+    duration_ns: durNs(get('sampling.cpu.duration')),
+    period_ns: durNs(get('sampling.cpu.period')),
+    heap_period_ns: durNs(get('sampling.heap.period')),
+    pause_share: parseFloat(share) / (share.endsWith('%') ? 100 : 1),
+    max_pause_ns: durNs(get('sampling.budget.max_pause')),
+    max_duration_ns: durNs(get('sampling.budget.max_duration')),
+  };
+}
+
+// A cell's config at scale k: every period and duration / k, pause_share
+// x k (100 % for the fixed schedule), max_pause as it is (a stall).
+function budgetConfig(def, k, fixed, store, port) {
+  const d = (ns) => `${Math.max(1, Math.round(ns / k / 1000))}us`;
+  const share = fixed ? 1 : Math.min(1, def.pause_share * k);
+  return [
+    `store: {path: ${JSON.stringify(store)}}`,
+    // memory_limit far above the app's heap: no memory episode, whose heap
+    // windows the budget does not defer.
+    `targets: [{inspector: "127.0.0.1:${port}", worker: "budget", memory_limit: 64GiB}]`,
+    'sampling:',
+    `  cpu: {duration: ${d(def.duration_ns)}, period: ${d(def.period_ns)}}`,
+    `  heap: {period: ${d(def.heap_period_ns)}}`,
+    `  budget: {pause_share: ${+(share * 100).toFixed(4)}%, max_pause: ${Math.round(def.max_pause_ns / 1000)}us, max_duration: ${d(def.max_duration_ns)}}`,
+    'anomaly: {latency: {listen: ""}}',
+    'log: {level: debug}', '',
+  ].join('\n');
+}
+
+// One request to a daemon's control socket; resolves the body.
+function control(sock, p, timeoutMs = 5000) {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ socketPath: sock, path: p, host: 'isoprof', timeout: timeoutMs }, (res) => {
+      let b = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { b += d; });
+      res.on('end', () => (res.statusCode === 200 ? resolve(b) : reject(new Error(`${p}: HTTP ${res.statusCode}`))));
+    });
+    req.on('timeout', () => req.destroy(new Error(`${p}: no answer in ${timeoutMs} ms`)));
+    req.on('error', reject);
+  });
+}
+
+// isoprof_pause_seconds' sum (as ms) and count per call.
+function pauseMetrics(text) {
+  const out = {};
+  for (const c of CALLS) {
+    const sum = new RegExp(`^isoprof_pause_seconds_sum\\{call="${c}"\\} (\\S+)`, 'm').exec(text);
+    const n = new RegExp(`^isoprof_pause_seconds_count\\{call="${c}"\\} (\\d+)`, 'm').exec(text);
+    if (!sum || !n) throw new Error(`/metrics has no isoprof_pause_seconds for call="${c}"`);
+    out[c] = { sum_ms: parseFloat(sum[1]) * 1000, count: parseInt(n[1], 10) };
+  }
+  return out;
+}
+
+// The app's loop with no call: the mean gap between ticks (what a gap is
+// anyway, subtracted from every stall) and the longest gap in each 100 ms.
+async function quietLoop(app) {
+  await sleep(3000); // past the start's own settling
+  const b0 = mono();
+  await sleep(2200);
+  const whole = await stallIn(app, b0, b0 + 2000);
+  const longest = [];
+  for (let i = 0; i < 20; i++) longest.push((await stallIn(app, b0 + i * 100, b0 + (i + 1) * 100)).max);
+  return { mean_gap_ms: whole.n ? 2000 / whole.n : 1, longest_100ms: dist(longest) };
+}
+
+// Start isoprofd on app under one schedule and watch it: /metrics every
+// pollMs; each call it answered between two polls (its count moved) is an
+// event whose span on the app's clock is [previous poll sent - round trip,
+// this poll answered], and whose round trip is the sum's step.
+function startCell(name, app, bin, o, root) {
+  const dir = path.join(root, name);
+  fs.mkdirSync(dir);
+  const store = path.join(dir, 'store');
+  const cfgText = budgetConfig(o.def, o.scale, name === 'fixed', store, app.port);
+  fs.writeFileSync(path.join(dir, 'c.yaml'), cfgText);
+  const cell = {
+    name, app, config: cfgText, sock: path.join(store, 'control.sock'), quiet: app.quiet,
+    pending: [], events: [], clusters: [], log: [], logDropped: 0, prev: null, first: null,
+    polls: 0, pollErrors: 0, done: false,
+  };
+  cell.d = common.start(bin.isoprofd, ['--config', path.join(dir, 'c.yaml')]);
+  cell.t0 = mono();
+  let buf = '';
+  cell.d.stderr.on('data', (x) => {
+    buf += x;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const l = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      if (!/msg="window plan changed"|msg="window deferred|level=(warn|error)|msg="anomaly|msg="target (attached|detached)"/.test(l)) continue;
+      if (cell.log.length < 400) cell.log.push(l);
+      else cell.logDropped++;
+    }
+  });
+  cell.polling = (async () => {
+    while (!cell.done) {
+      const a = mono();
+      let m = null;
+      try {
+        m = pauseMetrics(await control(cell.sock, '/metrics'));
+        cell.polls++;
+      } catch (e) {
+        if (cell.d.exitCode !== null) throw new Error(`isoprofd (${name}) exited: ${cell.d.err.slice(-1500)}`);
+        cell.pollErrors++;
+        cell.lastPollError = String(e.message || e);
+      }
+      const b = mono();
+      if (m && cell.prev) {
+        for (const c of CALLS) {
+          const n = m[c].count - cell.prev.m[c].count;
+          if (n <= 0) continue;
+          const rtt = m[c].sum_ms - cell.prev.m[c].sum_ms;
+          cell.pending.push({ call: c, n, rtt_ms: +rtt.toFixed(3), from: cell.prev.a - rtt - 1, to: b + 1 });
+        }
+      }
+      if (m) {
+        if (!cell.first) cell.first = m; // calls before it (none, normally) are not attributed
+        cell.prev = { a, b, m };
+      }
+      await sleep(Math.max(5, o.pollMs - (mono() - a)));
+    }
+  })();
+  cell.attributing = (async () => {
+    while (!cell.done) {
+      await attribute(cell, o.settleMs);
+      await sleep(1000);
+    }
+  })();
+  return cell;
+}
+
+// Put the events whose spans are settled on the app's clock. Events whose
+// spans overlap form a cluster; a cluster of k calls is charged its k
+// longest gaps (less the mean gap), and only a cluster of one call says
+// which call stalled how long.
+async function attribute(cell, settleMs) {
+  const now = mono();
+  while (cell.pending.length) {
+    cell.pending.sort((x, y) => x.from - y.from); // the poll may add events while a query is out
+    let j = 1, to = cell.pending[0].to;
+    while (j < cell.pending.length && cell.pending[j].from < to) { to = Math.max(to, cell.pending[j].to); j++; }
+    if (now < to + settleMs) break;
+    const evs = cell.pending.splice(0, j);
+    const k = evs.reduce((s, e) => s + e.n, 0);
+    const cl = { from: +evs[0].from.toFixed(3), to: +to.toFixed(3), calls: evs.map((e) => e.call), stalls: [] };
+    try {
+      const q = await stallIn(cell.app, evs[0].from, to);
+      const gaps = q.big.map(([, g]) => g);
+      if (!q.big.some(([at]) => Math.abs(at - q.at) < 1e-3)) gaps.push(q.max);
+      gaps.sort((x, y) => y - x);
+      for (let i = 0; i < k; i++) cl.stalls.push(+Math.max(0, (gaps[i] || 0) - cell.quiet.mean_gap_ms).toFixed(3));
+      if (evs.length === 1 && k === 1) {
+        evs[0].gap_ms = +q.max.toFixed(3);
+        evs[0].stall_ms = cl.stalls[0];
+      } else {
+        for (const e of evs) e.ambiguous = true;
+      }
+    } catch (e) {
+      cl.lost = String(e.message || e);
+      for (const ev of evs) ev.lost = true;
+    }
+    cell.clusters.push(cl);
+    cell.events.push(...evs);
+  }
+}
+
+async function finishCells(cells) {
+  for (const c of cells) c.done = true;
+  await Promise.all(cells.map((c) => c.polling));
+  await Promise.all(cells.map((c) => c.attributing));
+  for (const c of cells) {
+    c.t1 = c.prev ? c.prev.b : mono();
+    try {
+      const st = JSON.parse(await control(c.sock, '/status'));
+      const t = (st.targets || []).find((x) => x.worker === 'budget' && x.thread === 'main') || (st.targets || [])[0];
+      c.status = { budget: t ? t.budget : null, counters: st.counters, uptime_s: st.uptime_s, anomaly: t ? t.anomaly : null };
+    } catch (e) {
+      c.status = { error: String(e.message || e) };
+    }
+    await attribute(c, 0);
+    await common.stop(c.d);
+  }
+}
+
+// One cell's figures; shares and rates in real time (the scaled run's / k).
+function cellFigures(c, k) {
+  const wallS = (c.t1 - c.t0) / 1000;
+  const stalls = c.clusters.flatMap((cl) => cl.stalls);
+  const share = stalls.reduce((s, x) => s + x, 0) / (wallS * 1000);
+  const b = (c.status && c.status.budget) || {};
+  const last = c.prev ? c.prev.m : null;
+  const first = c.first || null;
+  const count = (call) => (last ? last[call].count - (first ? first[call].count : 0) : NaN);
+  const perCall = {};
+  for (const call of CALLS) {
+    const ev = c.events.filter((e) => e.call === call && e.stall_ms !== undefined);
+    const st = ev.map((e) => e.stall_ms), rt = ev.map((e) => e.rtt_ms);
+    const sp = b.pauses ? b.pauses[call] : null;
+    perCall[call] = {
+      n: ev.length,
+      of: c.events.filter((e) => e.call === call).reduce((s, e) => s + e.n, 0),
+      stall: dist(st),
+      rtt: dist(rt),
+      rtt_over_stall_p50s: st.length ? common.median(rt) / common.median(st) : NaN,
+      status: sp,
+    };
+  }
+  const periodS = b.period_ms * k / 1000, durS = b.duration_ms * k / 1000, heapS = b.heap_period_ms * k / 1000;
+  return {
+    wall_s: +wallS.toFixed(1),
+    scale: k,
+    in_target: {
+      share, longest_ms: stalls.length ? Math.max(...stalls) : 0, calls: stalls.length,
+      ambiguous_clusters: c.clusters.filter((cl) => cl.calls.length > 1 || cl.stalls.length > 1).length,
+      lost_clusters: c.clusters.filter((cl) => cl.lost).length,
+      mean_gap_ms: c.quiet.mean_gap_ms, quiet_longest_100ms: c.quiet.longest_100ms,
+    },
+    daemon: {
+      spent_share: b.spent_share / k, planned_share: b.planned_share / k, factor: b.factor, limited: b.limited,
+      over_max_pause: b.over_max_pause, duration_capped: b.duration_capped, deferred: b.deferred, credit_ms: b.credit_ms,
+      period_s: periodS, duration_s: durS, heap_period_s: heapS,
+    },
+    windows: {
+      cpu: count('start'), heap: count('heap'),
+      cpu_per_hour: count('start') / (wallS / 3600) / k, heap_per_hour: count('heap') / (wallS / 3600) / k,
+      cpu_per_hour_plan: 3600 / periodS, heap_per_hour_plan: 3600 / heapS,
+      cpu_seconds_per_hour_plan: 3600 / periodS * durS,
+    },
+    per_call: perCall,
+    polls: c.polls, poll_errors: c.pollErrors,
+  };
+}
+
+async function budgetPart(ctx, o) {
+  const out = { scale: o.scale, seconds: o.seconds, defaults: o.def, poll_ms: o.pollMs, apps: {} };
+  for (const funcs of o.funcs) {
+    const name = funcs >= 1000 ? `${Math.round(funcs / 1000)}k fns` : `${funcs} fns`;
+    const env = { FUNCS: String(funcs) };
+    ctx.log(`budget: starting two ${funcs}-function apps (up to ${o.readyMs / 1000} s)`);
+    const t0 = Date.now();
+    const apps = await Promise.all([startApp(env, true, o.readyMs), startApp(env, true, o.readyMs)]);
+    const res = { funcs, ready_s: +((Date.now() - t0) / 1000).toFixed(1) };
+    try {
+      const quiet = await Promise.all(apps.map(quietLoop));
+      apps.forEach((a, i) => { a.quiet = quiet[i]; });
+      const root = common.tmpdir('pauses-budget');
+      // Both schedules at once, each on its own copy of the app.
+      const cells = [startCell('fixed', apps[0], ctx.bin, o, root), startCell('budget', apps[1], ctx.bin, o, root)];
+      ctx.log(`budget: ${name}: fixed and budget side by side for ${o.seconds} s (scale ${o.scale}: ${(o.seconds * o.scale / 60).toFixed(0)} min of real time)`);
+      const end = Date.now() + o.seconds * 1000;
+      while (Date.now() < end) {
+        await sleep(Math.min(60000, end - Date.now()));
+        const say = [];
+        for (const c of cells) {
+          try {
+            const st = JSON.parse(await control(c.sock, '/status'));
+            const t = st.targets && st.targets[0];
+            const b = t && t.budget;
+            say.push(b ? `${c.name} factor ${b.factor} cpu ${b.pauses.start.count} heap ${b.pauses.heap.count} deferred ${b.deferred}` : `${c.name} not attached`);
+          } catch (e) { say.push(`${c.name} ${e.message}`); }
+        }
+        ctx.log(`budget: ${name}: ${Math.round((o.seconds * 1000 - (end - Date.now())) / 1000)} s: ${say.join('; ')}`);
+      }
+      await finishCells(cells);
+      for (const c of cells) {
+        res[c.name] = {
+          figures: cellFigures(c, o.scale), config: c.config, status: c.status, log: c.log, log_dropped: c.logDropped,
+          events: c.events, clusters: c.clusters, last_poll_error: c.lastPollError || null,
+        };
+      }
+    } finally {
+      await Promise.all(apps.map((a) => common.stop(a)));
+    }
+    out.apps[name] = res;
+  }
+  return out;
+}
+
+// The side-by-side table, the per-call table and the summary rows.
+function budgetTables(b) {
+  const pct = (x) => (Number.isFinite(x) ? `${(x * 100).toPrecision(3)}%` : '-');
+  const num = (x, d = 1) => common.fx(x, d);
+  const ratio = (x, y) => (Number.isFinite(x) && Number.isFinite(y) && x > 0 ? common.fx(y / x, 2) : '-');
+  const side = [];
+  const calls = [];
+  const rows = [];
+  for (const [name, a] of Object.entries(b.apps)) {
+    if (!a.fixed || !a.budget) continue;
+    const F = a.fixed.figures, B = a.budget.figures;
+    const line = (what, get, fmt) => { const x = get(F), y = get(B); side.push([name, what, fmt(x), fmt(y), ratio(x, y)]); };
+    line('stall share, in target', (f) => f.in_target.share / f.scale, pct);
+    line('stall share, daemon (spent_share)', (f) => f.daemon.spent_share, pct);
+    line('stall share, daemon\'s plan', (f) => f.daemon.planned_share, pct);
+    line('longest stall in target, ms', (f) => f.in_target.longest_ms, num);
+    line('CPU windows/h, run', (f) => f.windows.cpu_per_hour, num);
+    line('CPU windows/h, plan', (f) => f.windows.cpu_per_hour_plan, num);
+    line('heap windows/h, run', (f) => f.windows.heap_per_hour, num);
+    line('heap windows/h, plan', (f) => f.windows.heap_per_hour_plan, num);
+    line('CPU window length s, plan', (f) => f.daemon.duration_s, num);
+    line('CPU seconds recorded/h, plan', (f) => f.windows.cpu_seconds_per_hour_plan, (x) => num(x, 0));
+    line('plan factor', (f) => f.daemon.factor, (x) => num(x, 2));
+    line('windows deferred (run)', (f) => f.daemon.deferred, (x) => num(x, 0));
+    const flags = (f) => [f.daemon.limited ? 'limited' : 'not limited', ...(f.daemon.over_max_pause || []).map((c) => `${c} over max_pause`),
+      ...(f.daemon.duration_capped ? ['duration capped'] : [])].join(', ');
+    side.push([name, 'plan flags', flags(F), flags(B), '']);
+    const quiet = (f) => `${num(f.in_target.quiet_longest_100ms.p50)} / ${num(f.in_target.quiet_longest_100ms.max)}`;
+    side.push([name, 'no call: longest gap in 100 ms, p50 / max ms', quiet(F), quiet(B), '']);
+    for (const [sched, f] of [['fixed', F], ['budget', B]]) {
+      for (const call of CALLS) {
+        const p = f.per_call[call];
+        calls.push([name, sched, call, `${p.n}/${p.of}`, num(p.stall.p50), num(p.stall.max), num(p.rtt.p50), num(p.rtt.max),
+          num(p.rtt_over_stall_p50s, 2), p.status ? num(p.status.p50_ms) : '-', p.status ? num(p.status.max_ms) : '-']);
+      }
+    }
+    const r = (call) => common.fx(B.per_call[call].rtt_over_stall_p50s, 2);
+    rows.push([`pause budget vs fixed schedule, ${name} (scale ${b.scale})`,
+      `stall share ${pct(F.in_target.share / F.scale)} -> ${pct(B.in_target.share / B.scale)}, CPU windows/h ${num(F.windows.cpu_per_hour)} -> ${num(B.windows.cpu_per_hour)} (plan ${num(B.windows.cpu_per_hour_plan)}), heap/h ${num(F.windows.heap_per_hour)} -> ${num(B.windows.heap_per_hour)}`, '', '']);
+    rows.push([`round trip / in-target stall, ${name} (budget)`, `start ${r('start')}, stop ${r('stop')}, heap ${r('heap')}`, '', '']);
+  }
+  return { side, calls, rows };
+}
+
+const BUDGET_SIDE = ['app', 'figure (real time)', 'fixed', 'budget', 'budget/fixed'];
+const BUDGET_CALLS = ['app', 'schedule', 'call', 'n/calls', 'in-target stall p50 ms', 'max', 'round trip p50 ms', 'max', 'rtt/stall (p50s)', 'status p50', 'status max'];
+
 // --- the section --------------------------------------------------------
 
 async function measure(ctx) {
   const quick = ctx.quick;
+  const parts = String(ctx.opt('pauses-parts', 'direct,daemon,peer,budget')).split(',').map((x) => x.trim()).filter(Boolean);
+  for (const p of parts) if (!['direct', 'daemon', 'peer', 'budget'].includes(p)) throw new Error(`--pauses-parts: unknown part '${p}' (direct, daemon, peer, budget)`);
   const bigFuncs = parseInt(ctx.opt('pauses-funcs', '20000'), 10);
   const cfg = {
     apps: [{ name: 'small', funcs: 200 }, { name: `${Math.round(bigFuncs / 1000)}k fns`, funcs: bigFuncs }],
@@ -282,22 +687,43 @@ async function measure(ctx) {
     peer_flushes: quick ? 2 : 3,
   };
   cfg.reps_fine = Math.max(1, Math.ceil(cfg.reps * 0.6)); // 1 ms windows: fewer, they cost more
+  cfg.parts = parts;
   const data = { config: cfg, node: process.version, apps: {} };
   const t0 = Date.now();
-  for (const a of cfg.apps) {
+  const has = (p) => parts.includes(p);
+  for (const a of has('direct') || has('daemon') || has('peer') ? cfg.apps : []) {
     const env = { FUNCS: String(a.funcs) };
-    const app = await startApp(env);
-    const res = { funcs: a.funcs, warm: app.info.warm };
-    res.direct = await direct(app, { intervals: cfg.intervals, reps: cfg.reps, repsFine: cfg.reps_fine, windowMs: cfg.window_ms, log: ctx.log });
-    if (a.funcs === bigFuncs) res.daemon = await viaDaemon(app, ctx.bin, { seconds: cfg.daemon_seconds, windowS: cfg.daemon_window_s, log: ctx.log });
-    await common.stop(app);
-    try {
-      res.peer = await peer(env, { flushMs: cfg.peer_flush_ms, flushes: cfg.peer_flushes, log: ctx.log });
-    } catch (e) {
-      res.peer = { error: String(e.message || e) };
-      ctx.log(`peer not measured: ${res.peer.error}`);
+    const res = { funcs: a.funcs };
+    if (has('direct') || (has('daemon') && a.funcs === bigFuncs)) {
+      const app = await startApp(env);
+      res.warm = app.info.warm;
+      if (has('direct')) res.direct = await direct(app, { intervals: cfg.intervals, reps: cfg.reps, repsFine: cfg.reps_fine, windowMs: cfg.window_ms, log: ctx.log });
+      if (has('daemon') && a.funcs === bigFuncs) res.daemon = await viaDaemon(app, ctx.bin, { seconds: cfg.daemon_seconds, windowS: cfg.daemon_window_s, log: ctx.log });
+      await common.stop(app);
+    }
+    if (has('peer')) {
+      try {
+        res.peer = await peer(env, { flushMs: cfg.peer_flush_ms, flushes: cfg.peer_flushes, log: ctx.log });
+      } catch (e) {
+        res.peer = { error: String(e.message || e) };
+        ctx.log(`peer not measured: ${res.peer.error}`);
+      }
     }
     data.apps[a.name] = res;
+  }
+  if (has('budget')) {
+    const scale = parseFloat(ctx.opt('pauses-budget-scale', '10'));
+    if (!(scale >= 1 && scale <= 100)) throw new Error(`--pauses-budget-scale ${scale}: 1..100`);
+    const o = {
+      scale,
+      seconds: parseFloat(ctx.opt('pauses-budget-seconds', quick ? '40' : '240')),
+      funcs: String(ctx.opt('pauses-budget-funcs', '200,20000,200000')).split(',').map((x) => parseInt(x, 10)).filter((x) => x > 0),
+      readyMs: parseFloat(ctx.opt('pauses-budget-ready', '600')) * 1000,
+      pollMs: 50,
+      settleMs: 15000,
+      def: daemonDefaults(ctx.bin),
+    };
+    data.budget = await budgetPart(ctx, o);
   }
   data.seconds = +((Date.now() - t0) / 1000).toFixed(1);
 
@@ -308,7 +734,7 @@ async function measure(ctx) {
   const groups = (app) => {
     const g = new Map();
     const add = (key, v) => { if (!g.has(key)) g.set(key, { stalls: [], rtts: [], bytes: [] }); const e = g.get(key); e.stalls.push(v.stall_ms); if (v.rtt_ms !== undefined) e.rtts.push(v.rtt_ms); if (v.bytes) e.bytes.push(v.bytes); };
-    for (const c of app.direct.calls) add(`direct|${c.kind}|${c.interval}`, c);
+    if (app.direct) for (const c of app.direct.calls) add(`direct|${c.kind}|${c.interval}`, c);
     if (app.daemon) for (const e of app.daemon.events) if (!e.ambiguous) add(`isoprofd|${e.kind}|10ms`, e);
     if (app.peer && app.peer.flushes) for (const e of app.peer.flushes) add(`peer|${e.kind}|10ms`, e);
     return g;
@@ -327,30 +753,51 @@ async function measure(ctx) {
           `p50 ${fmt(s.p50)} ms, p90 ${fmt(s.p90)}, max ${fmt(s.max)} (n=${s.n})`, '', '']);
       }
     }
+    if (!app.direct) continue;
     const b = dist(app.direct.baseline_100ms_max_gap);
     table.push([name, 'direct', 'no call (100 ms, baseline)', '', b.n, fmt(b.p50), fmt(b.p90), fmt(b.max), '', '']);
     rows.push([`pause baseline (longest gap in 100 ms, no call), ${name}`, `p50 ${fmt(b.p50)} ms, max ${fmt(b.max)} (n=${b.n})`, '', '']);
   }
-  return { rows, data, table };
+  let budget = null;
+  if (data.budget) {
+    budget = budgetTables(data.budget);
+    budget.scale = data.budget.scale;
+    budget.seconds = data.budget.seconds;
+    rows.push(...budget.rows);
+  }
+  return { rows, data, table, budget };
 }
 
 const HEADER = ['app', 'driven by', 'call', 'interval', 'n', 'stall p50 ms', 'p90', 'max', 'CDP rtt p50 ms', 'reply KiB'];
 
-function printDetail(table) {
-  process.stdout.write('Event-loop stall per call: the longest gap between the target\'s 1 ms ticks from send to reply.\n' +
-    'direct = the bench speaks CDP in the agent\'s order; isoprofd = the daemon itself, from its debug log; peer = @pyroscope/nodejs in-process.\n');
-  common.printTable(HEADER, table);
+function printDetail(r) {
+  if (r.table.length) {
+    process.stdout.write('Event-loop stall per call: the longest gap between the target\'s 1 ms ticks from send to reply.\n' +
+      'direct = the bench speaks CDP in the agent\'s order; isoprofd = the daemon itself, from its debug log; peer = @pyroscope/nodejs in-process.\n');
+    common.printTable(HEADER, r.table);
+  }
+  if (r.budget) {
+    const b = r.budget;
+    process.stdout.write(`\nThe pause budget (defaults) against the fixed schedule (pause_share 100%), side by side, ${b.seconds} s a pair ` +
+      `at scale ${b.scale}: periods and durations / ${b.scale}, pause_share x ${b.scale}; shares and rates below are converted back to real time ` +
+      `(/ ${b.scale}), stalls are absolute. In-target stall = the longest tick gap of the call's span less the app's mean gap.\n`);
+    common.printTable(BUDGET_SIDE, b.side);
+    process.stdout.write(`\nPer call: in-target stall (the app's clock) against the daemon's round trip for the same calls (n = calls alone in their span / all), ` +
+      'and the daemon\'s own /status p50 and max (its latest 64).\n');
+    common.printTable(BUDGET_CALLS, b.calls);
+  }
 }
 
 async function run(ctx) {
   if (typeof WebSocket === 'function') {
     const r = await measure(ctx);
-    printDetail(r.table);
+    printDetail(r);
     return { rows: r.rows, data: r.data };
   }
   // Node 20 has WebSocket only behind a flag: measure in a child that has it.
   const opts = {};
-  for (const k of ['pauses-reps', 'pauses-window', 'pauses-intervals', 'pauses-funcs']) {
+  for (const k of ['pauses-reps', 'pauses-window', 'pauses-intervals', 'pauses-funcs', 'pauses-parts',
+    'pauses-budget-scale', 'pauses-budget-seconds', 'pauses-budget-funcs', 'pauses-budget-ready']) {
     const v = ctx.opt(k, undefined);
     if (v !== undefined) opts[k] = v;
   }
@@ -366,7 +813,7 @@ async function run(ctx) {
   const { code } = await c.exited;
   if (code !== 0) throw new Error(`pauses child exited ${code}: ${c.err.slice(-1500)}`);
   const r = JSON.parse(c.out);
-  printDetail(r.table);
+  printDetail(r);
   return { rows: r.rows, data: r.data };
 }
 

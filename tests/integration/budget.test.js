@@ -22,21 +22,26 @@ const CFG = { period: 2000, duration: 1000, heap: 6000, share: SHARE, maxPause: 
 // sched_plan (agent/daemon/schedule.h) of the costs /status reports.
 function expectedPlan(est, c = CFG) {
   const S = est.start_ms, r = est.stop_ms_per_s / 1000, H = est.heap_ms;
-  const a = S / c.period + H / c.heap, b = r * c.duration / c.period;
+  const T = est.stop_fit ? est.stop_ms : 0;
+  const a = (S + T) / c.period + H / c.heap, b = r * c.duration / c.period;
   let gMax = c.maxDuration / c.duration;
-  if (r > 0 && c.maxPause / (r * c.duration) < gMax) gMax = c.maxPause / (r * c.duration);
+  if (r > 0) {
+    let room = (c.maxPause - T) / (r * c.duration);
+    if (!est.stop_fit && T + r * c.duration > c.maxPause) room = Math.max(1, 2 * est.stop_len_ms / c.duration);
+    gMax = Math.min(gMax, room);
+  }
   if (gMax < 1) gMax = 1;
   let f, g;
   if (a + b <= c.share) f = g = 1;
   else if (b < c.share && a / (c.share - b) <= gMax) f = g = a / (c.share - b);
   else { f = (a + b * gMax) / c.share; g = gMax; }
-  return { f, g };
+  return { f, g, stop: T + r * c.duration * g };
 }
 
 // A target's budget object agrees with the plan its own estimates make.
 function checkPlan(name, t) {
   const msg = `${name}: ${JSON.stringify(t)}`;
-  const { f, g } = expectedPlan(t.estimate);
+  const { f, g, stop } = expectedPlan(t.estimate);
   const near = (x, y) => Math.abs(x - y) <= Math.max(2, 0.01 * y);
   assert.ok(near(t.factor, f), `factor ${t.factor}, expected ${f}: ${msg}`);
   assert.ok(near(t.period_ms, CFG.period * f), `period: ${msg}`);
@@ -45,6 +50,7 @@ function checkPlan(name, t) {
   assert.strictEqual(t.limited, f > 1.000001, msg);
   assert.strictEqual(t.over_max_pause.includes('start'), t.estimate.start_ms > CFG.maxPause, msg);
   assert.strictEqual(t.over_max_pause.includes('heap'), t.estimate.heap_ms > CFG.maxPause, msg);
+  if (Math.abs(stop - CFG.maxPause) > 0.01) assert.strictEqual(t.over_max_pause.includes('stop'), stop > CFG.maxPause, msg);
 }
 
 function get(socketPath, p) {

@@ -934,6 +934,58 @@ TEST(budget_max_pause_caps_duration)
     sim_free();
 }
 
+/* A stop over max_pause at the configured length: a fixed one (a large
+ * app's: V8 writes every node whatever the length) is found fixed by a
+ * window twice as long, and the windows then lengthen with the periods;
+ * one that grows with the length is found growing, and the windows go
+ * back to the configured length after that one longer window. */
+TEST(budget_stop_over_max_pause_fixed_or_growing)
+{
+    sim_init(2, 131);
+    sim.budgeted = 1;
+    struct sim_iso *x = &sim.iso[0], *y = &sim.iso[1];
+    x->start_cost = 400 * MS;
+    x->stop_cost = 300 * MS; /* fixed */
+    x->stop_cost_s = 0;
+    y->start_cost = 400 * MS;
+    y->stop_cost = 5 * MS;
+    y->stop_cost_s = 30 * MS; /* 305 ms after 10 s, growing */
+    uint64_t t0 = sim.now;
+    attach_all();
+    sim_run(t0 + 24 * 3600 * SEC);
+    uint64_t maxp = sim.cfg->sampling.budget.max_pause_ns;
+    double share = sim.cfg->sampling.budget.pause_share;
+    struct sched_cost k;
+
+    /* Fixed: told apart, lengthened to max_duration, the stop flagged. */
+    win_cost(&x->w, &k);
+    CHECK(k.stop_fit);
+    CHECK(near((double)k.stop_ns, 300e6, 1e-3) && k.stop_ns_s < 1000);
+    const struct sched_plan *p = &x->w.plan;
+    CHECK(p->flags & SCHED_STOP_OVER);
+    CHECK(p->flags & SCHED_START_OVER);
+    CHECK_EQ_INT(p->duration_ns, 60 * SEC);
+    CHECK_EQ_INT(x->last_window_ns, 60 * SEC);
+    CHECK(x->max_stop_stall <= 300 * MS + 1000); /* lengthening cost nothing more */
+    CHECK(spent_share(0, t0) <= share + share_slack(0, t0));
+
+    /* Growing: one window twice as long, then the configured length. */
+    win_cost(&y->w, &k);
+    CHECK(k.stop_fit);
+    CHECK(near((double)k.stop_ns_s, 30e6, 1e-3) && near((double)k.stop_ns, 5e6, 1e-3));
+    const struct sched_plan *q = &y->w.plan;
+    CHECK(q->flags & SCHED_STOP_OVER);
+    CHECK_EQ_INT(q->duration_ns, 10 * SEC);
+    CHECK_EQ_INT(y->last_window_ns, 10 * SEC);
+    CHECK(y->max_stop_stall <= 605 * MS + 1000); /* the one try: twice the length */
+    CHECK(y->max_stop_stall > maxp);
+    CHECK(spent_share(1, t0) <= share + share_slack(1, t0));
+    /* The fixed stop's windows record more of the hour for the same share. */
+    CHECK((double)p->duration_ns / (double)p->period_ns >
+          5.0 * (double)q->duration_ns / (double)q->period_ns);
+    sim_free();
+}
+
 /* Anomaly windows start at once, on a deep negative account too, and pay:
  * every stall is charged, and the next scheduled window waits (counted
  * windows_deferred) until the credit is back, even when another anomaly
@@ -1137,7 +1189,7 @@ TEST(sched_plan_formula)
     struct sched_plan pl;
 
     /* Unmeasured: the config's own. */
-    sched_plan(c, &(struct sched_cost){0, 0, 0}, &pl);
+    sched_plan(c, &(struct sched_cost){.start_ns = 0, .stop_ns_s = 0, .heap_ns = 0}, &pl);
     CHECK_EQ_INT(pl.period_ns, 60 * SEC);
     CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
     CHECK_EQ_INT(pl.heap_period_ns, 300 * SEC);
@@ -1147,7 +1199,8 @@ TEST(sched_plan_formula)
     CHECK_EQ_INT(pl.credit_cap_ns, 100 * MS); /* max_pause at least */
 
     /* Fits: 8 ms + 0.2 ms/s x 10 s per 60 s, 10 ms per 300 s = 0.02%. */
-    sched_plan(c, &(struct sched_cost){8 * MS, 200000, 10 * MS}, &pl);
+    sched_plan(c, &(struct sched_cost){.start_ns = 8 * MS, .stop_ns_s = 200000, .heap_ns = 10 * MS},
+               &pl);
     CHECK(pl.factor == 1.0);
     CHECK_EQ_INT(pl.period_ns, 60 * SEC);
     CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
@@ -1156,7 +1209,8 @@ TEST(sched_plan_formula)
     CHECK(near(pl.share, 2e-4, 1e-9));
 
     /* f = a / (s - b): a = 74 ms / 60 s + 10 ms / 300 s, b = 2 ms / 60 s. */
-    sched_plan(c, &(struct sched_cost){74 * MS, 200000, 10 * MS}, &pl);
+    sched_plan(
+        c, &(struct sched_cost){.start_ns = 74 * MS, .stop_ns_s = 200000, .heap_ns = 10 * MS}, &pl);
     double a = 74e6 / 60e9 + 10e6 / 300e9, b = 2e6 / 60e9, f = a / (0.001 - b);
     CHECK(near(pl.factor, f, 1e-9));
     CHECK(near(f, 1.3103448, 1e-6));
@@ -1169,7 +1223,8 @@ TEST(sched_plan_formula)
 
     /* Duration capped by max_pause: 5 ms/s x 10 s = 50 ms, so g <= 2;
      * f = (60 ms / 60 s + 2 x 50 ms / 60 s) / 0.1% = 8/3. */
-    sched_plan(c, &(struct sched_cost){60 * MS, 5 * MS, 0}, &pl);
+    sched_plan(c, &(struct sched_cost){.start_ns = 60 * MS, .stop_ns_s = 5 * MS, .heap_ns = 0},
+               &pl);
     CHECK(near(pl.factor, 8.0 / 3.0, 1e-9));
     CHECK(near((double)pl.duration_ns, 20e9, 1e-9));
     CHECK(near((double)pl.period_ns, 160e9, 1e-9));
@@ -1178,7 +1233,8 @@ TEST(sched_plan_formula)
 
     /* Duration capped by max_duration (60 s: g <= 6); the start alone is
      * over max_pause. */
-    sched_plan(c, &(struct sched_cost){1000 * MS, 200000, 0}, &pl);
+    sched_plan(c, &(struct sched_cost){.start_ns = 1000 * MS, .stop_ns_s = 200000, .heap_ns = 0},
+               &pl);
     CHECK(near(pl.factor, (1e9 / 60e9 + 6 * b) / 0.001, 1e-9));
     CHECK_EQ_INT(pl.duration_ns, 60 * SEC);
     CHECK(near(pl.share, 0.001, 1e-9));
@@ -1186,20 +1242,23 @@ TEST(sched_plan_formula)
 
     /* The stop alone over the share (b >= s) and at max_pause already
      * (10 ms/s x 10 s = 100 ms): windows cannot lengthen, only thin out. */
-    sched_plan(c, &(struct sched_cost){0, 10 * MS, 0}, &pl);
+    sched_plan(c, &(struct sched_cost){.start_ns = 0, .stop_ns_s = 10 * MS, .heap_ns = 0}, &pl);
     CHECK(near(pl.factor, 100e6 / 60e9 / 0.001, 1e-9));
     CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
     CHECK(near((double)pl.period_ns, 100e9, 1e-9));
     CHECK_EQ_INT(pl.flags, SCHED_LIMITED | SCHED_DURATION_CAPPED);
 
     /* A heap window over max_pause. */
-    sched_plan(c, &(struct sched_cost){8 * MS, 200000, 500 * MS}, &pl);
+    sched_plan(
+        c, &(struct sched_cost){.start_ns = 8 * MS, .stop_ns_s = 200000, .heap_ns = 500 * MS}, &pl);
     CHECK(pl.flags & SCHED_HEAP_OVER);
     CHECK(!(pl.flags & SCHED_START_OVER));
 
     /* f never below 1: a share of 100% and costs far under it. */
     c->sampling.budget.pause_share = 1.0;
-    sched_plan(c, &(struct sched_cost){1000 * MS, 50 * MS, 2000 * MS}, &pl);
+    sched_plan(
+        c, &(struct sched_cost){.start_ns = 1000 * MS, .stop_ns_s = 50 * MS, .heap_ns = 2000 * MS},
+        &pl);
     CHECK(pl.factor == 1.0);
     CHECK_EQ_INT(pl.period_ns, 60 * SEC);
     CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
@@ -1209,7 +1268,8 @@ TEST(sched_plan_formula)
     /* max_duration under the configured duration: windows keep their
      * length (never shortened), the period takes it all. */
     c->sampling.budget.max_duration_ns = 5 * SEC;
-    sched_plan(c, &(struct sched_cost){74 * MS, 200000, 0}, &pl);
+    sched_plan(c, &(struct sched_cost){.start_ns = 74 * MS, .stop_ns_s = 200000, .heap_ns = 0},
+               &pl);
     CHECK_EQ_INT(pl.duration_ns, 10 * SEC);
     CHECK(pl.factor >= 1.0);
     CHECK(near(pl.factor, (74e6 / 60e9 + b) / 0.001, 1e-9));
@@ -1217,7 +1277,7 @@ TEST(sched_plan_formula)
 
     /* No period past a day, however dear: the longer one (heap) stops at
      * 86400 s, the plan owns up to the share it will take. */
-    sched_plan(c, &(struct sched_cost){3600 * SEC, 0, 0}, &pl);
+    sched_plan(c, &(struct sched_cost){.start_ns = 3600 * SEC, .stop_ns_s = 0, .heap_ns = 0}, &pl);
     CHECK(pl.factor == 288.0);
     CHECK_EQ_INT(pl.heap_period_ns, 86400 * SEC);
     CHECK_EQ_INT(pl.period_ns, 288 * 60 * SEC);
@@ -1225,7 +1285,9 @@ TEST(sched_plan_formula)
     CHECK(pl.share > 0.001);
     CHECK_EQ_INT(pl.flags, SCHED_LIMITED | SCHED_DURATION_CAPPED | SCHED_START_OVER);
     c->sampling.cpu.period_ns = 3600 * SEC; /* the CPU period the longer */
-    sched_plan(c, &(struct sched_cost){3600 * SEC, 0, 3600 * SEC}, &pl);
+    sched_plan(c,
+               &(struct sched_cost){.start_ns = 3600 * SEC, .stop_ns_s = 0, .heap_ns = 3600 * SEC},
+               &pl);
     CHECK_EQ_INT(pl.period_ns, 86400 * SEC);
     CHECK(pl.heap_period_ns <= 86400 * SEC);
     CHECK(pl.duration_ns <= pl.period_ns);
@@ -1243,7 +1305,7 @@ TEST(sched_due_follows_plan)
     c->sampling.heap.period_ns = 300 * SEC;
     c->anomaly.memory.heap_period_ns = 30 * SEC;
     struct sched_plan pl;
-    sched_plan(c, &(struct sched_cost){200 * MS, 0, 0}, &pl);
+    sched_plan(c, &(struct sched_cost){.start_ns = 200 * MS, .stop_ns_s = 0, .heap_ns = 0}, &pl);
     REQUIRE(pl.factor > 3.0);
     struct isoprof_rng rng;
     isoprof_rng_seed(&rng, 5);
@@ -1324,6 +1386,7 @@ int main(void)
     RUN(budget_cheap_isolate_keeps_config);
     RUN(budget_costly_isolate_stretched_within_share);
     RUN(budget_max_pause_caps_duration);
+    RUN(budget_stop_over_max_pause_fixed_or_growing);
     RUN(budget_anomaly_windows_charged_not_deferred);
     RUN(budget_recovers_when_costs_fall);
     RUN(budget_heap_cost_stretches_and_episodes_not_deferred);
