@@ -1,17 +1,18 @@
 /*
  * srcmap.c - the source-map parser and lookups (see srcmap.h).
  *
- * The JSON streams through a tokenizer of our own, which keeps only the
- * top-level fields a lookup needs: version, file, sourceRoot, sources,
- * names and the mappings text; every other value (sourcesContent above
- * all) is skipped by counting its nesting, its strings dropped byte by byte
- * as they go by. Nothing is buffered whole that is not kept: the mappings
- * text grows in place as its bytes arrive, checked against the cap as it
- * grows, so a map too big for the cap is refused before it takes more than
- * the cap, whatever the size of the file and however it is cut into
- * chunks. (yajl, which the CDP replies go through, buffers a string that
- * spans two chunks whole and scans it again from its start with each
- * chunk: quadratic in the string's length for a 60 MB mappings string.) Strings go into one arena, NUL-terminated, with
+ * The JSON streams through the push lexer of config/jsonlex.h, which hands
+ * over only what its hooks ask for: the top-level fields a lookup needs
+ * (version, file, sourceRoot, sources, names and the mappings text); every
+ * other value (sourcesContent above all) is skipped by counting its
+ * nesting, its strings dropped as they go by. Nothing is buffered whole
+ * that is not kept: the mappings text grows in place as its bytes arrive,
+ * checked against the cap as it grows, so a map too big for the cap is
+ * refused before it takes more than the cap, whatever the size of the file
+ * and however it is cut into chunks. (yajl, which the CDP replies go
+ * through, buffers a string that spans two chunks whole and scans it again
+ * from its start with each chunk: quadratic in the string's length for a
+ * 60 MB mappings string.) Strings go into one arena, NUL-terminated, with
  * an offset table per array. The mappings text is kept as written and
  * decoded once at finish: that pass validates every segment and drops a
  * checkpoint (the decoder's running values) every SRCMAP_CHECK_EVERY
@@ -35,6 +36,7 @@
 #include "srcmap.h"
 
 #include "base.h"
+#include "jsonlex.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -94,49 +96,17 @@ static int rewrite_sources(struct srcmap *m, const char *root, const char *dir);
 
 enum sm_field { F_NONE, F_VERSION, F_FILE, F_ROOT, F_SOURCES, F_NAMES, F_MAPPINGS, F_SECTIONS };
 
-/* The tokenizer: where it is in the JSON grammar, and the token it is in. */
-enum lx_state {
-    LX_VALUE,         /* a value must come (the top, after ':', after ',' in an array) */
-    LX_VALUE_OR_END,  /* after '[' */
-    LX_KEY_OR_END,    /* after '{' */
-    LX_KEY,           /* after ',' in an object */
-    LX_COLON,         /* after a key */
-    LX_COMMA_OR_END,  /* after a value inside a container */
-    LX_DONE,          /* the top value closed: only blanks may follow */
-};
-enum lx_tok { TK_NONE, TK_STRING, TK_NUMBER, TK_LITERAL };
-/* Where a string's bytes go. */
-enum lx_sink { SK_DROP, SK_KEY, SK_KEEP, SK_MAPPINGS };
+/* Where the string being read goes: nowhere, the keep buffer (a name, a
+ * source, file, sourceRoot), or the mappings text. */
+enum sm_sink { SK_DROP, SK_KEEP, SK_MAPPINGS };
 #define LX_MAX_DEPTH (SRCMAP_MAX_NESTING + 4)
-#define LX_KEY_MAX 32
-#define LX_NUM_MAX 64
-
-struct lexer {
-    enum lx_state state;
-    enum lx_tok tok;
-    enum lx_sink sink;
-    char stack[LX_MAX_DEPTH]; /* 'o' or 'a' */
-    size_t depth;
-    uint64_t at; /* bytes consumed */
-    /* a string: escape state, \u digits, a pending high surrogate, UTF-8 */
-    int esc;           /* 0 none, 1 after '\\', 2..5 reading \u's hex digits */
-    uint32_t u, hi;    /* the \u value being read; a high surrogate waiting (0: none) */
-    int utf8_need;     /* continuation bytes still expected */
-    unsigned char lo8, hi8; /* the range of the next continuation byte */
-    char key[LX_KEY_MAX + 1];
-    size_t keylen;
-    bool key_long;
-    struct isoprof_buf keep; /* a string kept (a name, a source, file, sourceRoot) */
-    size_t mappings_cap;
-    /* a number or a literal */
-    char num[LX_NUM_MAX + 1];
-    size_t numlen;
-    const char *lit; /* "true", "false" or "null" */
-    size_t litpos;
-};
 
 struct srcmap_parser {
-    struct lexer lx;
+    struct jsonlex lx;
+    uint8_t lx_stack[JSONLEX_STACK_BYTES(LX_MAX_DEPTH)];
+    enum sm_sink sink;
+    struct isoprof_buf keep; /* a string kept (SK_KEEP) */
+    size_t mappings_cap;     /* the mappings text's allocation (SK_MAPPINGS) */
     int err;
     char *why;
     size_t depth;        /* 0 outside the top object, 1 inside */
@@ -454,23 +424,17 @@ static int value(struct srcmap_parser *p, int kind, const char *s, size_t n)
     return 1;
 }
 
-static int cb_start_map(void *c)
+/* --- the lexer's hooks (config/jsonlex.h) --- */
+
+static int lx_on_open(void *c, int kind)
 {
     struct srcmap_parser *p = c;
     if (p->skip > SRCMAP_MAX_NESTING)
         return pfail(p, SRCMAP_E_FORMAT, "nesting deeper than %d", SRCMAP_MAX_NESTING);
-    return value(p, '{', NULL, 0);
+    return value(p, kind, NULL, 0);
 }
 
-static int cb_start_array(void *c)
-{
-    struct srcmap_parser *p = c;
-    if (p->skip > SRCMAP_MAX_NESTING)
-        return pfail(p, SRCMAP_E_FORMAT, "nesting deeper than %d", SRCMAP_MAX_NESTING);
-    return value(p, '[', NULL, 0);
-}
-
-static int cb_map_key(void *c, const unsigned char *s, size_t n)
+static int lx_on_key(void *c, const char *s, size_t n)
 {
     struct srcmap_parser *p = c;
     if (p->skip || p->depth != 1)
@@ -492,9 +456,10 @@ static int cb_map_key(void *c, const unsigned char *s, size_t n)
     return 1;
 }
 
-static int cb_end(void *c)
+static int lx_on_close(void *c, int kind)
 {
     struct srcmap_parser *p = c;
+    (void)kind;
     if (p->skip) {
         p->skip--;
         return 1;
@@ -509,6 +474,126 @@ static int cb_end(void *c)
     return 1;
 }
 
+/* A string starts: a key goes to the lexer's buffer, a value where the
+ * field it is the value of wants it. */
+static int lx_on_string(void *c, bool key)
+{
+    struct srcmap_parser *p = c;
+    p->sink = SK_DROP;
+    if (key) {
+        jsonlex_sink(&p->lx, JSONLEX_BUF, 0);
+        return 1;
+    }
+    if (!p->started)
+        return pfail(p, SRCMAP_E_JSON, "the map is not a JSON object");
+    if (p->skip || (!p->in_array && p->field == F_NONE)) {
+        p->field = F_NONE;
+        return 1;
+    }
+    jsonlex_sink(&p->lx, JSONLEX_PUT, SIZE_MAX); /* the caps are checked as it grows */
+    if (!p->in_array && p->field == F_MAPPINGS) {
+        if (p->have_mappings)
+            return pfail(p, SRCMAP_E_FORMAT, "mappings appears twice");
+        p->field = F_NONE;
+        p->sink = SK_MAPPINGS;
+        p->mappings_cap = 0;
+        p->m->mappings_len = 0;
+        if (over_budget(p, 1))
+            return pfail(p, SRCMAP_E_TOOBIG, "mappings pass the memory cap (%zu bytes)",
+                         p->m->max_bytes);
+        return 1;
+    }
+    p->sink = SK_KEEP;
+    isoprof_buf_reset(&p->keep);
+    return 1;
+}
+
+/* Bytes of a string kept, to where they go. */
+static int lx_on_put(void *c, const char *s, size_t n)
+{
+    struct srcmap_parser *p = c;
+    if (p->sink == SK_KEEP) {
+        if (isoprof_buf_append(&p->keep, s, n) != 0)
+            return p->keep.err == -ENOMEM
+                       ? pfail(p, SRCMAP_E_NOMEM, "out of memory")
+                       : pfail(p, SRCMAP_E_TOOBIG, "a string passes the memory cap (%zu bytes)",
+                               p->m->max_bytes);
+        return 1;
+    }
+    struct srcmap *m = p->m;
+    if (m->mappings_len + n >= UINT32_MAX || over_budget(p, n))
+        return pfail(p, SRCMAP_E_TOOBIG, "mappings pass the memory cap (%zu bytes) after %zu bytes",
+                     m->max_bytes, m->mappings_len);
+    if (m->mappings_len + n + 1 > p->mappings_cap) {
+        /* a quarter more at a time: the slack is never more than that */
+        size_t nc = p->mappings_cap + p->mappings_cap / 4 + 65536;
+        if (nc < m->mappings_len + n + 1)
+            nc = m->mappings_len + n + 1;
+        char *t = isoprof_realloc(m->mappings, nc);
+        if (t == NULL)
+            return pfail(p, SRCMAP_E_NOMEM, "out of memory");
+        m->mappings = t;
+        p->mappings_cap = nc;
+    }
+    memcpy(m->mappings + m->mappings_len, s, n);
+    m->mappings_len += n;
+    return 1;
+}
+
+/* A scalar ended (for a string: the one its sink holds). */
+static int lx_on_value(void *c, int kind, const char *s, size_t n)
+{
+    struct srcmap_parser *p = c;
+    if (kind != 's')
+        return value(p, kind, s, n);
+    switch (p->sink) {
+    case SK_MAPPINGS: {
+        struct srcmap *m = p->m;
+        if (m->mappings == NULL && (m->mappings = isoprof_malloc(1)) == NULL)
+            return pfail(p, SRCMAP_E_NOMEM, "out of memory");
+        m->mappings[m->mappings_len] = '\0';
+        p->have_mappings = true;
+        return 1;
+    }
+    case SK_KEEP:
+        return value(p, 's', p->keep.len ? (const char *)p->keep.data : "", p->keep.len);
+    case SK_DROP:
+        return 1;
+    }
+    return 1;
+}
+
+static void lx_on_fail(void *c, enum jsonlex_err err, const char *what, uint64_t at)
+{
+    struct srcmap_parser *p = c;
+    switch (err) {
+    case JSONLEX_E_DEPTH:
+        pfail(p, SRCMAP_E_FORMAT, "nesting deeper than %d", LX_MAX_DEPTH);
+        return;
+    case JSONLEX_E_AFTER:
+        what = "bytes after the map";
+        break;
+    case JSONLEX_E_CLOSE_OBJ:
+        what = "a '}' with no object open";
+        break;
+    case JSONLEX_E_CLOSE_ARR:
+        what = "a ']' with no array open";
+        break;
+    default:
+        break;
+    }
+    pfail(p, SRCMAP_E_JSON, "malformed JSON at byte %" PRIu64 ": %s", at, what);
+}
+
+static const struct jsonlex_hooks lx_hooks = {
+    .open = lx_on_open,
+    .close = lx_on_close,
+    .string = lx_on_string,
+    .put = lx_on_put,
+    .key = lx_on_key,
+    .value = lx_on_value,
+    .fail = lx_on_fail,
+};
 
 int srcmap_parser_new(size_t max_bytes, struct srcmap_parser **out)
 {
@@ -521,7 +606,8 @@ int srcmap_parser_new(size_t max_bytes, struct srcmap_parser **out)
     isoprof_buf_init(&p->arena, UINT32_MAX);
     if (isoprof_buf_putc(&p->arena, '\0') != 0) /* offset 0: "" */
         goto fail;
-    isoprof_buf_init(&p->lx.keep, max_bytes ? max_bytes : SIZE_MAX);
+    isoprof_buf_init(&p->keep, max_bytes ? max_bytes : SIZE_MAX);
+    jsonlex_init(&p->lx, &lx_hooks, p, p->lx_stack, LX_MAX_DEPTH, 0);
     *out = p;
     return 0;
 fail:
@@ -533,7 +619,7 @@ void srcmap_parser_free(struct srcmap_parser *p)
 {
     if (p == NULL)
         return;
-    isoprof_buf_free(&p->lx.keep);
+    isoprof_buf_free(&p->keep);
     srcmap_free(p->m);
     isoprof_buf_free(&p->arena);
     isoprof_free(p->root);
@@ -541,424 +627,11 @@ void srcmap_parser_free(struct srcmap_parser *p)
     isoprof_free(p);
 }
 
-/* --- the tokenizer --- */
-
-static int lx_fail(struct srcmap_parser *p, const char *what)
-{
-    return pfail(p, SRCMAP_E_JSON, "malformed JSON at byte %" PRIu64 ": %s", p->lx.at, what);
-}
-
-/* A value ended: what may come next. */
-static void lx_value_done(struct srcmap_parser *p)
-{
-    struct lexer *x = &p->lx;
-    x->state = x->depth == 0 ? LX_DONE : LX_COMMA_OR_END;
-}
-
-/* Bytes of the string being read, to where they go. Returns 1, or 0 with
- * p->err set. */
-static int lx_put(struct srcmap_parser *p, const char *s, size_t n)
-{
-    struct lexer *x = &p->lx;
-    switch (x->sink) {
-    case SK_DROP:
-        return 1;
-    case SK_KEY:
-        if (x->keylen + n > LX_KEY_MAX) {
-            x->key_long = true; /* no key we look for is this long */
-            return 1;
-        }
-        memcpy(x->key + x->keylen, s, n);
-        x->keylen += n;
-        return 1;
-    case SK_KEEP:
-        if (isoprof_buf_append(&x->keep, s, n) != 0)
-            return x->keep.err == -ENOMEM
-                       ? pfail(p, SRCMAP_E_NOMEM, "out of memory")
-                       : pfail(p, SRCMAP_E_TOOBIG, "a string passes the memory cap (%zu bytes)",
-                               p->m->max_bytes);
-        return 1;
-    case SK_MAPPINGS: {
-        struct srcmap *m = p->m;
-        if (m->mappings_len + n >= UINT32_MAX || over_budget(p, n))
-            return pfail(p, SRCMAP_E_TOOBIG,
-                         "mappings pass the memory cap (%zu bytes) after %zu bytes",
-                         m->max_bytes, m->mappings_len);
-        if (m->mappings_len + n + 1 > x->mappings_cap) {
-            /* a quarter more at a time: the slack is never more than that */
-            size_t nc = x->mappings_cap + x->mappings_cap / 4 + 65536;
-            if (nc < m->mappings_len + n + 1)
-                nc = m->mappings_len + n + 1;
-            char *t = isoprof_realloc(m->mappings, nc);
-            if (t == NULL)
-                return pfail(p, SRCMAP_E_NOMEM, "out of memory");
-            m->mappings = t;
-            x->mappings_cap = nc;
-        }
-        memcpy(m->mappings + m->mappings_len, s, n);
-        m->mappings_len += n;
-        return 1;
-    }
-    }
-    return 1;
-}
-
-/* A code point of a \u escape, as UTF-8. */
-static int lx_put_cp(struct srcmap_parser *p, uint32_t cp)
-{
-    char b[4];
-    size_t n;
-    if (cp < 0x80) {
-        b[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        b[0] = (char)(0xc0 | cp >> 6);
-        b[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        b[0] = (char)(0xe0 | cp >> 12);
-        b[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        b[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        b[0] = (char)(0xf0 | cp >> 18);
-        b[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-        b[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-        b[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
-    return lx_put(p, b, n);
-}
-
-/* A string starts (its opening quote read). */
-static int lx_string_start(struct srcmap_parser *p, bool is_key)
-{
-    struct lexer *x = &p->lx;
-    x->tok = TK_STRING;
-    x->esc = 0;
-    x->hi = 0;
-    x->utf8_need = 0;
-    if (is_key) {
-        x->sink = SK_KEY;
-        x->keylen = 0;
-        x->key_long = false;
-        return 1;
-    }
-    if (!p->started)
-        return pfail(p, SRCMAP_E_JSON, "the map is not a JSON object");
-    if (p->skip || (!p->in_array && p->field == F_NONE)) {
-        x->sink = SK_DROP;
-        p->field = F_NONE;
-        return 1;
-    }
-    if (!p->in_array && p->field == F_MAPPINGS) {
-        if (p->have_mappings)
-            return pfail(p, SRCMAP_E_FORMAT, "mappings appears twice");
-        p->field = F_NONE;
-        x->sink = SK_MAPPINGS;
-        x->mappings_cap = 0;
-        p->m->mappings_len = 0;
-        if (over_budget(p, 1))
-            return pfail(p, SRCMAP_E_TOOBIG, "mappings pass the memory cap (%zu bytes)",
-                         p->m->max_bytes);
-        return 1;
-    }
-    x->sink = SK_KEEP;
-    isoprof_buf_reset(&x->keep);
-    return 1;
-}
-
-/* The closing quote. */
-static int lx_string_end(struct srcmap_parser *p)
-{
-    struct lexer *x = &p->lx;
-    if (x->hi != 0 && !lx_put_cp(p, 0xfffd)) /* a high surrogate alone */
-        return 0;
-    x->hi = 0;
-    if (x->utf8_need != 0)
-        return lx_fail(p, "a string ends inside a UTF-8 sequence");
-    x->tok = TK_NONE;
-    switch (x->sink) {
-    case SK_KEY:
-        x->state = LX_COLON;
-        return cb_map_key(p, (const unsigned char *)x->key, x->key_long ? LX_KEY_MAX + 1 : x->keylen);
-    case SK_MAPPINGS: {
-        struct srcmap *m = p->m;
-        if (m->mappings == NULL && (m->mappings = isoprof_malloc(1)) == NULL)
-            return pfail(p, SRCMAP_E_NOMEM, "out of memory");
-        m->mappings[m->mappings_len] = '\0';
-        p->have_mappings = true;
-        lx_value_done(p);
-        return 1;
-    }
-    case SK_KEEP:
-        lx_value_done(p);
-        return value(p, 's', x->keep.len ? (const char *)x->keep.data : "", x->keep.len);
-    case SK_DROP:
-        lx_value_done(p);
-        return 1;
-    }
-    return 1;
-}
-
-/* One byte of a string other than the plain ASCII run lx_feed copies. */
-static int lx_string_byte(struct srcmap_parser *p, unsigned char c)
-{
-    struct lexer *x = &p->lx;
-    if (x->esc == 1) {
-        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-        const char *e = c ? strchr(from, c) : NULL;
-        if (c == 'u') {
-            x->esc = 2;
-            x->u = 0;
-            return 1;
-        }
-        if (e == NULL)
-            return lx_fail(p, "a bad escape in a string");
-        x->esc = 0;
-        if (x->hi != 0 && !lx_put_cp(p, 0xfffd))
-            return 0;
-        x->hi = 0;
-        return lx_put(p, &to[e - from], 1);
-    }
-    if (x->esc >= 2) {
-        int d = isoprof_hexval(c);
-        if (d < 0)
-            return lx_fail(p, "a bad \\u escape in a string");
-        x->u = x->u << 4 | (uint32_t)d;
-        if (++x->esc < 6)
-            return 1;
-        x->esc = 0;
-        uint32_t u = x->u;
-        if (u >= 0xdc00 && u <= 0xdfff && x->hi != 0) {
-            uint32_t cp = 0x10000 + ((x->hi - 0xd800) << 10) + (u - 0xdc00);
-            x->hi = 0;
-            return lx_put_cp(p, cp);
-        }
-        if (x->hi != 0 && !lx_put_cp(p, 0xfffd))
-            return 0;
-        x->hi = 0;
-        if (u >= 0xd800 && u <= 0xdbff) {
-            x->hi = u; /* its low half may follow */
-            return 1;
-        }
-        return lx_put_cp(p, u >= 0xdc00 && u <= 0xdfff ? 0xfffd : u);
-    }
-    if (x->utf8_need > 0) {
-        if (c < x->lo8 || c > x->hi8)
-            return lx_fail(p, "invalid UTF-8 in a string");
-        x->utf8_need--;
-        x->lo8 = 0x80;
-        x->hi8 = 0xbf;
-        return lx_put(p, (const char *)&c, 1);
-    }
-    if (x->hi != 0 && c != '\\') {
-        if (!lx_put_cp(p, 0xfffd))
-            return 0;
-        x->hi = 0;
-    }
-    if (c == '"')
-        return lx_string_end(p);
-    if (c == '\\') {
-        x->esc = 1;
-        return 1;
-    }
-    if (c < 0x20)
-        return lx_fail(p, "a control character in a string");
-    if (c < 0x80)
-        return lx_put(p, (const char *)&c, 1);
-    /* the lead byte of a UTF-8 sequence, and the range its next byte must
-     * be in (no overlong forms, no surrogates, nothing past U+10FFFF) */
-    x->lo8 = 0x80;
-    x->hi8 = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) {
-        x->utf8_need = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        x->utf8_need = 2;
-        if (c == 0xe0)
-            x->lo8 = 0xa0;
-        if (c == 0xed)
-            x->hi8 = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        x->utf8_need = 3;
-        if (c == 0xf0)
-            x->lo8 = 0x90;
-        if (c == 0xf4)
-            x->hi8 = 0x8f;
-    } else {
-        return lx_fail(p, "invalid UTF-8 in a string");
-    }
-    return lx_put(p, (const char *)&c, 1);
-}
-
-/* Is num[0..n) a JSON number? */
-static bool json_number(const char *s, size_t n)
-{
-    size_t i = 0;
-    if (i < n && s[i] == '-')
-        i++;
-    if (i < n && s[i] == '0') {
-        i++;
-    } else if (i < n && s[i] >= '1' && s[i] <= '9') {
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-    } else {
-        return false;
-    }
-    if (i < n && s[i] == '.') {
-        size_t d = ++i;
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-        if (i == d)
-            return false;
-    }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        if (i < n && (s[i] == '+' || s[i] == '-'))
-            i++;
-        size_t d = i;
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-        if (i == d)
-            return false;
-    }
-    return i == n;
-}
-
-/* A number or a literal ended. */
-static int lx_token_end(struct srcmap_parser *p)
-{
-    struct lexer *x = &p->lx;
-    enum lx_tok t = x->tok;
-    x->tok = TK_NONE;
-    lx_value_done(p);
-    if (t == TK_NUMBER) {
-        if (x->numlen > LX_NUM_MAX || !json_number(x->num, x->numlen))
-            return lx_fail(p, "a bad number");
-        return value(p, 'n', x->num, x->numlen);
-    }
-    return value(p, x->lit[0] == 'n' ? 'z' : 'b', NULL, 0);
-}
-
-/* The end of a container. */
-static int lx_close(struct srcmap_parser *p, char kind)
-{
-    struct lexer *x = &p->lx;
-    if (x->depth == 0 || x->stack[x->depth - 1] != kind)
-        return lx_fail(p, kind == 'o' ? "a '}' with no object open" : "a ']' with no array open");
-    x->depth--;
-    lx_value_done(p);
-    return cb_end(p);
-}
-
-/* The start of a value (its first byte c). */
-static int lx_value(struct srcmap_parser *p, unsigned char c)
-{
-    struct lexer *x = &p->lx;
-    switch (c) {
-    case '{':
-    case '[':
-        if (x->depth == LX_MAX_DEPTH)
-            return pfail(p, SRCMAP_E_FORMAT, "nesting deeper than %d", LX_MAX_DEPTH);
-        x->stack[x->depth++] = c == '{' ? 'o' : 'a';
-        x->state = c == '{' ? LX_KEY_OR_END : LX_VALUE_OR_END;
-        return c == '{' ? cb_start_map(p) : cb_start_array(p);
-    case '"':
-        return lx_string_start(p, false);
-    case 't':
-    case 'f':
-    case 'n':
-        x->tok = TK_LITERAL;
-        x->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
-        x->litpos = 1;
-        return 1;
-    default:
-        if (c == '-' || (c >= '0' && c <= '9')) {
-            x->tok = TK_NUMBER;
-            x->num[0] = (char)c;
-            x->numlen = 1;
-            return 1;
-        }
-        return lx_fail(p, "not a JSON value");
-    }
-}
-
-/* One byte outside a string. Returns 1, or 0 with p->err set. */
-static int lx_byte(struct srcmap_parser *p, unsigned char c)
-{
-    struct lexer *x = &p->lx;
-    if (x->tok == TK_NUMBER) {
-        if ((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
-            if (x->numlen < LX_NUM_MAX)
-                x->num[x->numlen] = (char)c;
-            x->numlen++;
-            return 1;
-        }
-        if (!lx_token_end(p))
-            return 0;
-    } else if (x->tok == TK_LITERAL) {
-        if (c != (unsigned char)x->lit[x->litpos])
-            return lx_fail(p, "not a JSON value");
-        if (x->lit[++x->litpos] == '\0')
-            return lx_token_end(p);
-        return 1;
-    }
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
-        return 1;
-    switch (x->state) {
-    case LX_VALUE:
-        return lx_value(p, c);
-    case LX_VALUE_OR_END:
-        return c == ']' ? lx_close(p, 'a') : lx_value(p, c);
-    case LX_KEY_OR_END:
-        if (c == '}')
-            return lx_close(p, 'o');
-        /* fall through */
-    case LX_KEY:
-        return c == '"' ? lx_string_start(p, true) : lx_fail(p, "an object key must come");
-    case LX_COLON:
-        if (c != ':')
-            return lx_fail(p, "a ':' must come");
-        x->state = LX_VALUE;
-        return 1;
-    case LX_COMMA_OR_END:
-        if (c == ',') {
-            x->state = x->stack[x->depth - 1] == 'o' ? LX_KEY : LX_VALUE;
-            return 1;
-        }
-        if (c == '}' || c == ']')
-            return lx_close(p, c == '}' ? 'o' : 'a');
-        return lx_fail(p, "a ',' or the end of the container must come");
-    case LX_DONE:
-        return lx_fail(p, "bytes after the map");
-    }
-    return 1;
-}
-
 int srcmap_parser_feed(struct srcmap_parser *p, const void *buf, size_t len)
 {
-    struct lexer *x = &p->lx;
-    const unsigned char *s = buf, *end = s + len;
-    while (p->err == 0 && s < end) {
-        if (x->tok == TK_STRING && x->esc == 0 && x->utf8_need == 0 && x->hi == 0) {
-            /* a run of plain ASCII goes to its sink in one piece */
-            const unsigned char *q = s;
-            while (q < end && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
-                q++;
-            if (q > s) {
-                if (!lx_put(p, (const char *)s, (size_t)(q - s)))
-                    break;
-                x->at += (uint64_t)(q - s);
-                s = q;
-                continue;
-            }
-        }
-        unsigned char c = *s++;
-        if (x->tok == TK_STRING)
-            lx_string_byte(p, c);
-        else
-            lx_byte(p, c);
-        x->at++;
+    if (p->err == 0) {
+        size_t used = jsonlex_feed(&p->lx, buf, len);
+        ISOPROF_ASSERT(used == len || p->err != 0); /* no hook pauses */
     }
     return p->err;
 }
@@ -1265,12 +938,13 @@ int srcmap_parser_finish(struct srcmap_parser *p, struct srcmap **out, char **wh
     *out = NULL;
     if (why)
         *why = NULL;
-    if (p->err == 0 && !p->started && p->lx.tok == TK_NONE)
+    if (p->err == 0 && !p->started && !jsonlex_busy(&p->lx))
         pfail(p, SRCMAP_E_JSON, "empty");
-    if (p->err == 0 && p->lx.tok == TK_NUMBER)
-        lx_token_end(p); /* a number at the very end (only the top: refused) */
-    if (p->err == 0 && (p->lx.state != LX_DONE || p->lx.tok != TK_NONE))
-        pfail(p, SRCMAP_E_JSON, "malformed JSON: cut short after byte %" PRIu64, p->lx.at);
+    if (p->err == 0)
+        jsonlex_finish(&p->lx); /* a number at the very end */
+    if (p->err == 0 && !jsonlex_done(&p->lx))
+        pfail(p, SRCMAP_E_JSON, "malformed JSON: cut short after byte %" PRIu64,
+              jsonlex_at(&p->lx));
     if (p->err == 0 && p->m->mappings != NULL) {
         /* the text grew by doubling: cut to its length */
         char *t = isoprof_realloc(p->m->mappings, p->m->mappings_len + 1);

@@ -1,0 +1,314 @@
+/*
+ * heapsnap.h - V8 heap snapshots (.heapsnapshot, the text of
+ * HeapProfiler.addHeapSnapshotChunk events): a streaming parser into a
+ * compact graph, its dominator tree and retained sizes, and the retained
+ * profile as pprof: what holds the memory, not where it was allocated.
+ *
+ * Pure: no I/O, no global state, no logging. A parser, a snapshot or a
+ * dominator tree belongs to one thread at a time; a finished snapshot and
+ * its dominator tree are read-only and may be read by any number of
+ * threads at once. All memory comes from isoprof_malloc & co.
+ *
+ * The compact form (per node 21 bytes, per edge 9 bytes, plus the strings):
+ *   nodes   type (1 byte, an index into meta's node type names), name (a
+ *           strings index), self_size (8 bytes), edge_count, and the index
+ *           of its first edge; ids, trace_node_id and detachedness are read
+ *           and dropped (nothing here needs them);
+ *   edges   type (1 byte), name_or_index, and the target node's ordinal
+ *           (to_node / the node field count);
+ *   strings packed in one buffer, NUL-terminated, with an offset each; of
+ *           each, at most HEAPSNAP_MAX_NAME bytes are kept (a string node's
+ *           name is the string's contents: a 100 MB string must not cost
+ *           100 MB here). Invalid UTF-8 after unescaping (a lone surrogate)
+ *           and NUL become U+FFFD, so every kept string is valid UTF-8.
+ * Everything else (trace_function_infos, trace_tree, samples, locations
+ * and any field of a later format) is skipped byte by byte as it streams
+ * by. Field positions come from snapshot.meta, never assumed.
+ */
+#ifndef ISOPROF_HEAPSNAP_H
+#define ISOPROF_HEAPSNAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pprof.h"
+
+#define HEAPSNAP_MAX_NODES ((size_t)50000000)   /* snapshot.node_count */
+#define HEAPSNAP_MAX_EDGES ((size_t)250000000)  /* snapshot.edge_count */
+#define HEAPSNAP_MAX_STRINGS ((size_t)64 << 20) /* entries of strings[] */
+#define HEAPSNAP_MAX_NAME 1024                  /* bytes kept of one string (cut at a character) */
+#define HEAPSNAP_MAX_NESTING 65536              /* JSON depth (a trace_tree nests per call) */
+#define HEAPSNAP_MAX_FIELDS 64                  /* entries of node_fields / edge_fields */
+#define HEAPSNAP_MAX_TYPES 64                   /* node or edge type names */
+#define HEAPSNAP_NODE_BYTES 21                  /* what a node costs the parse's budget */
+#define HEAPSNAP_EDGE_BYTES 9                   /* ... and an edge */
+#define HEAPSNAP_NONE UINT32_MAX                /* no node */
+
+/*
+ * Why a snapshot was refused. HEAPSNAP_OK is 0; heapsnap_reason() names
+ * each (for a counter's label).
+ */
+enum heapsnap_reason {
+    HEAPSNAP_OK = 0,
+    HEAPSNAP_E_JSON,       /* not JSON (invalid UTF-8 included), or not an object at the top */
+    HEAPSNAP_E_META,       /* snapshot.meta malformed: a field list or type list that is not
+                              an array of strings, a node field (type, name, self_size,
+                              edge_count) or edge field (type, name_or_index, to_node) missing
+                              or listed twice, no type names, a key written twice */
+    HEAPSNAP_E_MISSING,    /* snapshot, meta, node_count, edge_count, nodes, edges or strings
+                              missing, or nodes/edges before snapshot.meta and the counts */
+    HEAPSNAP_E_VALUE,      /* a count, or an entry of nodes/edges, that is not a non-negative
+                              integer in range (a node or edge type past its type names, a
+                              name or edge_count past 32 bits) */
+    HEAPSNAP_E_COUNT,      /* nodes or edges not node_count or edge_count times the field
+                              count long, or node_count 0 (no root) */
+    HEAPSNAP_E_EDGE,       /* an edge's to_node not a multiple of the node field count, or
+                              past the nodes array */
+    HEAPSNAP_E_EDGE_SUM,   /* the nodes' edge_count do not add up to edge_count */
+    HEAPSNAP_E_STRING,     /* a node name or edge name past the end of strings[] */
+    HEAPSNAP_E_DEPTH,      /* JSON nesting deeper than HEAPSNAP_MAX_NESTING */
+    HEAPSNAP_E_TOOBIG,     /* a count past its HEAPSNAP_MAX_*, or the snapshot past the budget */
+    HEAPSNAP_E_NOMEM,      /* an allocation failed */
+    HEAPSNAP_E_INCOMPLETE, /* the text ended before the snapshot did (a cut stream) */
+    HEAPSNAP_NREASONS
+};
+
+/* A short lower_case name ("json", "meta", "edge_sum"...); "ok" for 0,
+ * "unknown" outside the enum. */
+const char *heapsnap_reason(int reason);
+
+struct heapsnap;
+struct heapsnap_parser;
+
+/*
+ * heapsnap_parser_new - a parser whose snapshot may take at most budget
+ * bytes (heapsnap_bytes; 0: no budget, only the HEAPSNAP_MAX_* caps). The
+ * text is fed in chunks of any size, split anywhere, and read once;
+ * nothing is buffered but what is kept. A node_count or edge_count over
+ * its cap, or whose arrays (HEAPSNAP_NODE_BYTES a node, HEAPSNAP_EDGE_BYTES
+ * an edge) would not fit the budget with what is already held, is refused
+ * (HEAPSNAP_E_TOOBIG) when the count is read, before anything is allocated
+ * for it; the strings are charged as they arrive, so a snapshot is
+ * accepted iff its final heapsnap_bytes fits. While it parses, the strings
+ * arena's growth slack (under a quarter of the strings, plus 64 KiB) and
+ * the parser itself (about 40 KiB) come on top. Returns 0 or -ENOMEM; *out
+ * owned by the caller (heapsnap_parser_free).
+ */
+int heapsnap_parser_new(size_t budget, struct heapsnap_parser **out);
+
+/*
+ * heapsnap_parser_feed - parse the next len bytes (buf borrowed for the
+ * call). Returns HEAPSNAP_OK or the reason the snapshot is refused; after
+ * a refusal every later call returns it again and reads nothing. Any
+ * thread that owns p.
+ */
+int heapsnap_parser_feed(struct heapsnap_parser *p, const void *buf, size_t len);
+
+/*
+ * heapsnap_parser_finish - the end of the text: the last checks (the
+ * required fields, the sum of the edge counts, every name's strings index)
+ * and the hand-over. Returns HEAPSNAP_OK with *out set (owned by the
+ * caller: heapsnap_free), or a reason with *out NULL; HEAPSNAP_E_INCOMPLETE
+ * when the text stopped inside the snapshot (or there was none). *why, if
+ * why is not NULL, gets on a refusal an allocated message saying what and
+ * where ("edges[30] (edge 10): to_node 7 is not a multiple of 7"), freed
+ * with isoprof_free (NULL only when that allocation failed too). p is
+ * spent either way: free it; a second finish returns HEAPSNAP_E_INCOMPLETE
+ * (and no why), as does a feed after a finish.
+ */
+int heapsnap_parser_finish(struct heapsnap_parser *p, struct heapsnap **out, char **why);
+
+/* Frees p and what it had parsed. p may be NULL. */
+void heapsnap_parser_free(struct heapsnap_parser *p);
+
+/* The three calls above on one whole text. */
+int heapsnap_parse(const void *json, size_t len, size_t budget, struct heapsnap **out, char **why);
+
+/* Frees s. NULL is fine. */
+void heapsnap_free(struct heapsnap *s);
+
+/* Bytes s holds; never more than the budget it was parsed with. */
+size_t heapsnap_bytes(const struct heapsnap *s);
+
+/* Node, edge and string counts. Node 0 is the synthetic root. */
+size_t heapsnap_node_count(const struct heapsnap *s);
+size_t heapsnap_edge_count(const struct heapsnap *s);
+size_t heapsnap_string_count(const struct heapsnap *s);
+
+/* One node, as kept. Strings borrowed from s. */
+struct heapsnap_node {
+    const char *type;    /* its type's name: "object", "closure", "array"... */
+    const char *name;    /* strings[name] (its first HEAPSNAP_MAX_NAME bytes) */
+    uint64_t self_size;  /* bytes */
+    uint32_t first_edge; /* its edges are first_edge .. first_edge + edge_count - 1 */
+    uint32_t edge_count;
+};
+
+/* heapsnap_node - node i (0-based ordinal) into *out: 0, or -EINVAL when i
+ * is past the last node. Any thread. */
+int heapsnap_node(const struct heapsnap *s, uint32_t i, struct heapsnap_node *out);
+
+/* One edge, as kept. Strings borrowed from s. */
+struct heapsnap_edge {
+    const char *type; /* "property", "element", "internal", "weak"... */
+    const char *name; /* the property or variable name; NULL for element and hidden edges */
+    uint32_t index;   /* element and hidden edges: the index; others: the strings index */
+    uint32_t from;    /* the node whose edge it is */
+    uint32_t to;      /* the node it points at (ordinal: to_node / node field count) */
+    bool retaining;   /* whether it counts for the dominator tree (see below) */
+};
+
+/* heapsnap_edge - edge e (0-based) into *out: 0, or -EINVAL when e is past
+ * the last edge. Finds the edge's node by binary search. Any thread. */
+int heapsnap_edge(const struct heapsnap *s, uint32_t e, struct heapsnap_edge *out);
+
+/*
+ * Dominators and retained sizes.
+ *
+ * The graph is the snapshot's, from node 0 (the synthetic root), over the
+ * retaining edges only, as DevTools counts them: a "weak" edge never
+ * retains, and a "shortcut" edge retains only from the root (elsewhere it
+ * duplicates a path that exists through other edges). A node d dominates v
+ * when every path from the root to v passes through d; v's immediate
+ * dominator is the dominator nearest to it. Nodes that the root does not
+ * reach are left out (counted in `unreachable`). The retained size of a
+ * node is its self_size plus the retained sizes of the nodes it
+ * immediately dominates: what freeing it would free. The root's is the
+ * sum of the reachable nodes' self sizes.
+ *
+ * Computed with Lengauer and Tarjan's algorithm (the simple version, with
+ * path compression: O(E log N)) over a depth-first search on an explicit
+ * stack: no recursion anywhere, so a chain of a million nodes costs no
+ * thread stack. Memory: while it runs, at most heapsnap_dom_need(s) bytes
+ * (44 bytes a node and 4 a retaining edge, about 64 MB per million nodes
+ * of a V8 heap with 5 edges a node); the result keeps 16 bytes a node.
+ */
+struct heapsnap_dom;
+
+struct heapsnap_dom_stats {
+    size_t reachable;   /* nodes the root reaches, the root included */
+    size_t unreachable; /* nodes left out */
+    uint64_t total;     /* the reachable nodes' self sizes (the root's retained size) */
+    size_t bytes;       /* what the result holds */
+};
+
+/* The most bytes heapsnap_dominators may allocate for s, the result
+ * included. */
+size_t heapsnap_dom_need(const struct heapsnap *s);
+
+/*
+ * heapsnap_dominators - the dominator tree and retained sizes of s.
+ * max_bytes: 0 for no cap, else ISOPROF_ETOOBIG without allocating anything
+ * when heapsnap_dom_need(s) passes it. Returns 0 with *out set (owned by
+ * the caller: heapsnap_dom_free), -ENOMEM (nothing leaks), ISOPROF_ETOOBIG
+ * or -EINVAL (a NULL argument). s is borrowed for the call only. Any
+ * thread.
+ */
+int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heapsnap_dom **out);
+
+/* Frees d. NULL is fine. */
+void heapsnap_dom_free(struct heapsnap_dom *d);
+
+void heapsnap_dom_stats(const struct heapsnap_dom *d, struct heapsnap_dom_stats *out);
+
+/* The immediate dominator of node v; HEAPSNAP_NONE for the root, for a
+ * node the root does not reach and for v past the last node. */
+uint32_t heapsnap_dom_idom(const struct heapsnap_dom *d, uint32_t v);
+
+/* Whether the root reaches v (the root does). */
+bool heapsnap_dom_reached(const struct heapsnap_dom *d, uint32_t v);
+
+/* The retained size of node v in bytes; 0 for a node not reached. */
+uint64_t heapsnap_dom_retained(const struct heapsnap_dom *d, uint32_t v);
+
+/*
+ * The retained profile as pprof.
+ *
+ * sample_type [retained_objects/count, retained_space/bytes], period_type
+ * space/bytes, period 1, time_nanos = time_ns. Each reachable node adds a
+ * count of 1 and its *self* size to the sample of its path in the dominator
+ * tree, so the samples add up to the reachable nodes and their total self
+ * size, and a frame's cumulative value (`go tool pprof -top -cum`) is what
+ * the nodes under it retain.
+ *
+ * A sample's stack is that path from the root (the root itself left out;
+ * its own count and size, if any, go to a one-frame "(root)" sample),
+ * leaf first as pprof wants. Each frame names a node by its class and by
+ * the edge that holds it: "<class> <edge>", e.g. "Map registry" is a Map
+ * held by a property `registry`, "(array) table" the array behind it.
+ *   class: the node's name for types object, native and synthetic ("Map",
+ *          "Array", "(GC roots)"), "(closure) <name>" for a closure,
+ *          "(<type>)" for every other type and for an empty name:
+ *          "(array)", "(string)", "(code)", "(object shape)";
+ *   edge:  the property, variable or internal name, or "[]" for an
+ *          element or hidden edge and for a name that is a number (V8 names
+ *          the slots of internal arrays, such as a Map's hash table, by
+ *          their index), so that the entries of one container are one
+ *          frame ("Session []": the 60,000 sessions in a Map's table are
+ *          one path, with a count of 60,000); "[<index>]" with
+ *          index_frames, for a small heap looked at element by element
+ *          (each index is then a frame of its own, and a large array uses
+ *          up the caps). The edge is the first retaining edge from the
+ *          node's immediate dominator to it if there is one, else the
+ *          first retaining edge into it, in the snapshot's order.
+ * Each part keeps at most HEAPSNAP_PPROF_NAME bytes (cut at a character).
+ * One Function and one Location per distinct frame; equal paths are one
+ * sample.
+ *
+ * Bounds, so that any heap gives a profile Pyroscope takes:
+ *   max_depth    frames in a stack: the nodes deeper than that are charged
+ *                to their ancestor at that depth, under a "(deeper)" frame;
+ *   max_samples  distinct paths, and max_frames distinct frames: the
+ *                paths are chosen best first, by what all the nodes on
+ *                each hold together (a path's cumulative size: 60,000
+ *                sessions of 1 KB outrank one 1 MB buffer), each after
+ *                its prefix; a node whose path is not chosen is charged,
+ *                with what it dominates, to its nearest dominator's path
+ *                (folded). So what the caps fold is what holds the least,
+ *                and every path's cumulative value stays exact.
+ * Each bound that acted is said in a comment of the profile and counted in
+ * the result.
+ */
+#define HEAPSNAP_PPROF_DEPTH 32
+#define HEAPSNAP_PPROF_SAMPLES 16000 /* Pyroscope's default samples per profile */
+#define HEAPSNAP_PPROF_FRAMES 8192
+#define HEAPSNAP_PPROF_NAME 128
+#define HEAPSNAP_DEEPER_FRAME "(deeper)"
+#define HEAPSNAP_ROOT_FRAME "(root)"
+
+struct heapsnap_pprof_opts {
+    uint64_t time_ns;   /* wall clock of the snapshot (time_nanos) */
+    unsigned max_depth; /* 0: HEAPSNAP_PPROF_DEPTH; at most 1000 */
+    size_t max_samples; /* 0: HEAPSNAP_PPROF_SAMPLES */
+    size_t max_frames;  /* 0: HEAPSNAP_PPROF_FRAMES */
+    bool index_frames;  /* element and hidden edges as "[<index>]", not "[]" */
+};
+
+struct heapsnap_pprof_result {
+    struct pprof_buf pprof; /* serialized Profile, not compressed; owned by the caller */
+    uint64_t objects;       /* sum of the counts: the reachable nodes */
+    uint64_t bytes;         /* sum of the sizes: their self sizes */
+    uint64_t samples;       /* Samples written */
+    uint64_t frames;        /* distinct frames (Functions) */
+    uint64_t deeper;        /* nodes charged to a "(deeper)" frame */
+    uint64_t folded;        /* nodes folded into their dominator's path by a cap */
+};
+
+/*
+ * heapsnap_pprof - the retained profile of s, from its dominator tree d
+ * (heapsnap_dominators of the same s; both borrowed for the call). o may be
+ * NULL (all defaults). Memory: about 20 bytes a node for the call; 48 a
+ * candidate path (at most twice max_samples and 1,024 wait between two
+ * choices, plus the distinct frames among the children of the path being
+ * expanded: at worst one a node, for an object of a million distinct
+ * property names); the bounded tables and the output. Time: linear in the
+ * nodes, plus a heap operation per candidate path.
+ * Returns 0 with *out filled (out->pprof owned by the caller), -ENOMEM
+ * (nothing leaks, *out untouched), -EINVAL (a NULL argument, d not of s's
+ * size, max_depth over 1000). Any thread.
+ */
+int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
+                   const struct heapsnap_pprof_opts *o, struct heapsnap_pprof_result *out);
+
+#endif
