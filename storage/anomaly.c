@@ -448,10 +448,10 @@ static int pin_latest(struct store *s, MDB_txn *txn, uint64_t id,
     MDB_val k = {klen, seek}, d;
     rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
     rc = rc == 0 ? mdb_cursor_get(c, &k, &d, MDB_PREV) : mdb_cursor_get(c, &k, &d, MDB_LAST);
-    uint64_t found[3] = {0, 0, 0};
-    uint8_t tks[3][STORE_TIME_KEY_MAX];
-    size_t tklens[3] = {0, 0, 0};
-    unsigned want = types & ((1u << STORE_TYPE_CPU) | (1u << STORE_TYPE_HEAP));
+    uint64_t found[STORE_TYPE_MAX + 1] = {0};
+    uint8_t tks[STORE_TYPE_MAX + 1][STORE_TIME_KEY_MAX];
+    size_t tklens[STORE_TYPE_MAX + 1] = {0};
+    unsigned want = types & (((1u << (STORE_TYPE_MAX + 1)) - 1) & ~1u);
     for (int scanned = 0; rc == 0 && want != 0 && scanned < LATEST_SCAN_MAX; scanned++) {
         if (k.mv_size < plen || memcmp(k.mv_data, seek, plen) != 0)
             break;
@@ -470,7 +470,7 @@ static int pin_latest(struct store *s, MDB_txn *txn, uint64_t id,
     mdb_cursor_close(c);
     if (rc != 0 && rc != MDB_NOTFOUND)
         return rc;
-    for (unsigned t = STORE_TYPE_CPU; t <= STORE_TYPE_HEAP; t++)
+    for (unsigned t = STORE_TYPE_CPU; t <= STORE_TYPE_MAX; t++)
         if (found[t] && (rc = store_pin_txn(s, txn, id, found[t], tks[t], tklens[t])) != 0)
             return rc;
     return 0;

@@ -1,7 +1,7 @@
 /*
  * check.c - store_check: verify every record and index.
  *
- * One read transaction, six passes:
+ * One read transaction, seven passes:
  *   1. windows: each key and header decodes, whatever its version (1 to
  *      5; the report says why one does not, such as a thread label that
  *      is not 1 to STORE_THREAD_MAX bytes of printable ASCII, a container
@@ -9,7 +9,9 @@
  *      its NULs or with a name store_put would refuse, or label lengths
  *      that reach past the record), each zstd frame inflates to its raw size
  *      with a good checksum (with the dictionary its header names, which
- *      must exist), the time index has the window's entry, and ids[seq]
+ *      must exist), a snapshot's chunks (blob.c) are all there in order,
+ *      add up to its descriptor and inflate to its raw size, the time
+ *      index has the window's entry, and ids[seq]
  *      names this key; sums the stored bytes, finds the highest seq and
  *      counts the records naming each dictionary.
  *   2. by_time: each entry is start + a window key that exists with that
@@ -24,6 +26,8 @@
  *   6. dicts and dict_by_series (dict.c): each dictionary decodes, its
  *      hash holds, its series names it back and its refcount equals the
  *      records counted in pass 1; each series entry names a dictionary.
+ *   7. blobs (blob.c): every chunk belongs to a snapshot window or to the
+ *      stream in progress (meta "blob_open"); sums their bytes.
  * Then the entry counts of the three DBs must agree and the meta counters
  * must match what was summed. Problems are collected one per line into a
  * capped text; the check goes on after a problem so that one run lists
@@ -89,6 +93,11 @@ static void key_text(const void *key, size_t len, char *out, size_t cap)
         o += (size_t)snprintf(out + o, cap - o, "%02x", b[i]);
 }
 
+static void report_line(void *r, const char *line)
+{
+    report(r, "%s", line);
+}
+
 static int pass_windows(struct store *s, MDB_txn *txn, struct report *r, uint64_t *stored,
                         uint64_t *max_seq, struct store_dict_tally *tally)
 {
@@ -138,6 +147,18 @@ static int pass_windows(struct store *s, MDB_txn *txn, struct report *r, uint64_
             break;
         } else if (iv.mv_size != k.mv_size || memcmp(iv.mv_data, k.mv_data, k.mv_size) != 0)
             report(r, "windows: %s: ids[%" PRIu64 "] names another window", kt, h.seq);
+        int snapshot = key.type == STORE_TYPE_SNAPSHOT;
+        if (snapshot != (h.codec == STORE_CODEC_BLOB)) {
+            report(r, "windows: %s (id %" PRIu64 "): %s", kt, h.seq,
+                   snapshot ? "a snapshot key with a pprof record"
+                            : "a snapshot record under a key of another type");
+            continue;
+        }
+        if (snapshot) {
+            if ((rc = store_check_blob_window(s, txn, &h, kt, report_line, r)) != 0)
+                break;
+            continue;
+        }
         if (h.dict != 0 && store_dict_tally_add(tally, h.dict) != 0) {
             report(r, "windows: %s (id %" PRIu64 "): dictionary %" PRIu32 " is missing", kt, h.seq,
                    h.dict);
@@ -322,11 +343,6 @@ static int pass_outbox(struct store *s, MDB_txn *txn, struct report *r)
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-static void report_anomaly(void *r, const char *line)
-{
-    report(r, "%s", line);
-}
-
 int store_check(struct store *s, char **why)
 {
     if (why)
@@ -340,16 +356,17 @@ int store_check(struct store *s, char **why)
     if (rc != 0)
         return rc;
     uint64_t stored = 0, max_seq = 0, next_seq = 0, meta_stored = 0, evicted = 0, instance = 0;
-    uint64_t uploaded = 0, outbox_evicted = 0, dict_stored = 0;
+    uint64_t uploaded = 0, outbox_evicted = 0, dict_stored = 0, blob_stored = 0;
     struct store_dict_tally *tally = NULL;
     if ((rc = store_dict_tally_new(s, txn, &tally)) != 0 ||
         (rc = pass_windows(s, txn, &r, &stored, &max_seq, tally)) != 0 ||
         (rc = pass_by_time(s, txn, &r)) != 0 || (rc = pass_ids(s, txn, &r)) != 0 ||
-        (rc = store_check_anomalies(s, txn, report_anomaly, &r)) != 0 ||
+        (rc = store_check_anomalies(s, txn, report_line, &r)) != 0 ||
         (rc = pass_outbox(s, txn, &r)) != 0 ||
-        (rc = store_check_dicts(s, txn, tally, report_anomaly, &r, &dict_stored)) != 0)
+        (rc = store_check_dicts(s, txn, tally, report_line, &r, &dict_stored)) != 0 ||
+        (rc = store_check_blobs(s, txn, report_line, &r, &blob_stored)) != 0)
         goto out;
-    stored += dict_stored;
+    stored += dict_stored + blob_stored;
     MDB_stat sw, st, si;
     if ((rc = mdb_stat(txn, s->windows, &sw)) != 0 || (rc = mdb_stat(txn, s->by_time, &st)) != 0 ||
         (rc = mdb_stat(txn, s->ids, &si)) != 0)

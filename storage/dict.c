@@ -219,7 +219,7 @@ static int series_last(MDB_cursor *c, const uint8_t *series, size_t slen, MDB_va
     if (slen + STORE_KEY_TAIL > sizeof(seek))
         return MDB_NOTFOUND;
     memcpy(seek, series, slen);
-    memset(seek + slen, 0xff, STORE_KEY_TAIL); /* above every tail: type is 1 or 2 */
+    memset(seek + slen, 0xff, STORE_KEY_TAIL); /* above every tail: type is 1 to 4 */
     k->mv_size = slen + STORE_KEY_TAIL;
     k->mv_data = seek;
     int rc = mdb_cursor_get(c, k, d, MDB_SET_RANGE);
@@ -259,8 +259,9 @@ static int series_count(struct store *s, MDB_txn *txn, const uint8_t *series, si
     for (rc = series_last(c, series, slen, &k, &d); rc == 0 && seen < STORE_DICT_SCAN;
          rc = series_prev(c, series, slen, &k, &d), seen++) {
         struct store_rec_hdr h;
+        /* A snapshot is no pprof: it neither earns nor feeds one. */
         if (store_record_decode(d.mv_data, d.mv_size, &h) == 0 && h.dict == 0 &&
-            ++plain >= STORE_DICT_AFTER) {
+            h.codec == STORE_CODEC_ZSTD && ++plain >= STORE_DICT_AFTER) {
             *enough = 1;
             break;
         }
@@ -285,7 +286,8 @@ static int series_content(struct store *s, MDB_txn *txn, const uint8_t *series, 
     for (rc = series_last(c, series, slen, &k, &d); rc == 0 && seen < STORE_DICT_SCAN && pos > 0;
          rc = series_prev(c, series, slen, &k, &d), seen++) {
         struct store_rec_hdr h;
-        if (store_record_decode(d.mv_data, d.mv_size, &h) != 0 || h.raw_size == 0)
+        if (store_record_decode(d.mv_data, d.mv_size, &h) != 0 || h.raw_size == 0 ||
+            h.codec != STORE_CODEC_ZSTD)
             continue;
         void *raw = NULL;
         int zrc = store_record_load_txn(s, txn, &h, &raw);

@@ -2,10 +2,20 @@
  * internal.h - what the files of storage/ share: the handle, the on-disk
  * encodings (window key, record header) and the LMDB helpers.
  *
- * On-disk layout, schema version 7 (all integers big-endian):
+ * On-disk layout, schema version 8 (all integers big-endian):
  *
  *   windows  key   worker \0 version \0 start_ns:u64 isolate:u32 type:u8
+ *            (type 1 cpu, 2 heap, 3 retained, 4 snapshot)
  *            value record header (below) + one zstd frame of the pprof
+ *            (codec 1), or for a snapshot window (type 4, codec 2) the
+ *            blob descriptor: chunks:u32 reserved:u32 (zero)
+ *            compressed_bytes:u64 (the sum of its chunks' value sizes)
+ *   blobs    key   seq:u64 chunk:u32                     value chunk bytes
+ *            the compressed content of snapshot window seq: one zstd frame
+ *            (level 3, checksum, no content size) cut into pieces of
+ *            STORE_BLOB_CHUNK bytes (the last one shorter), chunk 0 to
+ *            chunks - 1 in order; stored by store_blob_write, each chunk
+ *            in a transaction of its own before the window exists
  *   by_time  key   start_ns:u64 + window key            value empty
  *   ids      key   seq:u64                               value window key
  *   outbox   key   prio:u8 seq:u64                       value queued_ns:u64
@@ -23,6 +33,9 @@
  *            "uploaded"     u64  outbox entries acknowledged since creation
  *            "outbox_evicted" u64  windows evicted or replaced while pending
  *            "next_dict"    u64  the dictionary id store_put gives next
+ *            "blob_open"    u64  seq of the snapshot being streamed in (its
+ *                                chunks are committed, its window not yet);
+ *                                0: none
  *   dicts    key   dict_id:u32 (>= 1)                   value dictionary:
  *            0 magic:u8 = 0xD1   1 version:u8 = 1   2 series_len:u16
  *            4 size:u32   8 created_ns:u64   16 hash:u64 (FNV-1a of the bytes)
@@ -33,7 +46,8 @@
  *
  *   record header, version 5 (104 bytes + runtime + thread + container +
  *   labels):
- *     0 magic:u8 = 0xA5   1 version:u8 = 5   2 codec:u8 = 1 (zstd)
+ *     0 magic:u8 = 0xA5   1 version:u8 = 5   2 codec:u8 = 1 (zstd frame)
+ *     or 2 (blob descriptor; version 5 and window type 4 only)
  *     3 runtime_len:u8 (<= 31)   4 flags:u32   8 end_ns:u64   16 samples:u64
  *     24 interval:u64   32 raw_size:u64   40 seq:u64   48 anomaly:u8
  *     49 thread_len:u8 (1 to STORE_THREAD_MAX)
@@ -49,7 +63,7 @@
  *     then labels_len bytes of window labels: name \0 value \0 per label,
  *     in the order store_put was given them (each as store_labels_check
  *     accepts: at most STORE_WINDOW_LABELS_MAX, names unique)
- *     then the zstd frame
+ *     then the zstd frame (codec 1) or the blob descriptor (codec 2)
  *   The label bytes sit inside the record so that its size, the budget's
  *   measure, charges them; their NULs make them C strings in place, so a
  *   listing hands them out without a copy. The fixed part grew at its end
@@ -67,7 +81,9 @@
  *   Version 1 records (schema 1 stores) are the first 48 bytes of version
  *   2, the runtime at offset 48; they read as anomaly 0 and no memory
  *   figures too. Records are never rewritten to a newer version: a store
- *   holds all five after upgrades.
+ *   holds all five after upgrades. A snapshot record's raw_size (its
+ *   JSON bytes) may reach STORE_SNAPSHOT_RAW_MAX, a pprof's
+ *   STORE_RAW_MAX.
  *   flags bit STORE_FLAG_QUEUED: the window went into the outbox when it
  *   was stored, so queued + no outbox entry + no rejected entry = uploaded.
  *
@@ -76,21 +92,27 @@
  * for byte), by_time key, ids key + value, and for a queued window its
  * outbox entry (STORE_OUTBOX_CHARGE, kept after the ack so that the size
  * depends on the record alone; see store_stored_size()). Rejected entries
- * are not charged.
+ * are not charged. A snapshot window is also charged its chunks (key and
+ * value each, store_window_size()); they are added to stored_bytes one by
+ * one as store_blob_write commits them, so stored_bytes also counts the
+ * chunks of a stream not yet committed (meta "blob_open") and of orphans
+ * until a writable open drops them.
  *
  * A window's dictionary is charged once, not per window: its dicts entry
  * (key + value) and its dict_by_series entry (key + value), see
  * store_dict_charge(); stored_bytes is the windows' stored_size plus that.
  *
  * Schemas 1 and 2 lack the outbox DBs and counters (and 1 the anomaly DBs),
- * 3 the dictionary DBs; 4 has every DB and differs only in writing version
+ * 3 the dictionary DBs, 1 to 7 the blobs DB and "blob_open" (no window
+ * of type 3 or 4); 4 differs otherwise only in writing version
  * 2 records and version 1 anomalies (no thread); 5 differs only in writing
  * version 3 records (no pid, no container); 6 only in writing version 4
- * records (no source-map figures, no window labels). A writable open adds
- * what is missing and sets the version, nothing else changes (old records
+ * records (no source-map figures, no window labels); 7 only by the blobs.
+ * A writable open adds what is missing and sets the version, nothing else
+ * changes (old records
  * name dictionary 0 and read as thread "main", pid 0, container "", no
  * frames mapped or unmapped, no labels). A read-only handle reads schema 3
- * (no dictionaries), 4, 5 and 6 as they are.
+ * (no dictionaries), 4, 5, 6 and 7 as they are (no blobs).
  *
  *   anomalies, anomaly_ids, pins: see anomaly.c.
  *   meta     "next_anomaly" u64  the id store_anomaly_put gives next (absent:
@@ -126,6 +148,9 @@
 #define STORE_REC_MAGIC 0xA5u
 #define STORE_REC_VERSION 5u
 #define STORE_CODEC_ZSTD 1u
+#define STORE_CODEC_BLOB 2u    /* snapshot window: the payload is a blob descriptor */
+#define STORE_BLOB_DESC 16u    /* chunks:u32 reserved:u32 compressed_bytes:u64 */
+#define STORE_BLOB_KEY_LEN 12u /* seq:u64 chunk:u32 */
 #define STORE_REC_FIXED_V1 48u
 #define STORE_REC_FIXED_V2 88u /* versions 2 and 3 */
 #define STORE_REC_FIXED_V4 92u /* version 4 */
@@ -183,7 +208,9 @@ struct store {
     MDB_dbi anomalies, anomaly_ids, pins;
     MDB_dbi outbox, rejected;
     MDB_dbi dicts, dict_by_series;
+    MDB_dbi blobs;
     int dicts_on; /* the dictionary DBs exist (not so in a schema 3 store read as it is) */
+    int blobs_on; /* the blobs DB exists (not so in a schema 3 to 7 store read as it is) */
     int readonly;
     int outbox_on; /* writer opened with store_options.outbox: store_put queues */
     uint32_t schema;
@@ -196,6 +223,12 @@ struct store {
     struct store_cdict cdicts[STORE_CDICT_CACHE];
     uint64_t cdict_tick;
     uint32_t dict_built_min; /* lowest id the write txn in progress built; 0: none */
+    /* Writer only, as cctx: the snapshot stream in progress (NULL: none),
+     * and whether an abort left chunks it could not delete (the next
+     * stream's first transaction drops them). */
+    struct store_blob *blob;
+    int blob_leftover;
+    uint64_t orphan_chunks, orphan_bytes; /* dropped by store_open */
 };
 
 #define STORE_ANOMALY_WINDOWS_MAX 1024u /* windows one anomaly keeps pinned */
@@ -269,6 +302,9 @@ struct store_rec_hdr {
     uint32_t pid;                            /* 0 for versions 1 to 3 */
     char container[STORE_CONTAINER_MAX + 1]; /* "" for versions 1 to 3 */
     uint32_t frames_mapped, frames_unmapped; /* 0 for versions 1 to 4 */
+    /* codec STORE_CODEC_BLOB: the descriptor (else 0 and 0). */
+    uint32_t chunks;
+    uint64_t blob_bytes;
     /* The window labels, pointing into the record bytes (their NULs end
      * them there); none for versions 1 to 4. */
     struct store_label labels[STORE_WINDOW_LABELS_MAX];
@@ -330,8 +366,16 @@ int store_meta_get_u64(struct store *s, MDB_txn *txn, const char *name, uint64_t
 int store_meta_put_u64(struct store *s, MDB_txn *txn, const char *name, uint64_t v);
 /* The bytes a window with a key of klen and a value of vlen takes; flags:
  * its record header's (STORE_FLAG_QUEUED adds the outbox entry), 0 when the
- * header does not decode. */
+ * header does not decode. Without a snapshot's chunks. */
 uint64_t store_stored_size(size_t klen, size_t vlen, uint32_t flags);
+/* What a chunk of len bytes takes (key and value). */
+static inline uint64_t store_chunk_charge(size_t len)
+{
+    return STORE_BLOB_KEY_LEN + (uint64_t)len;
+}
+/* The bytes the window of decoded header h takes: store_stored_size, and
+ * a snapshot's chunks as its descriptor gives them. */
+uint64_t store_window_size(size_t klen, size_t vlen, const struct store_rec_hdr *h);
 
 /* verify.c */
 
@@ -395,6 +439,13 @@ int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, int queued
                        size_t *vlen);
 int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict_id,
                             const struct store_record *r, int queued, uint8_t **val, size_t *vlen);
+/* The record of snapshot window w (its checks passed): the header (codec
+ * STORE_CODEC_BLOB, end, raw size, seq and flag QUEUED 0) and a zero
+ * descriptor; store_record_blob_finish fills them in. *val is allocated
+ * (caller frees). 0 or -ENOMEM. */
+int store_record_build_blob(const struct store_window *w, uint8_t **val, size_t *vlen);
+void store_record_blob_finish(uint8_t *val, size_t vlen, uint64_t end_ns, uint64_t raw_size,
+                              uint64_t seq, uint32_t chunks, uint64_t bytes);
 /* zstd's allocator hooks into base.h (record.c). */
 extern const ZSTD_customMem store_zstd_mem;
 /* A compression context whose memory comes from base.h; NULL on ENOMEM. */
@@ -429,6 +480,59 @@ int store_window_by_seq(struct store *s, MDB_txn *txn, uint64_t seq, MDB_val *kv
  * else 0 or a raw LMDB code. */
 int store_window_read(struct store *s, struct store_view *v, const struct store_key *k, size_t klen,
                       const MDB_val *d, struct store_window *w);
+
+/* put.c: the parts of a write transaction, shared with blob.c. Raw LMDB
+ * codes or project codes. */
+
+/* The meta counters a write transaction keeps up to date. */
+struct store_counters {
+    uint64_t next_seq, stored, evicted_total;
+    uint64_t outbox_evicted;         /* windows that went while pending, since creation */
+    uint64_t evicted, evicted_bytes; /* this transaction */
+};
+int store_counters_read(struct store *s, MDB_txn *txn, struct store_counters *c);
+int store_counters_write(struct store *s, MDB_txn *txn, const struct store_counters *c);
+/* Is w a window store_put or store_blob_begin may store (strings, labels,
+ * anomaly; not its type, which each checks itself)? 0 or -EINVAL. */
+int store_window_check(const struct store_window *w);
+/* Delete the window with key wk (its index entries, pins, outbox entries
+ * and a snapshot's chunks), if present. *bytes receives what it took (0
+ * if it was not there); c->stored is not changed but for a dictionary
+ * that went with it. */
+int store_window_delete(struct store *s, MDB_txn *txn, struct store_counters *c, const uint8_t *wk,
+                        size_t klen, uint64_t *bytes);
+/* Evict the oldest windows (unpinned first, see put.c) while c->stored
+ * exceeds target. */
+int store_evict_to(struct store *s, MDB_txn *txn, struct store_counters *c, uint64_t target);
+/* After MDB_MAP_FULL: a transaction of its own evicting down to target;
+ * *out receives its counters. */
+int store_evict_txn(struct store *s, uint64_t target, struct store_counters *out);
+
+/* blob.c: snapshot chunks inside the caller's transaction. Raw LMDB codes
+ * or project codes. */
+
+/* Delete the chunks of seq; *n and *bytes receive their number and charge. */
+int store_blob_drop_txn(struct store *s, MDB_txn *txn, uint64_t seq, uint64_t *n, uint64_t *bytes);
+/* Write txn: delete the chunks whose seq has no snapshot window, but those
+ * of seq keep (0: none), and clear meta "blob_open" unless it is keep;
+ * c->stored loses their charge. *n and *bytes receive what went. */
+int store_blob_orphans_txn(struct store *s, MDB_txn *txn, struct store_counters *c, uint64_t keep,
+                           uint64_t *n, uint64_t *bytes);
+/* The charge of all chunks (a read or write txn). */
+int store_blob_charge_txn(struct store *s, MDB_txn *txn, uint64_t *bytes);
+/* store_close: free the handle's open stream, if any, without a write. */
+void store_blob_forget(struct store *s);
+/* store_stat's chunk figures. */
+int store_blob_stat_txn(struct store *s, MDB_txn *txn, struct store_stat *st);
+/* store_check: the chunks of snapshot window h (kt: the window as the
+ * report names it) against its descriptor, and their stream inflated. */
+int store_check_blob_window(struct store *s, MDB_txn *txn, const struct store_rec_hdr *h,
+                            const char *kt, void (*report)(void *r, const char *line), void *r);
+/* store_check's pass over the blobs DB: keys well formed, each chunk's
+ * seq a snapshot window's or the stream in progress's (meta "blob_open");
+ * *stored receives the charge of all chunks. */
+int store_check_blobs(struct store *s, MDB_txn *txn, void (*report)(void *r, const char *line),
+                      void *r, uint64_t *stored);
 
 /* dict.c: dictionaries. Inside the caller's transaction; raw LMDB codes
  * (MDB_NOTFOUND when absent) or project codes. */

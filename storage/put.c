@@ -24,6 +24,9 @@
  * record's reference is counted before the window it replaces goes, so
  * that replacing the last window of a dictionary does not drop it.
  *
+ * The transaction's parts (counters, window delete, eviction) also serve
+ * the snapshot streams of blob.c.
+ *
  * DESIGN: store_put is not reentrant (the compression context and the
  * write transaction are per handle); readers never block it (MVCC).
  */
@@ -43,21 +46,14 @@ struct put_item {
     int fresh;     /* ... built by the transaction that compressed it */
 };
 
-struct put_counters {
-    uint64_t next_seq, stored, evicted_total;
-    uint64_t outbox_evicted;         /* windows that went while pending, since creation */
-    uint64_t evicted, evicted_bytes; /* this transaction */
-};
-
 /* The stored size of an item of this handle's batch. */
 static uint64_t stored_size(const struct store *s, const struct put_item *it)
 {
     return store_stored_size(it->klen, it->vlen, s->outbox_on ? STORE_FLAG_QUEUED : 0);
 }
 
-static int check_record(const struct store_record *r)
+int store_window_check(const struct store_window *w)
 {
-    const struct store_window *w = &r->w;
     if (w->worker == NULL || w->version == NULL || w->runtime == NULL)
         return -EINVAL;
     size_t wl = strnlen(w->worker, STORE_WORKER_MAX + 1);
@@ -75,16 +71,26 @@ static int check_record(const struct store_record *r)
         return -EINVAL;
     if (store_labels_check(w->labels, w->nlabels, NULL) != 0)
         return -EINVAL;
-    if (w->type != STORE_TYPE_CPU && w->type != STORE_TYPE_HEAP)
-        return -EINVAL;
     if (w->anomaly > STORE_ANOMALY_MAX)
+        return -EINVAL;
+    return 0;
+}
+
+static int check_record(const struct store_record *r)
+{
+    const struct store_window *w = &r->w;
+    int rc = store_window_check(w);
+    if (rc != 0)
+        return rc;
+    /* A snapshot has no pprof: it is streamed in by store_blob_*. */
+    if (w->type != STORE_TYPE_CPU && w->type != STORE_TYPE_HEAP && w->type != STORE_TYPE_RETAINED)
         return -EINVAL;
     if (r->len > STORE_RAW_MAX || (r->len > 0 && r->pprof == NULL))
         return -EINVAL;
     return 0;
 }
 
-static int counters_read(struct store *s, MDB_txn *txn, struct put_counters *c)
+int store_counters_read(struct store *s, MDB_txn *txn, struct store_counters *c)
 {
     int rc;
     memset(c, 0, sizeof(*c));
@@ -98,7 +104,7 @@ static int counters_read(struct store *s, MDB_txn *txn, struct put_counters *c)
     return 0;
 }
 
-static int counters_write(struct store *s, MDB_txn *txn, const struct put_counters *c)
+int store_counters_write(struct store *s, MDB_txn *txn, const struct store_counters *c)
 {
     int rc;
     if ((rc = store_meta_put_u64(s, txn, "next_seq", c->next_seq)) != 0 ||
@@ -109,12 +115,9 @@ static int counters_write(struct store *s, MDB_txn *txn, const struct put_counte
     return 0;
 }
 
-/* Delete the window with key wk (and its index entries, pins and outbox
- * entries), if present. *bytes receives its stored size (0 if it was not
- * there); a window still pending upload counts in c->outbox_evicted. Raw
- * LMDB code. */
-static int window_delete(struct store *s, MDB_txn *txn, struct put_counters *c, const uint8_t *wk,
-                         size_t klen, uint64_t *bytes)
+/* A window still pending upload counts in c->outbox_evicted. */
+int store_window_delete(struct store *s, MDB_txn *txn, struct store_counters *c, const uint8_t *wk,
+                        size_t klen, uint64_t *bytes)
 {
     MDB_val k = {klen, (void *)wk}, d;
     *bytes = 0;
@@ -126,14 +129,24 @@ static int window_delete(struct store *s, MDB_txn *txn, struct put_counters *c, 
     struct store_rec_hdr h;
     uint64_t seq = 0;
     uint32_t flags = 0, dict = 0;
+    int blob = 0;
     if (store_record_decode(d.mv_data, d.mv_size, &h) == 0) {
         seq = h.seq; /* else the ids entry cannot be found; store_check reports it */
         flags = h.flags;
         dict = h.dict;
+        blob = h.codec == STORE_CODEC_BLOB;
     }
     *bytes = store_stored_size(klen, d.mv_size, flags);
     if ((rc = mdb_del(txn, s->windows, &k, NULL)) != 0)
         return rc;
+    if (blob) {
+        /* A snapshot's chunks go with it, charged as they are (not as its
+         * descriptor says), so that the counter follows the data. */
+        uint64_t n = 0, chunk_bytes = 0;
+        if ((rc = store_blob_drop_txn(s, txn, seq, &n, &chunk_bytes)) != 0)
+            return rc;
+        *bytes += chunk_bytes;
+    }
     struct store_key key;
     if (store_key_decode(wk, klen, &key) == 0) {
         if (dict != 0) {
@@ -217,7 +230,7 @@ static int pinned_first(const struct store *s, uint64_t now, const uint8_t *pk, 
 /* Evict while the stored bytes exceed target: the oldest unpinned window,
  * unless the oldest pinned one is pin_factor times older than it (or no
  * unpinned window is left). Raw LMDB code (negative: see first_entry). */
-static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint64_t target)
+int store_evict_to(struct store *s, MDB_txn *txn, struct store_counters *c, uint64_t target)
 {
     uint8_t ukey[STORE_TIME_KEY_MAX], pkey[STORE_TIME_KEY_MAX];
     size_t ulen = 0, plen = 0, useek = 0;
@@ -234,9 +247,13 @@ static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint6
             break;
         }
         if (!u && !p) {
-            /* Nothing left to evict but the counter says otherwise: it was
-             * off (store_check reports such drift); trust the data. */
-            c->stored = 0;
+            /* Nothing left to evict: what is left are the chunks of a
+             * snapshot being streamed in (or of orphans), which no window
+             * owns. Anything else the counter says was drift (store_check
+             * reports it); trust the data. */
+            uint64_t left = 0;
+            if ((rc = store_blob_charge_txn(s, txn, &left)) == 0)
+                c->stored = left;
             break;
         }
         const uint8_t *tk = ukey;
@@ -252,7 +269,7 @@ static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint6
         if (rc != 0 && rc != MDB_NOTFOUND)
             break;
         uint64_t bytes = 0;
-        if (tklen > 8 && (rc = window_delete(s, txn, c, tk + 8, tklen - 8, &bytes)) != 0)
+        if (tklen > 8 && (rc = store_window_delete(s, txn, c, tk + 8, tklen - 8, &bytes)) != 0)
             break;
         if (bytes == 0) {
             /* A dangling time or pin entry, now gone. */
@@ -273,7 +290,7 @@ static int evict_to(struct store *s, MDB_txn *txn, struct put_counters *c, uint6
  * with, and count its reference. A damaged dictionary entry means no
  * dictionary (store_check reports it), not a failed put. Raw LMDB code or
  * a project code. */
-static int item_dict_txn(struct store *s, MDB_txn *txn, struct put_counters *c,
+static int item_dict_txn(struct store *s, MDB_txn *txn, struct store_counters *c,
                          const struct store_record *r, struct put_item *it)
 {
     struct store_key key;
@@ -343,20 +360,20 @@ static int item_build(struct store *s, MDB_txn *rtxn, const struct store_record 
 /* One attempt at the whole batch. Returns 0, a raw LMDB code or a project
  * code; store_err maps the first and passes the second through. */
 static int put_txn(struct store *s, struct store_record *recs, struct put_item *it, size_t n,
-                   struct put_counters *out)
+                   struct store_counters *out)
 {
     MDB_txn *txn;
-    struct put_counters c;
+    struct store_counters c;
     int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc != 0)
         return rc;
-    if ((rc = counters_read(s, txn, &c)) != 0)
+    if ((rc = store_counters_read(s, txn, &c)) != 0)
         goto abort;
     for (size_t i = 0; i < n; i++) {
         uint64_t old = 0;
         if ((rc = item_dict_txn(s, txn, &c, &recs[i], &it[i])) != 0)
             goto abort;
-        if ((rc = window_delete(s, txn, &c, it[i].key, it[i].klen, &old)) != 0)
+        if ((rc = store_window_delete(s, txn, &c, it[i].key, it[i].klen, &old)) != 0)
             goto abort;
         c.stored = c.stored > old ? c.stored - old : 0;
         uint64_t seq = c.next_seq++;
@@ -383,9 +400,10 @@ static int put_txn(struct store *s, struct store_record *recs, struct put_item *
             goto abort;
         c.stored += stored_size(s, &it[i]);
     }
-    if ((rc = evict_to(s, txn, &c, s->budget)) != 0 || (rc = store_anomaly_sweep_txn(s, txn)) != 0)
+    if ((rc = store_evict_to(s, txn, &c, s->budget)) != 0 ||
+        (rc = store_anomaly_sweep_txn(s, txn)) != 0)
         goto abort;
-    if ((rc = counters_write(s, txn, &c)) != 0)
+    if ((rc = store_counters_write(s, txn, &c)) != 0)
         goto abort;
     rc = mdb_txn_commit(txn); /* on failure LMDB has freed the txn, nothing is stored */
     store_dict_txn_done(s, rc == 0);
@@ -399,16 +417,16 @@ abort:
     return rc;
 }
 
-/* Make room after MDB_MAP_FULL: evict down to target and commit. */
-static int evict_txn(struct store *s, uint64_t target, struct put_counters *out)
+int store_evict_txn(struct store *s, uint64_t target, struct store_counters *out)
 {
     MDB_txn *txn;
-    struct put_counters c;
+    struct store_counters c;
     int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc != 0)
         return rc;
-    if ((rc = counters_read(s, txn, &c)) != 0 || (rc = evict_to(s, txn, &c, target)) != 0 ||
-        (rc = counters_write(s, txn, &c)) != 0) {
+    if ((rc = store_counters_read(s, txn, &c)) != 0 ||
+        (rc = store_evict_to(s, txn, &c, target)) != 0 ||
+        (rc = store_counters_write(s, txn, &c)) != 0) {
         mdb_txn_abort(txn);
         store_dict_txn_done(s, 0);
         return rc;
@@ -423,7 +441,7 @@ static int evict_txn(struct store *s, uint64_t target, struct put_counters *out)
 
 int store_put(struct store *s, struct store_record *recs, size_t n, struct store_put_stats *st)
 {
-    struct put_counters c = {0};
+    struct store_counters c = {0};
     uint64_t evicted = 0, evicted_bytes = 0;
     int rc = 0;
     if (st)
@@ -472,8 +490,8 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
     if (rc == MDB_MAP_FULL || rc == ISOPROF_EMAPFULL) {
         uint64_t slack = s->budget / 8 + batch;
         uint64_t target = s->budget > slack ? s->budget - slack : 0;
-        struct put_counters e;
-        rc = evict_txn(s, target, &e);
+        struct store_counters e;
+        rc = store_evict_txn(s, target, &e);
         if (rc == 0) {
             evicted += e.evicted;
             evicted_bytes += e.evicted_bytes;

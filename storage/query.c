@@ -333,6 +333,10 @@ int store_load(struct store *s, uint64_t id, void **pprof, size_t *len)
         rc = store_err(rc);
         goto out;
     }
+    if (key.type == STORE_TYPE_SNAPSHOT) {
+        rc = -EMEDIUMTYPE; /* no pprof: store_blob_read streams it */
+        goto out;
+    }
     if (store_record_decode(d.mv_data, d.mv_size, &h) != 0 || h.seq != id) {
         rc = ISOPROF_ECORRUPT;
         goto out;

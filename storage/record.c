@@ -72,7 +72,7 @@ int store_key_decode(const void *key, size_t len, struct store_key *k)
     k->start_ns = store_be64_get(end);
     k->isolate = store_be32_get(end + 8);
     k->type = end[12];
-    if (k->type != STORE_TYPE_CPU && k->type != STORE_TYPE_HEAP)
+    if (k->type < STORE_TYPE_CPU || k->type > STORE_TYPE_MAX)
         return ISOPROF_ECORRUPT;
     return 0;
 }
@@ -185,8 +185,10 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     if (val == NULL || len < STORE_REC_FIXED_V1)
         return ISOPROF_ECORRUPT;
     *why = "bad magic, version or codec";
-    if (p[0] != STORE_REC_MAGIC || p[1] < 1 || p[1] > STORE_REC_VERSION || p[2] != STORE_CODEC_ZSTD)
+    if (p[0] != STORE_REC_MAGIC || p[1] < 1 || p[1] > STORE_REC_VERSION ||
+        (p[2] != STORE_CODEC_ZSTD && (p[2] != STORE_CODEC_BLOB || p[1] < 5)))
         return ISOPROF_ECORRUPT;
+    int blob = p[2] == STORE_CODEC_BLOB;
     size_t fixed = p[1] == 1   ? STORE_REC_FIXED_V1
                    : p[1] < 4  ? STORE_REC_FIXED_V2
                    : p[1] == 4 ? STORE_REC_FIXED_V4
@@ -254,7 +256,7 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
         h->frames_unmapped = store_be32_get(p + STORE_REC_UNMAPPED_OFF);
     }
     *why = "raw size over the limit, or id 0";
-    if (h->raw_size > STORE_RAW_MAX || h->seq == 0)
+    if (h->raw_size > (blob ? STORE_SNAPSHOT_RAW_MAX : STORE_RAW_MAX) || h->seq == 0)
         return ISOPROF_ECORRUPT;
     memcpy(h->runtime, p + fixed, rl);
     h->runtime[rl] = '\0';
@@ -268,6 +270,23 @@ static int record_decode(const void *val, size_t len, struct store_rec_hdr *h, c
     h->container[cl] = '\0';
     h->payload = p + fixed + rl + tl + cl + ll;
     h->payload_len = len - fixed - rl - tl - cl - ll;
+    h->chunks = 0;
+    h->blob_bytes = 0;
+    if (blob) {
+        *why = "snapshot record: blob descriptor not 16 bytes, or its reserved bytes set";
+        if (h->payload_len != STORE_BLOB_DESC || store_be32_get(h->payload + 4) != 0)
+            return ISOPROF_ECORRUPT;
+        h->chunks = store_be32_get(h->payload);
+        h->blob_bytes = store_be64_get(h->payload + 8);
+        /* Every zstd frame takes a few bytes, and no chunk is empty. */
+        *why = "snapshot record: chunk count and compressed size disagree";
+        if (h->chunks == 0 || h->blob_bytes < h->chunks ||
+            h->blob_bytes > (uint64_t)h->chunks * STORE_BLOB_CHUNK)
+            return ISOPROF_ECORRUPT;
+        *why = "snapshot record with a dictionary";
+        if (h->dict != 0)
+            return ISOPROF_ECORRUPT;
+    }
     *why = NULL;
     return 0;
 }
@@ -296,8 +315,8 @@ int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, s
     /* A frame made with a dictionary cannot be read without it, nor one
      * made without with it (zstd would not notice: raw content carries no
      * id), so the header's word decides. */
-    if ((h->dict != 0) != (dict != NULL))
-        return ISOPROF_ECORRUPT;
+    if ((h->dict != 0) != (dict != NULL) || h->codec != STORE_CODEC_ZSTD)
+        return ISOPROF_ECORRUPT; /* a snapshot's descriptor is no frame */
     unsigned long long csize = ZSTD_getFrameContentSize(h->payload, h->payload_len);
     if (csize == ZSTD_CONTENTSIZE_ERROR || csize == ZSTD_CONTENTSIZE_UNKNOWN ||
         csize != h->raw_size)
@@ -350,60 +369,98 @@ int store_record_build(ZSTD_CCtx *cctx, const struct store_record *r, int queued
     return store_record_build_dict(cctx, NULL, 0, r, queued, val, vlen);
 }
 
-int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict_id,
-                            const struct store_record *r, int queued, uint8_t **val, size_t *vlen)
+/* Allocate a record of w with room for extra bytes after its header and
+ * write the header: raw size raw, codec, dictionary dict, QUEUED as
+ * queued says. *hl receives the header's length. NULL on ENOMEM. */
+static uint8_t *record_head(const struct store_window *w, uint64_t raw, int queued, uint8_t codec,
+                            uint32_t dict, size_t extra, size_t *hl)
 {
-    size_t rl = strlen(r->w.runtime);
-    const char *thread = store_thread_of(r->w.thread);
-    size_t tl = strlen(thread); /* 1 to STORE_THREAD_MAX: store_put checked it */
-    const char *container = r->w.container ? r->w.container : "";
+    size_t rl = strlen(w->runtime);
+    const char *thread = store_thread_of(w->thread);
+    size_t tl = strlen(thread); /* 1 to STORE_THREAD_MAX: the caller checked it */
+    const char *container = w->container ? w->container : "";
     size_t cl = strlen(container); /* 0 to STORE_CONTAINER_MAX: checked too */
     size_t ll = 0;                 /* at most STORE_WINDOW_LABELS_BYTES: checked too */
-    for (size_t i = 0; i < r->w.nlabels; i++)
-        ll += strlen(r->w.labels[i].name) + 1 + strlen(r->w.labels[i].value) + 1;
-    size_t hl = STORE_REC_FIXED + rl + tl + cl + ll;
-    size_t bound = ZSTD_compressBound(r->len);
-    uint8_t *buf = isoprof_malloc(hl + bound);
+    for (size_t i = 0; i < w->nlabels; i++)
+        ll += strlen(w->labels[i].name) + 1 + strlen(w->labels[i].value) + 1;
+    *hl = STORE_REC_FIXED + rl + tl + cl + ll;
+    uint8_t *buf = isoprof_malloc(*hl + extra);
     if (buf == NULL)
-        return -ENOMEM;
+        return NULL;
     buf[0] = STORE_REC_MAGIC;
     buf[1] = STORE_REC_VERSION;
-    buf[2] = STORE_CODEC_ZSTD;
+    buf[2] = codec;
     buf[3] = (uint8_t)rl;
     /* QUEUED is the store's to say (input ignored). */
-    uint32_t flags = r->w.flags & ~STORE_FLAG_QUEUED;
+    uint32_t flags = w->flags & ~STORE_FLAG_QUEUED;
     store_be32_put(buf + 4, queued ? flags | STORE_FLAG_QUEUED : flags);
-    store_be64_put(buf + 8, r->w.end_ns);
-    store_be64_put(buf + 16, r->w.samples);
-    store_be64_put(buf + 24, r->w.interval);
-    store_be64_put(buf + 32, (uint64_t)r->len);
+    store_be64_put(buf + 8, w->end_ns);
+    store_be64_put(buf + 16, w->samples);
+    store_be64_put(buf + 24, w->interval);
+    store_be64_put(buf + 32, raw);
     store_be64_put(buf + STORE_REC_SEQ_OFF, 0); /* set in the write txn */
     memset(buf + 48, 0, 8);
-    buf[48] = r->w.anomaly;
+    buf[48] = w->anomaly;
     buf[STORE_REC_THREAD_OFF] = (uint8_t)tl;
     buf[STORE_REC_CONTAINER_OFF] = (uint8_t)cl;
-    store_be32_put(buf + STORE_REC_DICT_OFF, cd ? dict_id : 0);
-    store_be64_put(buf + 56, r->w.mem.min);
-    store_be64_put(buf + 64, r->w.mem.max);
-    store_be64_put(buf + 72, r->w.mem.last);
-    store_be64_put(buf + 80, r->w.mem.p999);
-    store_be32_put(buf + STORE_REC_PID_OFF, r->w.pid);
-    store_be32_put(buf + STORE_REC_MAPPED_OFF, r->w.frames_mapped);
-    store_be32_put(buf + STORE_REC_UNMAPPED_OFF, r->w.frames_unmapped);
+    store_be32_put(buf + STORE_REC_DICT_OFF, dict);
+    store_be64_put(buf + 56, w->mem.min);
+    store_be64_put(buf + 64, w->mem.max);
+    store_be64_put(buf + 72, w->mem.last);
+    store_be64_put(buf + 80, w->mem.p999);
+    store_be32_put(buf + STORE_REC_PID_OFF, w->pid);
+    store_be32_put(buf + STORE_REC_MAPPED_OFF, w->frames_mapped);
+    store_be32_put(buf + STORE_REC_UNMAPPED_OFF, w->frames_unmapped);
     buf[STORE_REC_LABELS_OFF] = (uint8_t)(ll >> 8);
     buf[STORE_REC_LABELS_OFF + 1] = (uint8_t)ll;
     buf[STORE_REC_LABELS_OFF + 2] = buf[STORE_REC_LABELS_OFF + 3] = 0; /* reserved */
-    memcpy(buf + STORE_REC_FIXED, r->w.runtime, rl);
+    memcpy(buf + STORE_REC_FIXED, w->runtime, rl);
     memcpy(buf + STORE_REC_FIXED + rl, thread, tl);
     memcpy(buf + STORE_REC_FIXED + rl + tl, container, cl);
     uint8_t *q = buf + STORE_REC_FIXED + rl + tl + cl;
-    for (size_t i = 0; i < r->w.nlabels; i++) {
+    for (size_t i = 0; i < w->nlabels; i++) {
         /* name and value with their NULs */
-        size_t kl = strlen(r->w.labels[i].name) + 1, vl = strlen(r->w.labels[i].value) + 1;
-        memcpy(q, r->w.labels[i].name, kl);
-        memcpy(q + kl, r->w.labels[i].value, vl);
+        size_t kl = strlen(w->labels[i].name) + 1, vl = strlen(w->labels[i].value) + 1;
+        memcpy(q, w->labels[i].name, kl);
+        memcpy(q + kl, w->labels[i].value, vl);
         q += kl + vl;
     }
+    return buf;
+}
+
+int store_record_build_blob(const struct store_window *w, uint8_t **val, size_t *vlen)
+{
+    size_t hl;
+    uint8_t *buf = record_head(w, 0, 0, STORE_CODEC_BLOB, 0, STORE_BLOB_DESC, &hl);
+    if (buf == NULL)
+        return -ENOMEM;
+    memset(buf + hl, 0, STORE_BLOB_DESC);
+    *val = buf;
+    *vlen = hl + STORE_BLOB_DESC;
+    return 0;
+}
+
+void store_record_blob_finish(uint8_t *val, size_t vlen, uint64_t end_ns, uint64_t raw_size,
+                              uint64_t seq, uint32_t chunks, uint64_t bytes)
+{
+    uint8_t *desc = val + vlen - STORE_BLOB_DESC;
+    store_be64_put(val + 8, end_ns);
+    store_be64_put(val + 32, raw_size);
+    store_be64_put(val + STORE_REC_SEQ_OFF, seq);
+    store_be32_put(desc, chunks);
+    store_be32_put(desc + 4, 0);
+    store_be64_put(desc + 8, bytes);
+}
+
+int store_record_build_dict(ZSTD_CCtx *cctx, const ZSTD_CDict *cd, uint32_t dict_id,
+                            const struct store_record *r, int queued, uint8_t **val, size_t *vlen)
+{
+    size_t hl;
+    size_t bound = ZSTD_compressBound(r->len);
+    uint8_t *buf = record_head(&r->w, (uint64_t)r->len, queued, STORE_CODEC_ZSTD, cd ? dict_id : 0,
+                               bound, &hl);
+    if (buf == NULL)
+        return -ENOMEM;
     /* An empty pprof is still one (empty) frame, so every record has one. */
     static const uint8_t none[1];
     /* The dictionary is referenced for this frame only; the parameters set
@@ -453,7 +510,15 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
     w->anomaly = h->anomaly;
     w->mem = h->mem;
     w->raw_size = h->raw_size;
-    w->stored_size = store_stored_size(klen, vlen, h->flags);
+    w->stored_size = store_window_size(klen, vlen, h);
+}
+
+static const char *const type_names[STORE_TYPE_MAX + 1] = {NULL, "cpu", "heap", "retained",
+                                                           "snapshot"};
+
+const char *store_type_name(unsigned type)
+{
+    return type <= STORE_TYPE_MAX ? type_names[type] : NULL;
 }
 
 static const char *const anomaly_names[STORE_ANOMALY_MAX + 1] = {

@@ -111,6 +111,14 @@ uint64_t store_stored_size(size_t klen, size_t vlen, uint32_t flags)
     return (flags & STORE_FLAG_QUEUED) ? n + STORE_OUTBOX_CHARGE : n;
 }
 
+uint64_t store_window_size(size_t klen, size_t vlen, const struct store_rec_hdr *h)
+{
+    uint64_t n = store_stored_size(klen, vlen, h->flags);
+    if (h->codec == STORE_CODEC_BLOB)
+        n += h->blob_bytes + (uint64_t)h->chunks * STORE_BLOB_KEY_LEN;
+    return n;
+}
+
 static void set_why(char **why, const char *path, int rc, const char *detail)
 {
     if (why == NULL)
@@ -184,6 +192,12 @@ static int dbs_open(struct store *s, MDB_txn *txn, unsigned flags)
         (rc = mdb_dbi_open(txn, "dict_by_series", flags, &s->dict_by_series)) != 0)
         return rc;
     s->dicts_on = 1;
+    /* Nor has a schema 3 to 7 store any snapshot. */
+    if (s->schema < 8 && s->readonly)
+        return 0;
+    if ((rc = mdb_dbi_open(txn, "blobs", flags, &s->blobs)) != 0)
+        return rc;
+    s->blobs_on = 1;
     return 0;
 }
 
@@ -194,7 +208,7 @@ static int counters_init(struct store *s, MDB_txn *txn)
     static const struct {
         const char *name;
         uint64_t initial;
-    } counters[] = {{"uploaded", 0}, {"outbox_evicted", 0}, {"next_dict", 1}};
+    } counters[] = {{"uploaded", 0}, {"outbox_evicted", 0}, {"next_dict", 1}, {"blob_open", 0}};
     for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(counters); i++) {
         uint8_t v[8];
         store_be64_put(v, counters[i].initial);
@@ -260,19 +274,21 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
          * read as never queued, without a dictionary, of thread "main",
          * pid 0, no container, no frames mapped or unmapped, no labels),
          * so the upgrade is the new (empty) DBs, the counters and the
-         * version number, in this transaction. dbs_open reads the new
-         * version. */
+         * version number, in this transaction. Schema 8 added the blobs
+         * DB (snapshot chunks) and "blob_open", and window types 3 and 4,
+         * which older windows are not. dbs_open reads the new version. */
         s->schema = STORE_SCHEMA_VERSION;
         if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
             (rc = format_put(s, txn)) != 0)
             return store_err(rc);
     }
-    /* Schemas 3 to 6 differ from 7 only by what they lack (3: no
+    /* Schemas 3 to 7 differ from 8 only by what they lack (3: no
      * dictionaries; 3 and 4: no record or anomaly with a thread, which this
      * build reads as "main"; 3 to 5: no record with a pid or container,
-     * read as 0 and ""; all: no record with source-map figures or labels,
-     * read as 0 and none), so a reader takes them as they are. */
-    int as_is = s->readonly && s->schema >= 3 && s->schema <= 6;
+     * read as 0 and ""; 3 to 6: no record with source-map figures or
+     * labels, read as 0 and none; all: no snapshot and no blobs DB), so a
+     * reader takes them as they are. */
+    int as_is = s->readonly && s->schema >= 3 && s->schema <= 7;
     if (s->schema != STORE_SCHEMA_VERSION && !as_is) {
         if (why) {
             isoprof_free(*why);
@@ -336,6 +352,19 @@ static int schema_init(struct store *s, char **why)
     }
     if (rc == 0 && !s->readonly)
         rc = store_meta_put_u64(s, txn, "budget", s->budget);
+    if (rc == 0 && !s->readonly) {
+        /* The chunks of a snapshot that never committed (the writer died
+         * while streaming it, or an abort could not delete them) belong
+         * to no window: the only writer is this one, and it streams none
+         * yet. */
+        struct store_counters c;
+        if ((rc = store_counters_read(s, txn, &c)) == 0 &&
+            (rc = store_blob_orphans_txn(s, txn, &c, 0, &s->orphan_chunks, &s->orphan_bytes)) ==
+                0 &&
+            s->orphan_chunks > 0)
+            rc = store_counters_write(s, txn, &c);
+        rc = store_err(rc);
+    }
     if (rc != 0) {
         mdb_txn_abort(txn);
         return rc;
@@ -435,6 +464,9 @@ void store_close(struct store *s)
 {
     if (s == NULL)
         return;
+    /* A stream still open is dropped as a crash would drop it: its
+     * committed chunks stay until the next writable open. */
+    store_blob_forget(s);
     mdb_env_close(s->env);
     store_dict_cache_free(s);
     ZSTD_freeCCtx(s->cctx);
@@ -453,6 +485,8 @@ int store_stat(struct store *s, struct store_stat *st)
     if (rc != 0)
         return rc;
     st->schema_version = s->schema;
+    st->orphan_chunks = s->orphan_chunks;
+    st->orphan_bytes = s->orphan_bytes;
     if ((rc = store_meta_get_u64(s, txn, "stored_bytes", &st->stored_bytes)) != 0 ||
         (rc = store_meta_get_u64(s, txn, "evicted", &st->evicted_total)) != 0)
         goto out;
@@ -478,8 +512,12 @@ int store_stat(struct store *s, struct store_stat *st)
         if (store_key_decode(k.mv_data, k.mv_size, &key) == 0) {
             if (key.type == STORE_TYPE_CPU)
                 st->windows_cpu++;
-            else
+            else if (key.type == STORE_TYPE_HEAP)
                 st->windows_heap++;
+            else if (key.type == STORE_TYPE_RETAINED)
+                st->windows_retained++;
+            else
+                st->windows_snapshot++;
         }
         if (store_record_decode(d.mv_data, d.mv_size, &h) == 0) {
             st->raw_bytes += h.raw_size;
@@ -505,7 +543,8 @@ int store_stat(struct store *s, struct store_stat *st)
         goto out_err;
     st->anomalies = as.ms_entries;
     st->windows_pinned = ps.ms_entries;
-    if ((rc = store_dict_stat_txn(s, txn, &st->dicts, &st->dict_bytes)) != 0)
+    if ((rc = store_dict_stat_txn(s, txn, &st->dicts, &st->dict_bytes)) != 0 ||
+        (rc = store_blob_stat_txn(s, txn, st)) != 0)
         goto out_err;
     if ((rc = store_outbox_stat_txn(s, txn, st)) != 0)
         goto out;

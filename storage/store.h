@@ -12,10 +12,18 @@
  * evicts the oldest windows first; an id index maps the short sequence id
  * to the record.
  *
+ * A snapshot window (STORE_TYPE_SNAPSHOT, a raw V8 heap snapshot of up to
+ * hundreds of MB) is streamed in instead: store_blob_begin, any number of
+ * store_blob_write, then store_blob_commit (or store_blob_abort), in
+ * bounded memory; its compressed bytes are stored as chunks beside the
+ * window record and read back with store_blob_read.
+ *
  * Threads: one store handle is shared by all threads of a process.
- * store_put may be called from any thread, but from one thread at a time
- * (the caller serialises writers). store_windows, store_load, store_stat,
- * store_check, store_outbox_peek, store_id_format and store_id_parse may be
+ * store_put and the store_blob_* writes may be called from any thread, but
+ * from one thread at a time (the caller serialises writers; a stream may
+ * be interleaved with other writes). store_windows, store_load,
+ * store_blob_read, store_stat, store_check, store_outbox_peek,
+ * store_id_format and store_id_parse may be
  * called from any thread, concurrently with each other and with store_put.
  * store_outbox_ack and store_outbox_reject may run on another thread
  * concurrently with store_put (not with each other). store_open and
@@ -34,9 +42,24 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 7u
+#define STORE_SCHEMA_VERSION 8u
 
-enum store_type { STORE_TYPE_CPU = 1, STORE_TYPE_HEAP = 2 };
+/* Window types; values are stored (in keys), never renumber. CPU, HEAP and
+ * RETAINED windows hold a pprof and are stored with store_put (and queued
+ * for upload); a SNAPSHOT window holds a raw V8 heap snapshot (JSON), is
+ * stored only through the blob calls (store_blob_begin ...) and read with
+ * store_blob_read, and is never queued. */
+enum store_type {
+    STORE_TYPE_CPU = 1,
+    STORE_TYPE_HEAP = 2,
+    STORE_TYPE_RETAINED = 3, /* pprof of a heap snapshot's retained sizes */
+    STORE_TYPE_SNAPSHOT = 4, /* the raw heap snapshot */
+};
+#define STORE_TYPE_MAX 4
+
+/* store_type_name - "cpu", "heap", "retained", "snapshot"; NULL for values
+ * out of range. A static string. Thread: any. */
+const char *store_type_name(unsigned type);
 
 /* Window flags (struct store_window.flags). */
 #define STORE_FLAG_ON_DEMAND 0x1u
@@ -110,6 +133,9 @@ struct store_mem {
 #define STORE_WINDOW_LABELS_BYTES 4096
 /* Largest uncompressed pprof accepted by store_put and inflated on load. */
 #define STORE_RAW_MAX (256u * 1024 * 1024)
+/* Largest raw heap snapshot a snapshot window may hold (a sanity bound of
+ * the record decoder; the budget refuses far smaller ones first). */
+#define STORE_SNAPSHOT_RAW_MAX (1ull << 36)
 
 struct store;
 
@@ -215,11 +241,11 @@ struct store_window {
                           one */
     struct store_mem mem;
     uint32_t pinned;      /* output: bit (1 << kind) for each kind of anomaly pinning it */
-    uint64_t raw_size;    /* output: uncompressed pprof bytes */
+    uint64_t raw_size;    /* output: uncompressed pprof bytes (a snapshot: its JSON bytes) */
     uint64_t stored_size; /* output: bytes the window takes in the store (keys and
                              values of its windows, by_time and ids entries,
-                             and its outbox entry when queued); counts against
-                             the budget */
+                             its outbox entry when queued, and a snapshot's
+                             chunks); counts against the budget */
     /* Output of store_windows and store_outbox_peek: enum store_upload, and
      * when REJECTED the HTTP status (0: refused before sending) and the
      * reason (borrowed like the other strings; "" if none). */
@@ -260,11 +286,13 @@ struct store_put_stats {
  *   could not be allocated).
  *
  * A writable open creates the schema in an empty environment and records the
- * budget in it. It upgrades a store of an older schema (1 to 6) in place,
+ * budget in it. It upgrades a store of an older schema (1 to 7) in place,
  * in one transaction, without rewriting any window (old windows read as
  * never queued, without a dictionary, of thread "main", pid 0, no
- * container, no source-map figures and no labels). A read-only open reads
- * schema 3 to 6 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
+ * container, no source-map figures and no labels). In the same
+ * transaction it drops the chunks of snapshots that never committed (a
+ * crash while streaming; store_stat's orphan_chunks). A read-only open reads
+ * schema 3 to 7 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
  * why says that isoprofd upgrades them). Data committed before a crash is
  * always there after reopen (LMDB syncs data and meta on each commit; no
  * unsafe flags are used).
@@ -297,7 +325,9 @@ int store_open(const char *path, const struct store_options *opt, struct store *
 
 /*
  * store_close - release the handle. s may be NULL. No other call on s may
- * be running or follow. Committed data is already durable.
+ * be running or follow. Committed data is already durable. A snapshot
+ * stream still open is freed without a write (its committed chunks stay
+ * until the next writable store_open drops them, as after a crash).
  */
 void store_close(struct store *s);
 
@@ -338,7 +368,8 @@ void store_close(struct store *s);
  * Errors: -EINVAL (bad record: NULL worker, version or runtime, a string
  * too long, a thread that is not printable ASCII, a container longer than
  * STORE_CONTAINER_MAX or with a byte outside [0-9A-Za-z_.-], labels that
- * store_labels_check refuses, type not 1 or 2, len > STORE_RAW_MAX, pprof
+ * store_labels_check refuses, type not CPU, HEAP or RETAINED (a SNAPSHOT
+ * goes through store_blob_begin), len > STORE_RAW_MAX, pprof
  * NULL with len > 0), -EROFS (read-only handle), -E2BIG (one record's
  * stored size exceeds the budget, or the batch is too large for one
  * transaction), -ENOMEM, ISOPROF_EZSTD, ISOPROF_EMAPFULL (no room even
@@ -402,11 +433,116 @@ int store_windows(struct store *s, const struct store_filter *f, store_window_cb
  * store_load - the uncompressed pprof of window id.
  * pprof: receives an allocation the caller frees with isoprof_free.
  * len: receives its size. Both untouched on failure.
- * Errors: ISOPROF_ENOTFOUND (no such id), ISOPROF_ECORRUPT (record or zstd
- * frame damaged, size mismatch), -ENOMEM, -EINVAL.
+ * Errors: ISOPROF_ENOTFOUND (no such id), -EMEDIUMTYPE (a snapshot window:
+ * it holds no pprof, read it with store_blob_read), ISOPROF_ECORRUPT
+ * (record or zstd frame damaged, size mismatch), -ENOMEM, -EINVAL.
  * Thread: any, concurrently with everything but store_close.
  */
 int store_load(struct store *s, uint64_t id, void **pprof, size_t *len);
+
+/* --- snapshots: streamed blobs ---
+ *
+ * A snapshot window is written as one zstd stream (level 3, with a
+ * checksum) cut into chunks of STORE_BLOB_CHUNK compressed bytes, each
+ * committed in a short write transaction of its own as soon as it is
+ * full, so that memory stays bounded (the compression context and one
+ * chunk, about 5 MiB) whatever the snapshot's size. The chunks count
+ * against the budget as they are committed (so a stream can evict old
+ * windows); nothing is visible to readers until store_blob_commit stores
+ * the window. A stream that never commits (a crash) leaves chunks without
+ * a window, which the next writable store_open drops.
+ */
+#define STORE_BLOB_CHUNK (1u << 20)
+
+struct store_blob;
+
+/*
+ * store_blob_begin - start streaming snapshot window w into the store.
+ *
+ * w: borrowed for the call (everything needed is copied): type must be
+ *   STORE_TYPE_SNAPSHOT; worker, version, runtime, thread, pid, container,
+ *   labels, start_ns, isolate, flags, samples (may be 0), interval,
+ *   anomaly and mem as for store_put (end_ns is given at commit; id,
+ *   frames_* and the output fields are ignored).
+ * out: receives the stream (owned by the caller until store_blob_commit
+ *   or store_blob_abort, which free it); untouched on failure.
+ * Writes nothing yet. One stream at a time per handle; a stream should
+ * end (commit or abort) before store_close, which frees one left open.
+ * Errors: -EINVAL (NULL argument, type not SNAPSHOT, or w refused as
+ * store_put refuses a record), -EROFS (read-only handle), -EBUSY (another
+ * stream of this handle is open), -ENOMEM.
+ * Thread: as store_put (a write; may be interleaved with store_put and
+ * store_anomaly_put on the same thread or serialised with them).
+ */
+int store_blob_begin(struct store *s, const struct store_window *w, struct store_blob **out);
+
+/*
+ * store_blob_write - append len raw bytes (data borrowed for the call; may
+ * be NULL if len is 0) to the stream. Each time STORE_BLOB_CHUNK
+ * compressed bytes are ready they are committed as one chunk, in a write
+ * transaction that also evicts old windows while the stored bytes exceed
+ * the budget (and on a full map evicts further and tries once more).
+ *
+ * Errors (sticky: every later write and the commit return the same; the
+ * caller then calls store_blob_abort): -EINVAL, -ENOMEM, ISOPROF_EZSTD,
+ * ISOPROF_ETOOBIG (the snapshot has grown past the whole budget: its
+ * chunks are dropped at once), ISOPROF_EMAPFULL, -ENOSPC / -EIO / -EFBIG
+ * (disk: the chunk is not stored), ISOPROF_ECORRUPT (damaged meta).
+ * Thread: as store_put.
+ */
+int store_blob_write(struct store_blob *b, const void *data, size_t len);
+
+/*
+ * store_blob_commit - end the stream and store the window: the last chunk,
+ * the window record (with the raw and compressed sizes and the chunk
+ * count), its by_time and ids entries, and a pin to anomaly pin (if
+ * nonzero and it still exists) in one transaction, which then applies
+ * keep and the budget. A window with the same key (worker, version,
+ * start, isolate, type) is replaced, its chunks with it.
+ *
+ * end_ns: the window's end (wall ns).
+ * keep: at most this many snapshot windows of w's worker/version stay
+ *   (this one included; 0 = no limit): the others are evicted oldest
+ *   first, unpinned ones before pinned ones, never this one.
+ * id: if non-NULL receives the window's id (0 on failure).
+ * st: may be NULL; receives the windows evicted by this call (keep and
+ *   budget, including those evicted by the chunk writes of the stream).
+ * b is freed in every case; on failure nothing of the stream is left
+ * (its chunks are deleted, or dropped by the next writable open if even
+ * that fails).
+ * Errors: the sticky error of a write, or those of store_blob_write;
+ * -EINVAL (b NULL).
+ * Thread: as store_put.
+ */
+int store_blob_commit(struct store_blob *b, uint64_t end_ns, uint64_t pin, unsigned keep,
+                      uint64_t *id, struct store_put_stats *st);
+
+/*
+ * store_blob_abort - drop the stream: delete its chunks (one write
+ * transaction) and free b. b may be NULL. Cannot fail from the caller's
+ * point of view: chunks it could not delete (disk full) are orphans,
+ * dropped by the handle's next stream or the next writable store_open.
+ * Thread: as store_put.
+ */
+void store_blob_abort(struct store_blob *b);
+
+/*
+ * store_blob_read - stream the raw content of snapshot window id to cb, in
+ * pieces of at most 128 KiB (data borrowed for the call), from one read
+ * transaction, in bounded memory (the decompression context). The pieces
+ * add up to the window's raw_size; their checksum is verified at the end,
+ * so a damaged snapshot can fail after some pieces were passed on.
+ * cb: returns 0 to go on; a nonzero value stops the read and is returned.
+ * cb must not call store_put, the blob writes or store_close.
+ * Errors: -EINVAL, ISOPROF_ENOTFOUND (no window id), -EMEDIUMTYPE (window
+ * id is not a snapshot), ISOPROF_ECORRUPT (a chunk missing or out of
+ * sequence, sizes that do not add up, a zstd stream that does not inflate
+ * to the raw size), -ENOMEM, -errno.
+ * Thread: any, concurrently with everything but store_close (read-only
+ * handles too).
+ */
+int store_blob_read(struct store *s, uint64_t id,
+                    int (*cb)(void *arg, const void *data, size_t len), void *arg);
 
 #define STORE_ID_LEN 36
 
@@ -468,8 +604,9 @@ struct store_anomaly {
  * start exists). Update (a->id set): end_ns, value, threshold and flags
  * are replaced; kind, labels (thread too), isolate and start are those of
  * the existing anomaly.
- * pin_latest_types: bits (1 << STORE_TYPE_CPU, 1 << STORE_TYPE_HEAP): also
- * pin the newest stored window of each such type of the anomaly's
+ * pin_latest_types: bits (1 << STORE_TYPE_CPU, 1 << STORE_TYPE_HEAP,
+ * 1 << STORE_TYPE_RETAINED, 1 << STORE_TYPE_SNAPSHOT; other bits are
+ * ignored): also pin the newest stored window of each such type of the anomaly's
  * worker/version/isolate that started by end_ns (oom_suspected: the last
  * profiles before the death).
  * An anomaly keeps at most 1024 windows (the newest); the index keeps at
@@ -553,7 +690,8 @@ int store_outbox_reject(struct store *s, const uint64_t *ids, size_t n, unsigned
 struct store_stat {
     uint32_t schema_version;
     uint64_t windows, windows_cpu, windows_heap;
-    uint64_t raw_bytes;            /* sum of uncompressed pprof sizes */
+    uint64_t windows_retained, windows_snapshot;
+    uint64_t raw_bytes;            /* sum of uncompressed pprof sizes (and snapshots' JSON bytes) */
     uint64_t stored_bytes;         /* the budget counter: sum of stored_size, plus
                                       the dictionaries (dict_bytes) */
     uint64_t budget;               /* as recorded by the last writable open */
@@ -573,11 +711,22 @@ struct store_stat {
     /* Sums of the windows' frames_mapped and frames_unmapped, and the
      * windows with at least one mapped frame. */
     uint64_t frames_mapped, frames_unmapped, windows_mapped;
+    /* Snapshot chunks: all of them (entries, and their key and value bytes,
+     * which are in stored_bytes), and those of a snapshot being streamed
+     * in (store_blob_write has committed them, store_blob_commit not yet;
+     * left by a writer that crashed until the next writable open). */
+    uint64_t blob_chunks, blob_bytes;
+    uint64_t blob_pending_chunks, blob_pending_bytes;
+    /* Chunks of snapshots that never committed (a crash, an abort whose
+     * delete failed) that this handle's store_open dropped, and their
+     * bytes; always 0 on read-only handles. */
+    uint64_t orphan_chunks, orphan_bytes;
 };
 
 /*
  * store_stat - counts and sizes, from one read transaction. Reads every
- * record header (not the payloads), so it is O(windows).
+ * record header and chunk key (not the payloads), so it is O(windows +
+ * chunks).
  * Errors: -EINVAL, ISOPROF_ECORRUPT, -errno. Thread: any.
  */
 int store_stat(struct store *s, struct store_stat *st);
@@ -591,8 +740,12 @@ int store_stat(struct store *s, struct store_stat *st);
  * header names, every dictionary is intact, named by its (worker, version)
  * and counted exactly by the records naming it, windows <-> by_time <-> ids
  * agree, the anomalies and their pins agree, every outbox and rejected
- * entry names a queued window (once), and the meta counters (next seq,
- * stored bytes) match the data.
+ * entry names a queued window (once), each snapshot window's chunks are
+ * all there, in sequence, add up to the sizes its record gives and
+ * inflate to its raw size (one zstd frame, checksum good), every chunk
+ * belongs to a snapshot window or to the snapshot being streamed in (else
+ * it is an orphan: a finding), and the meta counters (next seq, stored
+ * bytes) match the data.
  * why: if non-NULL, receives on ISOPROF_ECORRUPT an allocated text with one
  *   problem per line (each ending in '\n', at most 100 lines plus a count
  *   of the rest); the caller frees it with isoprof_free. Set to NULL when

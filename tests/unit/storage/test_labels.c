@@ -307,11 +307,11 @@ TEST(schema6_store)
     store_close(s);
     CHECK_EQ_INT(verify_clean(path), 0);
 
-    /* A writer upgrades it in place: schema 7, old records untouched, new
+    /* A writer upgrades it in place: schema 8, old records untouched, new
      * ones with their figures and labels; the counter exact. */
     s = open_outbox(path, 0);
     REQUIRE(s != NULL);
-    CHECK_EQ_INT(stat_checked(s).schema_version, 7);
+    CHECK_EQ_INT(stat_checked(s).schema_version, 8);
     CHECK_EQ_INT(rec_version(s, ids[2]), 4);
     CHECK_EQ_INT(check_clean(s), 0);
     uint64_t n1 = put_window(s, T0 + 10 * SEC, 9, REPO, 3, 5, 6, NULL);
@@ -328,7 +328,7 @@ TEST(schema6_store)
     store_close(s);
 
     /* The mixed store (records of versions 1, 2, 4 and 5) passes the
-     * whole check, and reads as schema 7 for readers too. */
+     * whole check, and reads as schema 8 for readers too. */
     CHECK_EQ_INT(verify_clean(path), 0);
     s = open_ro(path);
     REQUIRE(s != NULL);

@@ -223,12 +223,12 @@ TEST(schema5_store)
     store_close(s);
     CHECK_EQ_INT(verify_clean(path), 0);
 
-    /* A writer upgrades it in place: schema 7, old records untouched (pid
+    /* A writer upgrades it in place: schema 8, old records untouched (pid
      * 0, no container), new ones with their labels; the counter exact. */
     s = open_outbox(path, 0);
     REQUIRE(s != NULL);
     CHECK_EQ_INT(stat_checked(s).schema_version, STORE_SCHEMA_VERSION);
-    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 7);
+    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 8);
     CHECK_EQ_INT(rec_version(s, ids[0]), 1);
     CHECK_EQ_INT(rec_version(s, ids[1]), 2);
     CHECK_EQ_INT(rec_version(s, ids[2]), 3);
@@ -256,7 +256,7 @@ TEST(schema5_store)
     store_close(s);
 
     /* The mixed store (records of versions 1 to 3 and 5) passes the whole
-     * check `isoprof store check` runs, and reads as schema 7 for readers
+     * check `isoprof store check` runs, and reads as schema 8 for readers
      * too. */
     CHECK_EQ_INT(verify_clean(path), 0);
     s = open_ro(path);

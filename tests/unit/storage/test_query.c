@@ -309,7 +309,9 @@ TEST(validation)
     CHECK_EQ_INT(store_put(s, &r, 1, NULL), 0);
     r = good, r.w.type = 0;
     CHECK_EQ_INT(store_put(s, &r, 1, NULL), -EINVAL);
-    r = good, r.w.type = 3;
+    r = good, r.w.type = STORE_TYPE_SNAPSHOT; /* streamed in by store_blob_* only */
+    CHECK_EQ_INT(store_put(s, &r, 1, NULL), -EINVAL);
+    r = good, r.w.type = 5;
     CHECK_EQ_INT(store_put(s, &r, 1, NULL), -EINVAL);
     r = good, r.pprof = NULL;
     CHECK_EQ_INT(store_put(s, &r, 1, NULL), -EINVAL);

@@ -111,8 +111,13 @@ TEST(key_limits)
     for (size_t n = 0; n < len; n++)
         CHECK_EQ_INT(store_key_decode(k, n, &d), ISOPROF_ECORRUPT);
     CHECK_EQ_INT(store_key_decode(k, len, &d), 0);
-    k[len - 1] = 3; /* bad type */
+    k[len - 1] = 5; /* bad type */
     CHECK_EQ_INT(store_key_decode(k, len, &d), ISOPROF_ECORRUPT);
+    k[len - 1] = 0;
+    CHECK_EQ_INT(store_key_decode(k, len, &d), ISOPROF_ECORRUPT);
+    k[len - 1] = STORE_TYPE_SNAPSHOT; /* types 3 and 4 since schema 8 */
+    CHECK_EQ_INT(store_key_decode(k, len, &d), 0);
+    CHECK_EQ_INT(d.type, STORE_TYPE_SNAPSHOT);
     k[len - 1] = 2;
     k[8] = 'x'; /* worker's NUL gone: only one separator */
     CHECK_EQ_INT(store_key_decode(k, len, &d), ISOPROF_ECORRUPT);

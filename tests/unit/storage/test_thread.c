@@ -306,7 +306,7 @@ TEST(schema4_store)
     CHECK_EQ_INT(check_clean(s), 0);
     store_close(s);
 
-    /* A writer upgrades it in place: schema 7, old records untouched (and
+    /* A writer upgrades it in place: schema 8, old records untouched (and
      * still "main"), new ones with their thread; the counter stays exact. */
     s = open_outbox(path, 0);
     REQUIRE(s != NULL);
@@ -339,7 +339,7 @@ TEST(schema4_store)
     CHECK_EQ_INT(check_clean(s), 0);
     store_close(s);
 
-    /* Now schema 7 for readers too. */
+    /* Now schema 8 for readers too. */
     s = open_ro(path);
     REQUIRE(s != NULL);
     CHECK_EQ_INT(stat_checked(s).schema_version, STORE_SCHEMA_VERSION);
@@ -359,7 +359,7 @@ TEST(other_schemas)
     REQUIRE(s != NULL);
     REQUIRE(put_labelled(s, "w", "v", T0, 1, STORE_TYPE_CPU, 0, NULL, "pool-1", 0, NULL) != 0);
     store_close(s);
-    static const char fmt8[] = "ISOPROF\0\0\0\0\x08";
+    static const char fmt9[] = "ISOPROF\0\0\0\0\x09";
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi meta;
@@ -368,7 +368,7 @@ TEST(other_schemas)
     REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
     REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
     REQUIRE(mdb_dbi_open(txn, "meta", 0, &meta) == 0);
-    MDB_val fk = {6, "format"}, fv = {12, (void *)fmt8};
+    MDB_val fk = {6, "format"}, fv = {12, (void *)fmt9};
     REQUIRE(mdb_put(txn, meta, &fk, &fv, 0) == 0);
     REQUIRE(mdb_txn_commit(txn) == 0);
     mdb_env_close(env);
@@ -376,7 +376,7 @@ TEST(other_schemas)
     char *why = NULL;
     s = NULL;
     CHECK_EQ_INT(store_open(path, &ro, &s, &why), ISOPROF_ESCHEMA);
-    CHECK(why != NULL && strstr(why, "schema version 8, this build reads 7") != NULL);
+    CHECK(why != NULL && strstr(why, "schema version 9, this build reads 8") != NULL);
     isoprof_free(why);
     CHECK_EQ_INT(store_open(path, NULL, &s, NULL), ISOPROF_ESCHEMA);
     CHECK(s == NULL);
