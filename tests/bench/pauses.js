@@ -69,9 +69,16 @@
 //           their span). The run's figures include each cell's first
 //           windows, made before anything was measured, which weigh more
 //           the shorter the run: the "plan" rows are the steady state.
+//   snapshot  what a heap snapshot costs: an app holding 32, 64 and 128
+//           MiB of live heap (a Map of session records), snapshotted by
+//           the bench as the agent does (HeapProfiler.takeHeapSnapshot,
+//           chunks as events); the stall, the JSON size and node count,
+//           the target's peak RSS during the call above its RSS before;
+//           then bench_heapsnap turns the first snapshot of each size into
+//           the retained profile (time, peak RSS per million nodes).
 //
 // Options (bench.js --NAME VALUE):
-//   --pauses-parts LIST           the parts to run (direct,daemon,peer,budget)
+//   --pauses-parts LIST           the parts to run (direct,daemon,peer,budget,snapshot)
 //   --pauses-reps N               CPU windows per app and interval at 10 ms (5; quick 2)
 //   --pauses-window MS            length of a direct CPU window (10000 = the default
 //                                 sampling.cpu.duration; quick 2000)
@@ -84,6 +91,8 @@
 //   --pauses-budget-funcs LIST    budget: the app sizes (200,20000,200000)
 //   --pauses-budget-ready S       budget: how long an app may take to start (600;
 //                                 two 200k apps take about a minute here)
+//   --pauses-snapshot-mib LIST    snapshot: the live heaps, MiB (32,64,128; quick 16)
+//   --pauses-snapshot-reps N      snapshot: snapshots per size (3; quick 1)
 //
 // It needs the global WebSocket (node --experimental-websocket on Node 20):
 // run() re-runs this file in a child node with the flag when it is missing.
@@ -150,10 +159,16 @@ async function cdp(url) {
   await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = () => reject(new Error(`WebSocket ${url} failed`)); });
   let id = 0;
   const pending = new Map();
+  const handlers = new Map(); // event method -> fn(params, bytes)
   ws.onmessage = (m) => {
     const t1 = mono();
     const data = typeof m.data === 'string' ? m.data : Buffer.from(m.data).toString();
     const r = JSON.parse(data);
+    if (r.id === undefined) {
+      const h = handlers.get(r.method);
+      if (h) h(r.params, data.length);
+      return;
+    }
     const p = pending.get(r.id);
     if (p) { pending.delete(r.id); p({ t0: p.t0, t1, bytes: data.length, msg: r }); }
   };
@@ -167,9 +182,117 @@ async function cdp(url) {
         ws.send(JSON.stringify({ id: k, method, params }));
       });
     },
+    on(method, fn) { handlers.set(method, fn); },
     close() { ws.close(); },
   };
 }
+
+// --- snapshot: HeapProfiler.takeHeapSnapshot at a given live heap ---------
+
+// The target's VmRSS and VmHWM (bytes), from /proc.
+function procMem(pid) {
+  const st = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k) => parseInt((new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(st) || [])[1] || 'NaN', 10) * 1024;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+}
+
+// For each live heap size: an app holding that much (LIVE_MIB), then reps
+// snapshots as the agent takes them (HeapProfiler.takeHeapSnapshot, the
+// chunks as events, the reply after the last one). Per snapshot: the
+// target's stall (the longest tick gap from send to reply: V8 builds and
+// serializes the snapshot on the JS thread), the CDP round trip, the JSON
+// bytes and node count, and the target's extra memory: its peak RSS
+// during the call (VmHWM, reset before it through /proc/PID/clear_refs)
+// above its RSS before, and what it still holds after. The first
+// snapshot of each size is written to a file and bench_heapsnap --file
+// measures the agent's side on it: parse, dominators and retained pprof,
+// time and peak RSS, on a real heap.
+async function snapshotPart(ctx, o) {
+  const out = [];
+  for (const mib of o.sizes) {
+    ctx.log(`snapshot: starting an app with ${mib} MiB of live heap`);
+    const app = await startApp({ FUNCS: '200', LIVE_MIB: String(mib) }, true, o.readyMs);
+    const s = await cdp(app.wsUrl);
+    await s.call('HeapProfiler.enable');
+    const res = { live_mib: mib, records: app.info.live, snapshots: [] };
+    const mem0 = await app.ask('mem');
+    res.heap_used_mib = +(mem0.heapUsed / 1048576).toFixed(1);
+    for (let r = 0; r < o.reps; r++) {
+      await sleep(500);
+      let bytes = 0, chunks = 0, nodes = NaN, file = null;
+      if (r === 0 && o.convert) {
+        file = path.join(o.dir, `live-${mib}.heapsnapshot`);
+        fs.writeFileSync(file, '');
+      }
+      const fd = file ? fs.openSync(file, 'a') : null;
+      s.on('HeapProfiler.addHeapSnapshotChunk', (p) => {
+        if (chunks++ === 0) nodes = parseInt((/"node_count":(\d+)/.exec(p.chunk) || [])[1] || 'NaN', 10);
+        bytes += Buffer.byteLength(p.chunk);
+        if (fd !== null) fs.writeSync(fd, p.chunk);
+      });
+      try { fs.writeFileSync(`/proc/${app.pid}/clear_refs`, '5'); } catch (_) { /* peak not resettable: VmHWM is then the process's lifetime peak */ }
+      const before = procMem(app.pid);
+      const c = await s.call('HeapProfiler.takeHeapSnapshot', { reportProgress: false });
+      const during = procMem(app.pid);
+      if (fd !== null) fs.closeSync(fd);
+      await sleep(15); // the tick that ends the gap must have run
+      const q = await stallIn(app, c.t0, c.t1);
+      await sleep(1000);
+      const after = procMem(app.pid);
+      const snap = {
+        stall_ms: +q.max.toFixed(1), rtt_ms: +(c.t1 - c.t0).toFixed(1), json_mib: +(bytes / 1048576).toFixed(1), chunks, nodes,
+        rss_before_mib: +(before.rss / 1048576).toFixed(1),
+        extra_peak_mib: +((during.hwm - before.rss) / 1048576).toFixed(1),
+        extra_after_mib: +((after.rss - before.rss) / 1048576).toFixed(1),
+      };
+      res.snapshots.push(snap);
+      ctx.log(`snapshot: ${mib} MiB live, ${r + 1}/${o.reps}: stall ${snap.stall_ms} ms, ${snap.json_mib} MiB of JSON, ${nodes} nodes, +${snap.extra_peak_mib} MiB peak`);
+      if (file) {
+        const b = spawnSync(path.join(ctx.bin.build, 'tests', 'bench', 'bench_heapsnap'), ['--child', file, '65536'], { encoding: 'utf8', timeout: 600000 });
+        if (b.status !== 0) throw new Error(`bench_heapsnap on ${file}: ${b.error ? b.error.message : b.stderr}`);
+        const v = b.stdout.trim().split(/\s+/).map(Number);
+        // the --child line: nodes edges strings parse_s dom_s pprof_s snap dom_need dom hwm0 hwm_parse hwm_dom hwm_pprof ...
+        res.convert = {
+          nodes: v[0], edges: v[1], parse_s: v[3], dom_s: v[4], pprof_s: v[5], total_s: +(v[3] + v[4] + v[5]).toFixed(3),
+          peak_mib: +((v[12] - v[9]) / 1048576).toFixed(1),
+          peak_mib_per_m_nodes: +(((v[12] - v[9]) / 1048576) / (v[0] / 1e6)).toFixed(1),
+        };
+        fs.rmSync(file, { force: true });
+      }
+    }
+    s.close();
+    await common.stop(app);
+    out.push(res);
+  }
+  return out;
+}
+
+function snapshotTable(list) {
+  const fmt = (x) => common.fx(x, 1);
+  const table = [];
+  const rows = [];
+  for (const r of list) {
+    const st = dist(r.snapshots.map((x) => x.stall_ms));
+    const peak = common.median(r.snapshots.map((x) => x.extra_peak_mib));
+    const json = common.median(r.snapshots.map((x) => x.json_mib));
+    const nodes = common.median(r.snapshots.map((x) => x.nodes));
+    const c = r.convert;
+    table.push([`${r.live_mib} MiB`, r.heap_used_mib, st.n, fmt(st.p50), fmt(st.max), fmt(json), Math.round(nodes / 1000),
+      fmt(peak), fmt(common.median(r.snapshots.map((x) => x.extra_after_mib))),
+      c ? common.fx(c.total_s, 2) : '', c ? fmt(c.peak_mib) : '']);
+    rows.push([`snapshot pause, ${r.live_mib} MiB live`, `p50 ${fmt(st.p50)} ms, max ${fmt(st.max)} (n=${st.n}); ` +
+      `${fmt(json)} MiB JSON, ${Math.round(nodes / 1000)}k nodes; target +${fmt(peak)} MiB peak RSS`, '', '']);
+    if (c) {
+      rows.push([`snapshot -> retained profile, ${r.live_mib} MiB live (${Math.round(c.nodes / 1000)}k nodes)`,
+        `${common.fx(c.total_s, 2)} s (parse ${common.fx(c.parse_s, 2)}, dominators ${common.fx(c.dom_s, 2)}, pprof ${common.fx(c.pprof_s, 2)}), ` +
+        `peak ${fmt(c.peak_mib)} MiB (${fmt(c.peak_mib_per_m_nodes)} MiB per M nodes)`, '', '']);
+    }
+  }
+  return { table, rows };
+}
+
+const SNAPSHOT_HEADER = ['live heap', 'heapUsed MiB', 'n', 'stall p50 ms', 'max', 'JSON MiB', 'k nodes', 'target +peak MiB',
+  '+after MiB', 'retained profile s', 'its peak MiB'];
 
 // --- direct: the agent's CDP sequence from the bench ---------------------
 
@@ -673,8 +796,9 @@ const BUDGET_CALLS = ['app', 'schedule', 'call', 'n/calls', 'in-target stall p50
 
 async function measure(ctx) {
   const quick = ctx.quick;
-  const parts = String(ctx.opt('pauses-parts', 'direct,daemon,peer,budget')).split(',').map((x) => x.trim()).filter(Boolean);
-  for (const p of parts) if (!['direct', 'daemon', 'peer', 'budget'].includes(p)) throw new Error(`--pauses-parts: unknown part '${p}' (direct, daemon, peer, budget)`);
+  const parts = String(ctx.opt('pauses-parts', 'direct,daemon,peer,budget,snapshot')).split(',').map((x) => x.trim()).filter(Boolean);
+  const PARTS = ['direct', 'daemon', 'peer', 'budget', 'snapshot'];
+  for (const p of parts) if (!PARTS.includes(p)) throw new Error(`--pauses-parts: unknown part '${p}' (${PARTS.join(', ')})`);
   const bigFuncs = parseInt(ctx.opt('pauses-funcs', '20000'), 10);
   const cfg = {
     apps: [{ name: 'small', funcs: 200 }, { name: `${Math.round(bigFuncs / 1000)}k fns`, funcs: bigFuncs }],
@@ -725,6 +849,18 @@ async function measure(ctx) {
     };
     data.budget = await budgetPart(ctx, o);
   }
+  if (has('snapshot')) {
+    const sizes = String(ctx.opt('pauses-snapshot-mib', quick ? '16' : '32,64,128')).split(',').map(Number).filter((x) => x > 0);
+    const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'isoprof-bench-snap-'));
+    try {
+      data.snapshot = await snapshotPart(ctx, {
+        sizes, reps: parseInt(ctx.opt('pauses-snapshot-reps', quick ? '1' : '3'), 10), dir, convert: true,
+        readyMs: 300000,
+      });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
   data.seconds = +((Date.now() - t0) / 1000).toFixed(1);
 
   // Per app, per call kind and interval: the stall distribution.
@@ -765,7 +901,12 @@ async function measure(ctx) {
     budget.seconds = data.budget.seconds;
     rows.push(...budget.rows);
   }
-  return { rows, data, table, budget };
+  let snapshot = null;
+  if (data.snapshot) {
+    snapshot = snapshotTable(data.snapshot);
+    rows.push(...snapshot.rows);
+  }
+  return { rows, data, table, budget, snapshot };
 }
 
 const HEADER = ['app', 'driven by', 'call', 'interval', 'n', 'stall p50 ms', 'p90', 'max', 'CDP rtt p50 ms', 'reply KiB'];
@@ -786,6 +927,12 @@ function printDetail(r) {
       'and the daemon\'s own /status p50 and max (its latest 64).\n');
     common.printTable(BUDGET_CALLS, b.calls);
   }
+  if (r.snapshot) {
+    process.stdout.write('\nHeap snapshots (HeapProfiler.takeHeapSnapshot) of an app holding a Map of session records: the target\'s stall ' +
+      '(send to reply), the JSON it streams, its peak RSS during the call above its RSS before, and what it holds a second after; ' +
+      'then the agent\'s side on the first snapshot (bench_heapsnap: parse, dominators, retained pprof, in a fresh process).\n');
+    common.printTable(SNAPSHOT_HEADER, r.snapshot.table);
+  }
 }
 
 async function run(ctx) {
@@ -797,7 +944,8 @@ async function run(ctx) {
   // Node 20 has WebSocket only behind a flag: measure in a child that has it.
   const opts = {};
   for (const k of ['pauses-reps', 'pauses-window', 'pauses-intervals', 'pauses-funcs', 'pauses-parts',
-    'pauses-budget-scale', 'pauses-budget-seconds', 'pauses-budget-funcs', 'pauses-budget-ready']) {
+    'pauses-budget-scale', 'pauses-budget-seconds', 'pauses-budget-funcs', 'pauses-budget-ready',
+    'pauses-snapshot-mib', 'pauses-snapshot-reps']) {
     const v = ctx.opt(k, undefined);
     if (v !== undefined) opts[k] = v;
   }

@@ -15,6 +15,11 @@
 // (process.hrtime), which is the same clock in every process of the
 // machine, so the bench can line gaps up with the CDP calls it sent.
 //
+// LIVE_MIB=N keeps about N MiB of live heap before it says ready, in the
+// shape of a real leak: a module-level Map of session records, each with a
+// few strings, a small array and a nested object (about 12 heap objects
+// and 1 KiB a record), so a heap snapshot of it has millions of nodes.
+//
 // stdin commands (one a line), answers one JSON line on stdout each:
 //   q <id> <from_ms> <to_ms>  the longest gap overlapping [from, to] and the
 //                             gaps over 2 ms in it ({id, max, at, n, big})
@@ -64,6 +69,25 @@ let sink = 0;
 for (let i = 0; i < FUNCS; i++) sink = (sink + fns[i](i)) | 0;        // compile each
 for (let r = 0; r < 2000; r++) for (let i = 0; i < WARM; i++) sink = (sink + fns[i](r)) | 0; // warm some
 
+// --- the live heap (LIVE_MIB) ---------------------------------------------
+
+const registry = new Map();
+const LIVE = parseFloat(process.env.LIVE_MIB || '0') * 1048576;
+if (LIVE > 0) {
+  const base = process.memoryUsage().heapUsed;
+  for (let i = 0; ; i++) {
+    if (i % 1000 === 0 && process.memoryUsage().heapUsed - base >= LIVE) break;
+    registry.set(`session-${i}`, {
+      id: i,
+      user: `user-${i % 5000}@example.test`,
+      path: `/api/v1/items/${i}/details`,
+      tags: [`t${i % 7}`, `t${i % 11}`, `t${i % 13}`],
+      samples: Array.from({ length: 24 }, (_, k) => (i * 31 + k) % 1000),
+      meta: { created: 1700000000000 + i, hits: i % 97, agent: `client/${i % 50}` },
+    });
+  }
+}
+
 // --- the stall detector -------------------------------------------------
 
 const RING = 1 << 17; // ~130 s of 1 ms ticks
@@ -111,7 +135,7 @@ process.stdin.on('data', (d) => {
     let out;
     if (w[0] === 'q') out = { id: w[1], ...query(Number(w[2]), Number(w[3])) };
     else if (w[0] === 'clock') out = { mono: mono(), wall: Date.now() };
-    else if (w[0] === 'mem') out = process.memoryUsage();
+    else if (w[0] === 'mem') out = { ...process.memoryUsage(), live: registry.size }; // (this keeps the registry alive)
     else out = { error: 'unknown command ' + w[0] };
     process.stdout.write(JSON.stringify(out) + '\n');
   }
@@ -145,4 +169,4 @@ if (process.env.PEER) {
   }
 }
 
-process.stdout.write(JSON.stringify({ ready: true, funcs: FUNCS, warm: WARM, sink: sink & 1 }) + '\n');
+process.stdout.write(JSON.stringify({ ready: true, funcs: FUNCS, warm: WARM, live: registry.size, sink: sink & 1 }) + '\n');
