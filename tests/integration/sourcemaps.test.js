@@ -72,8 +72,10 @@ export function run(): number {
 }
 
 // Allocations for the heap windows, in a timer callback too large to be
-// inlined into listOnTimeout, which calls it.
-setInterval(function keepRecords_${v}() {
+// inlined into listOnTimeout, which calls it. A declaration, not a named
+// function expression: esbuild --minify drops an expression's unused name,
+// and the map then has no name for the frame.
+function keepRecords_${v}() {
   let acc = total;
   for (let i = 0; i < 40; i++) {
     kept.push({ id: total + i, payload: new Array(48).fill(i) });
@@ -82,7 +84,8 @@ ${branches('acc')}
   }
   if (kept.length > 4000) kept.splice(0, 2000);
   total += acc & 1;
-}, 25);
+}
+setInterval(keepRecords_${v}, 25);
 `;
 
 // 1-based line of the first line of text containing s.
@@ -359,7 +362,11 @@ test('a heap window maps too', { timeout: 90000 }, async () => {
   const rows = topLines(['--worker', 'app', '--type', 'heap'], 'app-heap.pb.gz');
   const ts = rows.filter((r) => /\/src\/\w+\/main\.ts:\d+/.test(r));
   assert.ok(ts.length > 0, `a heap frame in a main.ts:\n${rows.join('\n')}`);
-  assert.ok(rows.some((r) => /^keepRecords_\w+ /.test(r)), `the allocating timer callback by its name:\n${rows.join('\n')}`);
+  // every frame at the timer callback's line carries its variant's name
+  const at = rows.map((r) => /^(\S+) \S*\/src\/(\w+)\/main\.ts:(\d+)/.exec(r))
+    .filter((m) => m && +m[3] === lineOf(mainTs(m[2]), 'function keepRecords_'));
+  assert.ok(at.length > 0, `the allocating timer callback:\n${rows.join('\n')}`);
+  for (const m of at) assert.strictEqual(m[1], `keepRecords_${m[2]}`, `the frame at ${m[2]}/main.ts:${m[3]} by its name:\n${rows.join('\n')}`);
 });
 
 test('a map replaced on disk between two windows: the next window uses the new one', { timeout: 90000 }, async () => {
