@@ -71,6 +71,7 @@ struct cdp_session {
     cdp_event_cb on_event;
     cdp_close_cb on_close;
     cdp_worker_error_cb on_worker_error;
+    cdp_big_event_cb on_big_event;
     void *arg;
     struct cdp_stats st;
     char error[200];
@@ -339,6 +340,13 @@ static void cdp_on_big(struct cdp_session *s, char *data, size_t len)
         p = take_pending(s, (uint64_t)id, sid);
         nested = 1;
     }
+    char method[CDP_METHOD_MAX + 1];
+    if (p == NULL && id < 0 && !nested && s->on_big_event != NULL &&
+        cdp_peek_method(data, len, method, sizeof(method)) == 0) {
+        s->st.events++;
+        if (s->on_big_event(s, method, data, len, s->arg))
+            return; /* taken */
+    }
     if (p == NULL) {
         s->st.dropped_big++; /* a big or deep event, or an id we are not waiting for */
         ws_msg_free(data);
@@ -564,8 +572,9 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
 struct unwrap {
     int depth;
     int in_params;  /* the key at depth 1 was "params" */
-    int at_message; /* the key at depth 2 (in params) is "message" */
-    int at_params;  /* the key at depth 1 is "params" */
+    int at_message; /* the key at depth 2 (in params) is the one asked for */
+    const char *key;
+    int at_params; /* the key at depth 1 is "params" */
     char *out;
     size_t out_len;
     int oom;
@@ -595,7 +604,7 @@ static int uw_key(void *ctx, const unsigned char *k, size_t n)
     if (u->depth == 1)
         u->at_params = n == 6 && memcmp(k, "params", 6) == 0;
     else if (u->depth == 2)
-        u->at_message = u->in_params && n == 7 && memcmp(k, "message", 7) == 0;
+        u->at_message = u->in_params && n == strlen(u->key) && memcmp(k, u->key, n) == 0;
     return 1;
 }
 
@@ -629,7 +638,7 @@ static int uw_number(void *ctx, const char *v, size_t n)
     return uw_other(ctx);
 }
 
-int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len)
+int cdp_param_string(const char *raw, size_t len, const char *key, char **out, size_t *out_len)
 {
     static const yajl_callbacks cb = {
         .yajl_null = uw_other,
@@ -642,9 +651,9 @@ int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len)
         .yajl_start_array = uw_other,
         .yajl_end_array = uw_other,
     };
-    if (raw == NULL || out == NULL)
+    if (raw == NULL || out == NULL || key == NULL)
         return -EINVAL;
-    struct unwrap u = {0};
+    struct unwrap u = {.key = key};
     yajl_handle h = yajl_alloc(&cb, NULL, &u);
     if (h == NULL)
         return -ENOMEM;
@@ -666,6 +675,11 @@ int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len)
     return 0;
 }
 
+int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len)
+{
+    return cdp_param_string(raw, len, "message", out, out_len);
+}
+
 /* Matches the literal lit at msg[*i] (whitespace before it allowed). */
 static int peek_lit(const char *msg, size_t lim, size_t *i, const char *lit)
 {
@@ -675,6 +689,27 @@ static int peek_lit(const char *msg, size_t lim, size_t *i, const char *lit)
     if (lim - *i < n || memcmp(msg + *i, lit, n) != 0)
         return -1;
     *i += n;
+    return 0;
+}
+
+int cdp_peek_method(const char *msg, size_t len, char *method, size_t cap)
+{
+    size_t i = 0, lim = len < CDP_PEEK_WORKER ? len : CDP_PEEK_WORKER;
+    if (msg == NULL || cap == 0 || peek_lit(msg, lim, &i, "{") ||
+        peek_lit(msg, lim, &i, "\"method\"") || peek_lit(msg, lim, &i, ":") ||
+        peek_lit(msg, lim, &i, "\""))
+        return -1;
+    size_t n = 0;
+    while (i < lim && msg[i] != '"') {
+        char c = msg[i++];
+        if (n + 1 == cap || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                              (c >= '0' && c <= '9') || c == '.' || c == '_'))
+            return -1;
+        method[n++] = c;
+    }
+    if (i == lim || n == 0)
+        return -1;
+    method[n] = '\0';
     return 0;
 }
 
@@ -894,9 +929,20 @@ void cdp_forget(struct cdp_session *s, const char *session)
     }
 }
 
+void cdp_set_big_event_cb(struct cdp_session *s, cdp_big_event_cb cb)
+{
+    s->on_big_event = cb;
+}
+
 void cdp_set_worker_error_cb(struct cdp_session *s, cdp_worker_error_cb cb)
 {
     s->on_worker_error = cb;
+}
+
+void cdp_pause(struct cdp_session *s, int on)
+{
+    if (s->ws != NULL && !s->closing)
+        ws_pause(s->ws, on);
 }
 
 void cdp_close(struct cdp_session *s)

@@ -12,8 +12,9 @@
  * must have asked for that with CDP_RAW (Profiler.stop,
  * HeapProfiler.getSamplingProfile); the caller parses it on the thread
  * pool. A big message for a call without CDP_RAW completes that call with
- * ISOPROF_ETOOBIG; one with no matching id (or a big event) is counted in
- * dropped_big and dropped.
+ * ISOPROF_ETOOBIG; a big event goes unparsed to the big-event callback,
+ * if the owner set one (cdp_set_big_event_cb: a heap snapshot's chunks);
+ * anything else is counted in dropped_big and dropped.
  *
  * Bad input from the target: a message that is not valid JSON closes the
  * session (status ISOPROF_EJSON, the reason in cdp_last_error; the daemon
@@ -167,6 +168,20 @@ void cdp_forget(struct cdp_session *s, const char *session);
 /* Set the worker-error callback (NULL: none); arg is the session's. */
 void cdp_set_worker_error_cb(struct cdp_session *s, cdp_worker_error_cb cb);
 
+/* The longest method name cdp_peek_method reads. */
+#define CDP_METHOD_MAX 64
+/* An event of the main session too big (or deep) to parse on the loop:
+ * method (peeked from its first bytes, borrowed) and the whole message
+ * data[0..len), unparsed. Return 1 to take data (then free it with
+ * ws_msg_free, from any thread: it carries its charge to the session's
+ * budget), 0 to let it be counted in dropped_big and dropped. A
+ * HeapProfiler.addHeapSnapshotChunk of a recent V8 is 1 MiB. */
+typedef int (*cdp_big_event_cb)(struct cdp_session *s, const char *method, char *data, size_t len,
+                                void *arg);
+/* Set the big-event callback (NULL: big events are dropped); arg is the
+ * session's. */
+void cdp_set_big_event_cb(struct cdp_session *s, cdp_big_event_cb cb);
+
 /*
  * cdp_unwrap_worker - the text of the message inside the envelope
  * raw[0..len) of a worker session's message: *out (NUL-terminated, *out_len
@@ -175,6 +190,16 @@ void cdp_set_worker_error_cb(struct cdp_session *s, cdp_worker_error_cb cb);
  * params.message), -ENOMEM. Any thread.
  */
 int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len);
+/* The same for the string params.<key> of any message (a big event's
+ * text, read off the loop). Any thread. */
+int cdp_param_string(const char *raw, size_t len, const char *key, char **out, size_t *out_len);
+
+/*
+ * cdp_peek_method - from the first bytes of msg (at most 256 are read),
+ * written {"method":"M", as V8 writes an event: M (letters, digits, '.'
+ * and '_', at most cap - 1 bytes) into method. 0, or -1. Any thread.
+ */
+int cdp_peek_method(const char *msg, size_t len, char *method, size_t cap);
 
 /*
  * cdp_peek_worker - from the first bytes of msg (at most 256 are read),
@@ -184,6 +209,11 @@ int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len);
  * when msg does not start that way. Any thread.
  */
 int cdp_peek_worker(const char *msg, size_t len, char sid[CDP_SESSION_MAX + 1], int64_t *id);
+
+/* Stop reading the target's messages (on) or read them again (0), for a
+ * consumer that cannot keep up (ws_pause): replies and events wait in the
+ * socket meanwhile, and calls may time out. No-op once closing. */
+void cdp_pause(struct cdp_session *s, int on);
 
 /* Close the session; pending calls complete with ISOPROF_ECLOSED, then
  * on_close follows (status 0 if the session was open, ISOPROF_ECLOSED if it

@@ -82,6 +82,7 @@ struct ws_client {
     int user_closed;     /* ws_close was called: no on_open, no on_message */
     int got_close;       /* the peer's close frame arrived: ignore what follows */
     int finish_on_flush; /* close handshake done: close the socket when writes drain */
+    int paused;          /* ws_pause: the socket is not read */
     int status;
     char error[160];
     char key[25];
@@ -550,6 +551,10 @@ static void ws_finish_when_flushed(struct ws_client *ws)
         ws->finish_on_flush = 1;
 }
 
+static void ws_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void ws_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void ws_on_message_timeout(uv_timer_t *t);
+
 void ws_close(struct ws_client *ws)
 {
     ws->user_closed = 1;
@@ -567,6 +572,38 @@ void ws_close(struct ws_client *ws)
     ws->state = WS_CLOSING;
     if (!ws->test_mode)
         uv_timer_start(&ws->timer, ws_on_close_wait, WS_CLOSE_WAIT_MS, 0);
+    if (ws->paused) {
+        /* The peer's close frame must be read. */
+        ws->paused = 0;
+        if (!ws->test_mode && uv_read_start((uv_stream_t *)&ws->tcp, ws_on_alloc, ws_on_read) != 0)
+            ws_fail(ws, 0, NULL);
+    }
+}
+
+void ws_pause(struct ws_client *ws, int on)
+{
+    on = !!on;
+    if (ws->state != WS_OPEN || ws->paused == on)
+        return;
+    ws->paused = on;
+    if (ws->test_mode)
+        return;
+    if (on) {
+        uv_read_stop((uv_stream_t *)&ws->tcp);
+        /* A message cut by the pause is the consumer's wait, not the
+         * peer's stall: its deadline starts again on resume. */
+        if (ws->in_msg)
+            uv_timer_stop(&ws->timer);
+        return;
+    }
+    if (ws->in_msg)
+        uv_timer_start(&ws->timer, ws_on_message_timeout, ws->message_timeout_ms, 0);
+    int rc = uv_read_start((uv_stream_t *)&ws->tcp, ws_on_alloc, ws_on_read);
+    if (rc != 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "resuming reads: %s", uv_strerror(rc));
+        ws_fail(ws, rc, why);
+    }
 }
 
 /* --- the upgrade response --- */

@@ -149,6 +149,18 @@ int ws_connect(uv_loop_t *loop, const char *host, uint16_t port, const char *pat
 int ws_send_text(struct ws_client *ws, const char *data, size_t len);
 
 /*
+ * ws_pause - stop reading from the peer (on), or read again (0): back
+ * pressure for a consumer that cannot keep up with what the peer sends
+ * (the peer's writes then wait in its socket buffers). Messages of the
+ * bytes already read are still delivered. While paused, a message cut in
+ * the middle has no deadline; it gets a whole WS_MESSAGE_MS again on
+ * resume. Only an open connection pauses; ws_close resumes reading (the
+ * peer's close frame is awaited). A resume that fails closes the
+ * connection (on_close follows).
+ */
+void ws_pause(struct ws_client *ws, int on);
+
+/*
  * ws_close - begin closing. Open: a close frame (1000) is sent and the
  * socket is closed when the peer answers, drops the connection, or after
  * one second. Before the upgrade finished: the connection is abandoned
