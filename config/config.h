@@ -193,6 +193,9 @@ struct cfg {
         struct {
             double threshold; /* share of memory_limit, 0.01..1 */
             uint64_t heap_period_ns;
+            int snapshot;               /* take a heap snapshot once per episode */
+            uint64_t snapshot_max_heap; /* bytes of used heap above which it is skipped */
+            uint32_t snapshot_keep;     /* snapshot windows kept per worker/version */
         } memory;
         uint64_t cpu_interval_ns;
         uint64_t cooldown_ns;

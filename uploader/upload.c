@@ -183,6 +183,29 @@ static const char *anomaly_label(const struct upl_item *it)
     return NULL;
 }
 
+/*
+ * The profile name (__name__) of a window type; NULL for a type that is
+ * never uploaded. Pyroscope stores a pprof as one series per sample type,
+ * its profile type id __name__:sample_type:unit:period_type:unit, and its
+ * UI's type picker groups them by __name__: so a retained window sent as
+ * "memory" shows as memory:retained_space:bytes:space:bytes beside the heap
+ * windows' memory:inuse_space, where whoever chases memory looks. A
+ * snapshot (.heapsnapshot JSON, not pprof) is never queued by the store,
+ * and a type this build does not know is not sent either.
+ */
+static const char *profile_name(uint8_t type)
+{
+    switch (type) {
+    case STORE_TYPE_CPU:
+        return "process_cpu";
+    case STORE_TYPE_HEAP:
+    case STORE_TYPE_RETAINED:
+        return "memory";
+    default:
+        return NULL;
+    }
+}
+
 /* Has one of l[0..n) this name? */
 static int has_label(const struct push_label *l, size_t n, const char *name)
 {
@@ -205,9 +228,9 @@ static size_t item_labels(const struct upl *u, const struct upl_item *it, struct
 {
     size_t n = 0;
     snprintf(isolate, 16, "%" PRIu32, it->isolate);
+    /* prepare_work never gets here with a type profile_name does not name. */
     if (with_meta)
-        l[n++] =
-            (struct push_label){"__name__", it->type == STORE_TYPE_HEAP ? "memory" : "process_cpu"};
+        l[n++] = (struct push_label){"__name__", profile_name(it->type)};
     l[n++] = (struct push_label){"service_name", it->worker};
     l[n++] = (struct push_label){"version", it->version};
     l[n++] = (struct push_label){"host", u->host};
@@ -219,7 +242,9 @@ static size_t item_labels(const struct upl *u, const struct upl_item *it, struct
     const char *an = anomaly_label(it);
     if (an != NULL)
         l[n++] = (struct push_label){"anomaly", an};
-    if (with_meta && it->type == STORE_TYPE_HEAP)
+    /* Both memory types are the heap at one moment (an in-use snapshot,
+     * not a delta over the window), the retained one as the heap one. */
+    if (with_meta && (it->type == STORE_TYPE_HEAP || it->type == STORE_TYPE_RETAINED))
         l[n++] = (struct push_label){"__delta__", "false"};
     size_t own = n;
     for (size_t i = 0; i < it->nlabels; i++)
@@ -460,6 +485,14 @@ static void prepare_work(struct upl_job *j)
     uint64_t oldest = 0;
     for (size_t i = 0; i < pc.n; i++) {
         struct upl_item *it = &pc.items[i];
+        if (profile_name(it->type) == NULL) {
+            /* Never sent: taken out of the outbox so it cannot block it. */
+            const char *tn = store_type_name(it->type);
+            char why[UPL_REASON_MAX];
+            snprintf(why, sizeof(why), "%s windows are not uploaded", tn ? tn : "unknown type");
+            unsendable(j, it, why);
+            continue;
+        }
         if (it->raw_size > u->max_profile_size) {
             char why[UPL_REASON_MAX];
             snprintf(why, sizeof(why),

@@ -34,6 +34,9 @@
 #define EXIT_NOMATCH 1
 #define EXIT_USAGE 2
 #define CLI_MAX_MERGE 100000
+/* The window types, as messages name them (store_type_name's). */
+#define CLI_TYPES_OR "cpu, heap, retained or snapshot"
+_Static_assert(STORE_TYPE_MAX == 4, "a new window type: update CLI_TYPES_OR and usage()");
 /* --pid: Linux's largest pid (PID_MAX_LIMIT on 64-bit). */
 #define CLI_PID_MAX 4194304u
 /* store check: the longest its child may take (reading every page and
@@ -91,7 +94,7 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: isoprof windows   [--store DIR] [FILTERS] [--anomaly [KIND]] [--json]\n"
+        "usage: isoprof windows   [--store DIR] [FILTERS] [--anomaly [KIND|ID]] [--json]\n"
         "       isoprof export    [--store DIR] (--id ID | --anomaly ID --type T | FILTERS) [-o "
         "FILE]\n"
         "       isoprof top       [--store DIR] [FILTERS] [-n 20]\n"
@@ -102,7 +105,7 @@ static void usage(FILE *f)
         "       isoprof store     stat|check [--store DIR]\n"
         "       isoprof status    [--socket S] [--json]\n"
         "       isoprof profile   --worker W [--version V] [--thread T | --isolate I]\n"
-        "                         --type cpu|heap\n"
+        "                         --type cpu|heap|snapshot\n"
         "                         [--seconds 10] [--interval 1ms] [--all] [-o FILE] [--socket S]\n"
         "       isoprof metrics   [--socket S]\n"
         "\n"
@@ -115,7 +118,8 @@ static void usage(FILE *f)
         "                  name option, else worker-<threadId>)\n"
         "  --pid N         only the isolates of process N (1..4194304; windows stored\n"
         "                  without a pid never match)\n"
-        "  --type cpu|heap only that profile type\n"
+        "  --type T        only windows of type T: cpu, heap, retained (what the objects of\n"
+        "                  a heap snapshot retain, as pprof) or snapshot (the heap snapshot)\n"
         "  --since T       windows starting at or after T\n"
         "  --until T       windows starting before T\n"
         "T is RFC 3339 (2026-12-01T10:00:00Z, offsets and fractions allowed) or relative to\n"
@@ -124,10 +128,12 @@ static void usage(FILE *f)
         "windows    one line per window (an aligned table, or with --json one JSON object per\n"
         "           line: id, worker, version, thread, pid (0: unknown), container (only when\n"
         "           known), labels (the target's, only when it has some), isolate, runtime,\n"
-        "           type, start, end, samples, bytes, frames_mapped and frames_unmapped (the\n"
+        "           type, start, end, samples, bytes and raw_bytes (stored, and uncompressed:\n"
+        "           the pprof, or a snapshot's JSON), frames_mapped and frames_unmapped (the\n"
         "           frames mapped through source maps, and those that could have been but\n"
         "           were not), anomaly, pinned, memory, upload); --anomaly [KIND]: only the\n"
-        "           windows anomalies (of that kind) keep as evidence\n"
+        "           windows anomalies (of that kind) keep as evidence; --anomaly ID: those\n"
+        "           anomaly ID keeps\n"
         "export     one window (--id), the window of --type an anomaly pinned last before its\n"
         "           end (--anomaly ID: for oom_suspected the last profile before the death), or\n"
         "           all matching windows of one type merged, to FILE or stdout. --format:\n"
@@ -137,7 +143,12 @@ static void usage(FILE *f)
         "                         heap bytes\n"
         "             cpuprofile  Chrome DevTools / speedscope JSON (CPU windows only; the\n"
         "                         samples' order is synthetic, the totals exact)\n"
-        "top        flat and cumulative share per function over the matching windows\n"
+        "             raw         a snapshot window as it was taken: the V8 .heapsnapshot\n"
+        "                         JSON that Chrome DevTools' Memory panel loads (the only\n"
+        "                         format of a snapshot, and its default; one window, never\n"
+        "                         merged; streamed, never to a terminal)\n"
+        "top        flat and cumulative share per function over the matching windows (a\n"
+        "           snapshot window holds no profile: export it, or read its retained window)\n"
         "flamegraph the matching windows merged (or one: --id, --anomaly ID --type T) as one\n"
         "           self-contained HTML page that opens in any browser, offline: a flame graph\n"
         "           (click to zoom, search, tooltips), a table of functions by self and total,\n"
@@ -166,7 +177,10 @@ static void usage(FILE *f)
         "           (cpu), --interval 100us..1s (default: sampling.cpu.interval); the main\n"
         "           thread unless --thread names a worker thread (or --isolate an isolate);\n"
         "           several isolates of the worker: name one with --isolate, or --all for one\n"
-        "           merged profile. A progress line goes to stderr when it is a terminal\n"
+        "           merged profile. A progress line goes to stderr when it is a terminal.\n"
+        "           --type snapshot: a heap snapshot of one isolate (it stops while V8 writes\n"
+        "           it); the answer is its retained profile (what holds the memory), and the\n"
+        "           raw snapshot stays in the store (export --type snapshot writes it)\n"
         "metrics    the agent's own Prometheus metrics (GET /metrics)\n"
         "The socket S: --socket, else $ISOPROF_SOCKET, else $RUNTIME_DIRECTORY/isoprof.sock,\n"
         "else DIR/control.sock with --store DIR, else /run/isoprof/isoprof.sock (the first\n"
@@ -260,9 +274,11 @@ static void format_time(uint64_t ns, char *buf, size_t cap)
     snprintf(buf, cap, "%s.%03uZ", base, (unsigned)((ns / 1000000ull) % 1000));
 }
 
+/* The store's name of a window type; "unknown" for one of a later build. */
 static const char *type_name(uint8_t t)
 {
-    return t == STORE_TYPE_CPU ? "cpu" : t == STORE_TYPE_HEAP ? "heap" : "unknown";
+    const char *n = store_type_name(t);
+    return n != NULL ? n : "unknown";
 }
 
 static const char *upload_name(uint8_t u)
@@ -449,7 +465,9 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
             const char *arg = optarg;
             if (arg == NULL && optind < argc && argv[optind][0] != '-')
                 arg = argv[optind++];
-            if (allow & ARG_PINNED) {
+            if ((allow & ARG_PINNED) && arg != NULL && arg[0] >= '0' && arg[0] <= '9') {
+                c->anomaly_id = arg; /* windows --anomaly ID: a kind is never a number */
+            } else if (allow & ARG_PINNED) {
                 uint8_t kind = 0;
                 if (arg && parse_kind(arg, &kind) != 0)
                     return EXIT_USAGE;
@@ -470,12 +488,12 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
                 return EXIT_USAGE;
             break;
         case 't':
-            if (strcmp(optarg, "cpu") == 0)
-                c->f.type = STORE_TYPE_CPU;
-            else if (strcmp(optarg, "heap") == 0)
-                c->f.type = STORE_TYPE_HEAP;
-            else
-                return die("--type must be cpu or heap, not '%s'", optarg);
+            c->f.type = 0;
+            for (unsigned t = 1; t <= STORE_TYPE_MAX && c->f.type == 0; t++)
+                if (store_type_name(t) != NULL && strcmp(optarg, store_type_name(t)) == 0)
+                    c->f.type = (uint8_t)t;
+            if (c->f.type == 0)
+                return die("--type must be " CLI_TYPES_OR ", not '%s'", optarg);
             break;
         case 'S':
             if (parse_time(optarg, &c->f.since_ns) != 0)
@@ -491,8 +509,8 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
             if (!(allow & ARG_FORMAT))
                 return die("--format is not an option of this command");
             if (strcmp(optarg, "pprof") != 0 && strcmp(optarg, "folded") != 0 &&
-                strcmp(optarg, "cpuprofile") != 0)
-                return die("--format must be pprof, folded or cpuprofile, not '%s'", optarg);
+                strcmp(optarg, "cpuprofile") != 0 && strcmp(optarg, "raw") != 0)
+                return die("--format must be pprof, folded, cpuprofile or raw, not '%s'", optarg);
             c->format = optarg;
             break;
         case 'f': {
@@ -584,6 +602,52 @@ static int open_store(const struct cli *c, struct store **s)
     return 0;
 }
 
+/* --- an anomaly's windows --- */
+
+struct anomaly_copy {
+    unsigned long long id;
+    int found;
+    uint64_t end_ns;
+    int open;
+    uint64_t *windows; /* the windows it pins, oldest first; freed by the caller */
+    size_t n;
+};
+
+static int copy_on_anomaly(const struct store_anomaly *a, void *arg)
+{
+    struct anomaly_copy *c = arg;
+    c->found = 1;
+    c->end_ns = a->end_ns;
+    c->open = (a->flags & STORE_ANOMALY_OPEN) != 0;
+    c->windows = isoprof_calloc(a->nwindows ? a->nwindows : 1, sizeof(uint64_t));
+    if (c->windows == NULL)
+        return -ENOMEM;
+    memcpy(c->windows, a->windows, a->nwindows * sizeof(uint64_t));
+    c->n = a->nwindows;
+    return 1;
+}
+
+/* Anomaly text (--anomaly ID) into *a; the caller frees a->windows (also
+ * on failure). Returns an exit code. */
+static int anomaly_load(struct store *s, const char *text, struct anomaly_copy *a)
+{
+    char *end;
+    errno = 0;
+    unsigned long long id = strtoull(text, &end, 10);
+    if (*end != '\0' || id == 0 || errno != 0 || text[0] == '-')
+        return die("--anomaly: '%s' is not an anomaly id (see 'isoprof anomalies')", text);
+    struct store_anomaly_filter af = {.id = id};
+    a->id = id;
+    int rc = store_anomalies(s, &af, copy_on_anomaly, a);
+    if (rc < 0)
+        return die("reading anomalies: %s", isoprof_strerror(rc));
+    if (!a->found) {
+        fprintf(stderr, "isoprof: no anomaly %llu in this store\n", id);
+        return EXIT_NOMATCH;
+    }
+    return 0;
+}
+
 /* --- windows --- */
 
 /* s as a JSON string on f, escaped as every JSON text isoprof writes
@@ -669,9 +733,9 @@ static int list_on_window(const struct store_window *w, void *arg)
         fputs("}\n", stdout);
     } else {
         if (l->count == 0)
-            printf("%-36s  %-20s %-12s %-12s %-7s %-10s %-8s %-4s  %-24s %6s %8s %9s  %s\n", "ID",
-                   "WORKER", "VERSION", "THREAD", "PID", "ISOLATE", "RUNTIME", "TYPE", "START",
-                   "SECS", "SAMPLES", "BYTES", "ANOMALY");
+            printf("%-36s  %-20s %-12s %-12s %-7s %-10s %-8s %-8s  %-24s %6s %8s %9s %10s  %s\n",
+                   "ID", "WORKER", "VERSION", "THREAD", "PID", "ISOLATE", "RUNTIME", "TYPE",
+                   "START", "SECS", "SAMPLES", "BYTES", "RAW", "ANOMALY");
         char pid[16] = "-";
         if (w->pid)
             snprintf(pid, sizeof(pid), "%" PRIu32, w->pid);
@@ -680,11 +744,13 @@ static int list_on_window(const struct store_window *w, void *arg)
         for (unsigned k = 1; !*an && k <= STORE_ANOMALY_MAX; k++)
             if (w->pinned & (1u << k))
                 an = store_anomaly_name(k);
+        /* BYTES is what the window takes in the store, RAW its uncompressed
+         * size: the pprof, or the snapshot's JSON that export writes. */
         printf("%-36s  %-20.20s %-12.12s %-12.12s %-7s %-10" PRIu32
-               " %-8.8s %-4s  %-24s %6.1f %8" PRIu64 " %9" PRIu64 "  %s\n",
+               " %-8.8s %-8s  %-24s %6.1f %8" PRIu64 " %9" PRIu64 " %10" PRIu64 "  %s\n",
                id, w->worker, w->version, w->thread ? w->thread : "main", pid, w->isolate,
                w->runtime, type_name(w->type), start, (double)(w->end_ns - w->start_ns) / 1e9,
-               w->samples, w->stored_size, an);
+               w->samples, w->stored_size, w->raw_size, an);
     }
     l->count++;
     return 0;
@@ -704,6 +770,31 @@ static int cmd_windows(int argc, char **argv)
         return die("--id: '%s' is not a window id of this store", c.id);
     }
     struct list_ctx l = {.s = s, .json = c.json};
+    if (c.anomaly_id) {
+        /* The windows the anomaly keeps, oldest first, through the FILTERS. */
+        struct anomaly_copy a = {0};
+        if (c.id) {
+            rc = die("--id and --anomaly exclude each other");
+        } else if ((rc = anomaly_load(s, c.anomaly_id, &a)) == 0) {
+            int err = 0;
+            for (size_t i = 0; i < a.n && err == 0; i++) {
+                struct store_filter wf = c.f;
+                wf.id = a.windows[i];
+                err = store_windows(s, &wf, list_on_window, &l);
+            }
+            if (err != 0)
+                rc = die("reading windows: %s", isoprof_strerror(err));
+        }
+        isoprof_free(a.windows);
+        store_close(s);
+        if (rc != 0)
+            return rc;
+        if (l.count == 0) {
+            fprintf(stderr, "isoprof: anomaly %llu keeps no matching window\n", a.id);
+            return EXIT_NOMATCH;
+        }
+        return 0;
+    }
     rc = store_windows(s, &c.f, list_on_window, &l);
     store_close(s);
     if (rc != 0) {
@@ -835,49 +926,17 @@ static int pick_on_window(const struct store_window *w, void *arg)
     return 0;
 }
 
-struct anomaly_copy {
-    int found;
-    uint64_t end_ns;
-    int open;
-    uint64_t *windows;
-    size_t n;
-};
-
-static int copy_on_anomaly(const struct store_anomaly *a, void *arg)
-{
-    struct anomaly_copy *c = arg;
-    c->found = 1;
-    c->end_ns = a->end_ns;
-    c->open = (a->flags & STORE_ANOMALY_OPEN) != 0;
-    c->windows = isoprof_calloc(a->nwindows ? a->nwindows : 1, sizeof(uint64_t));
-    if (c->windows == NULL)
-        return -ENOMEM;
-    memcpy(c->windows, a->windows, a->nwindows * sizeof(uint64_t));
-    c->n = a->nwindows;
-    return 1;
-}
-
 /* export --anomaly ID --type T: turn the anomaly into the id of its pinned
  * window of type T nearest before the anomaly's end. Returns an exit code. */
 static int resolve_anomaly(struct cli *c, struct store *s)
 {
     if (c->f.type == 0)
-        return die("--anomaly needs --type cpu or --type heap");
-    char *end;
-    errno = 0;
-    unsigned long long id = strtoull(c->anomaly_id, &end, 10);
-    if (*end != '\0' || id == 0 || errno != 0 || c->anomaly_id[0] == '-')
-        return die("--anomaly: '%s' is not an anomaly id (see 'isoprof anomalies')", c->anomaly_id);
-    struct store_anomaly_filter af = {.id = id};
+        return die("--anomaly ID needs --type T (" CLI_TYPES_OR ")");
     struct anomaly_copy a = {0};
-    int rc = store_anomalies(s, &af, copy_on_anomaly, &a);
-    if (rc < 0) {
+    int rc = anomaly_load(s, c->anomaly_id, &a);
+    if (rc != 0) {
         isoprof_free(a.windows);
-        return die("reading anomalies: %s", isoprof_strerror(rc));
-    }
-    if (!a.found) {
-        fprintf(stderr, "isoprof: no anomaly %llu in this store\n", id);
-        return EXIT_NOMATCH;
+        return rc;
     }
     struct pick_ctx p = {.type = c->f.type, .end_ns = a.open ? UINT64_MAX : a.end_ns};
     for (size_t i = 0; i < a.n; i++) {
@@ -890,7 +949,7 @@ static int resolve_anomaly(struct cli *c, struct store *s)
         return die("reading windows: %s", isoprof_strerror(rc));
     uint64_t chosen = p.best ? p.best : p.after;
     if (chosen == 0) {
-        fprintf(stderr, "isoprof: anomaly %llu pins no %s window\n", id, type_name(c->f.type));
+        fprintf(stderr, "isoprof: anomaly %llu pins no %s window\n", a.id, type_name(c->f.type));
         return EXIT_NOMATCH;
     }
     memset(&c->f, 0, sizeof(c->f));
@@ -1004,42 +1063,58 @@ static int collect_windows(struct store *s, const struct store_filter *f, const 
         return EXIT_NOMATCH;
     }
     if (k->mixed)
-        return die("windows of both types matched%s; add --type cpu or --type heap", what);
+        return die("windows of several types matched%s; add --type T (" CLI_TYPES_OR ")", what);
     if (k->overflow)
         fprintf(stderr, "isoprof: more than %d windows matched%s; using the first %d\n",
                 CLI_MAX_MERGE, what, CLI_MAX_MERGE);
     return 0;
 }
 
-/* The merged raw pprof of the matching windows into *out. Returns an exit code. */
-static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
+/* Opens the store and collects the windows c picks (--id, --anomaly ID
+ * --type T or the FILTERS) into *k. Returns an exit code; on success the
+ * caller closes *s and frees *k, on failure nothing is left open. */
+static int open_collect(struct cli *c, struct store **s, struct collect_ctx *k)
 {
-    struct store *s;
     int rc;
-    if ((rc = open_store(c, &s)) != 0)
+    if ((rc = open_store(c, s)) != 0)
         return rc;
-    struct collect_ctx k = {0};
-    if ((rc = resolve_one(c, s)) != 0 || (rc = collect_windows(s, &c->f, "", &k)) != 0) {
-        store_close(s);
-        collect_free(&k);
-        return rc;
+    if ((rc = resolve_one(c, *s)) != 0 || (rc = collect_windows(*s, &c->f, "", k)) != 0) {
+        store_close(*s);
+        *s = NULL;
+        collect_free(k);
     }
-    struct pprof_buf *bufs = isoprof_calloc(k.n, sizeof(*bufs));
-    if (bufs == NULL) {
-        store_close(s);
-        collect_free(&k);
+    return rc;
+}
+
+/* top and flamegraph read profiles; a snapshot window holds none. An exit
+ * code. */
+static int refuse_snapshot(const struct collect_ctx *k, const char *cmd)
+{
+    if (k->type != STORE_TYPE_SNAPSHOT)
+        return 0;
+    return die("%s reads profiles, and a snapshot window is a raw heap snapshot: write it to a "
+               "file with 'isoprof export --type snapshot --id ID -o FILE.heapsnapshot' (Chrome "
+               "DevTools' Memory panel loads it), or use --type retained for what it retains",
+               cmd);
+}
+
+/* The raw pprof of the windows of k, merged when there are several, into
+ * *out. Returns an exit code. */
+static int merge_windows(struct store *s, const struct collect_ctx *k, struct pprof_buf *out)
+{
+    struct pprof_buf *bufs = isoprof_calloc(k->n, sizeof(*bufs));
+    if (bufs == NULL)
         return die("out of memory");
-    }
-    int exit_code = 0;
+    int exit_code = 0, rc;
     size_t loaded = 0;
-    for (size_t i = 0; i < k.n; i++) {
+    for (size_t i = 0; i < k->n; i++) {
         void *data;
         size_t len;
-        rc = store_load(s, k.ids[i], &data, &len);
+        rc = store_load(s, k->ids[i], &data, &len);
         if (rc == ISOPROF_ENOTFOUND)
             continue; /* evicted since we listed it */
         if (rc != 0) {
-            fprintf(stderr, "isoprof: loading window %" PRIu64 ": %s\n", k.ids[i],
+            fprintf(stderr, "isoprof: loading window %" PRIu64 ": %s\n", k->ids[i],
                     isoprof_strerror(rc));
             exit_code = EXIT_USAGE;
             break;
@@ -1048,7 +1123,6 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
         bufs[loaded].len = len;
         loaded++;
     }
-    store_close(s);
     if (exit_code == 0 && loaded == 0) {
         fprintf(stderr, "isoprof: no window matched\n");
         exit_code = EXIT_NOMATCH;
@@ -1067,12 +1141,10 @@ static int load_merged(struct cli *c, struct pprof_buf *out, uint8_t *type)
                 exit_code = EXIT_USAGE;
             }
         }
-        *type = k.type;
     }
     for (size_t i = 0; i < loaded; i++)
         pprof_buf_free(&bufs[i]);
     isoprof_free(bufs);
-    collect_free(&k);
     return exit_code;
 }
 
@@ -1093,20 +1165,30 @@ static FILE *open_out(const struct cli *c, int refuse_tty, const char *what)
     return f;
 }
 
+/* Removes the half-written -o FILE of a failed command: a regular file
+ * only, never a device or a pipe that -o named (-o /dev/full as root). */
+static void remove_out(const struct cli *c)
+{
+    struct stat st;
+    if (c->out != NULL && stat(c->out, &st) == 0 && S_ISREG(st.st_mode))
+        unlink(c->out);
+}
+
 /* Closes what open_out gave; rc is the writer's result. An exit code: a
  * failed write removes a half-written -o FILE. */
 static int close_out(const struct cli *c, FILE *f, int rc, const char *why)
 {
     int err = rc == -EIO ? errno : 0;
-    int bad = f == stdout ? fflush(f) != 0 : fclose(f) != 0;
+    int to_file = f != stdout;
+    int bad = to_file ? fclose(f) != 0 : fflush(f) != 0;
     if (bad && rc == 0) {
         rc = -EIO;
         err = errno;
     }
     if (rc == 0)
         return 0;
-    if (c->out && f != stdout)
-        unlink(c->out);
+    if (to_file)
+        remove_out(c);
     if (rc == -EIO)
         return die("writing %s: %s", c->out ? c->out : "stdout", strerror(err ? err : EIO));
     return die("%s", why ? why : isoprof_strerror(rc));
@@ -1172,15 +1254,87 @@ static int export_text(struct cli *c, const struct pprof_buf *raw)
     return close_out(c, f, rc, msg);
 }
 
+/* Where store_blob_read's pieces go. */
+struct snapshot_out {
+    FILE *f;
+    int err; /* errno of the write that failed */
+};
+
+static int snapshot_on_piece(void *arg, const void *data, size_t len)
+{
+    struct snapshot_out *o = arg;
+    if (fwrite(data, 1, len, o->f) == len)
+        return 0;
+    o->err = errno != 0 ? errno : EIO;
+    return -EIO;
+}
+
+/*
+ * export of a snapshot window: its JSON as it was taken (the .heapsnapshot
+ * DevTools loads), streamed from the store to -o FILE or stdout a piece at
+ * a time, so a snapshot of hundreds of MB costs the CLI no more than one
+ * piece. A snapshot cannot be merged or converted: one window, --format
+ * raw or none. A failure part way (a damaged chunk, found by the checksum
+ * at the end; a full disk) removes the partial FILE. An exit code.
+ */
+static int export_snapshot(const struct cli *c, struct store *s, const struct collect_ctx *k)
+{
+    if (c->format != NULL && strcmp(c->format, "raw") != 0)
+        return die("--format %s: a snapshot window is exported as it was taken, V8 heap "
+                   "snapshot JSON (--format raw); its profile is the retained window "
+                   "(--type retained)",
+                   c->format);
+    if (k->n > 1)
+        return die("%zu snapshot windows matched: a heap snapshot is exported alone, never "
+                   "merged; pick one with --id (see 'isoprof windows --type snapshot')",
+                   k->n);
+    char id[STORE_ID_LEN + 1];
+    store_id_format(s, k->ids[0], id);
+    FILE *f = open_out(c, 1, "a heap snapshot");
+    if (f == NULL)
+        return EXIT_USAGE;
+    struct snapshot_out o = {.f = f};
+    errno = 0;
+    int rc = store_blob_read(s, k->ids[0], snapshot_on_piece, &o);
+    int to_file = f != stdout;
+    if ((to_file ? fclose(f) : fflush(f)) != 0 && rc == 0)
+        o.err = errno != 0 ? errno : EIO;
+    if (rc == 0 && o.err == 0)
+        return 0;
+    if (to_file)
+        remove_out(c);
+    if (rc == ISOPROF_ENOTFOUND) {
+        fprintf(stderr, "isoprof: snapshot window %s was evicted while being read\n", id);
+        return EXIT_NOMATCH;
+    }
+    if (o.err != 0)
+        return die("writing %s: %s", c->out ? c->out : "stdout", strerror(o.err));
+    return die("reading snapshot window %s: %s", id, isoprof_strerror(rc));
+}
+
 static int cmd_export(int argc, char **argv)
 {
     struct cli c = {0};
     int rc = parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FORMAT | ARG_PID);
     if (rc)
         return rc;
+    struct store *s;
+    struct collect_ctx k = {0};
+    if ((rc = open_collect(&c, &s, &k)) != 0)
+        return rc;
     struct pprof_buf raw = {0}, gz = {0};
-    uint8_t type;
-    if ((rc = load_merged(&c, &raw, &type)) != 0)
+    if (k.type == STORE_TYPE_SNAPSHOT)
+        rc = export_snapshot(&c, s, &k);
+    else if (c.format && strcmp(c.format, "raw") == 0)
+        rc = die("--format raw is the format of snapshot windows; a %s window exports as "
+                 "pprof, folded or cpuprofile",
+                 type_name(k.type));
+    else
+        rc = merge_windows(s, &k, &raw);
+    int snapshot = k.type == STORE_TYPE_SNAPSHOT;
+    store_close(s);
+    collect_free(&k);
+    if (rc != 0 || snapshot)
         return rc;
     if (c.format && strcmp(c.format, "pprof") != 0) {
         rc = export_text(&c, &raw);
@@ -1212,9 +1366,16 @@ static int cmd_top(int argc, char **argv)
     int rc = parse_args(&c, argc, argv, ARG_ID | ARG_N | ARG_PID);
     if (rc)
         return rc;
+    struct store *s;
+    struct collect_ctx k = {0};
+    if ((rc = open_collect(&c, &s, &k)) != 0)
+        return rc;
     struct pprof_buf raw = {0};
-    uint8_t type;
-    if ((rc = load_merged(&c, &raw, &type)) != 0)
+    if ((rc = refuse_snapshot(&k, "top")) == 0)
+        rc = merge_windows(s, &k, &raw);
+    store_close(s);
+    collect_free(&k);
+    if (rc != 0)
         return rc;
     struct pprof_top t = {0};
     rc = pprof_top(&raw, -1, &t);
@@ -1284,7 +1445,9 @@ static int cmd_flamegraph(int argc, char **argv)
     struct pprof_tree t = {0};
     size_t added[2] = {0, 0};
     if ((rc = resolve_one(&c, s)) != 0 || (rc = collect_windows(s, &c.f, "", &k[0])) != 0 ||
+        (rc = refuse_snapshot(&k[0], "flamegraph")) != 0 ||
         (c.diff && (rc = collect_windows(s, &c.bf, " the base set", &k[1])) != 0) ||
+        (c.diff && (rc = refuse_snapshot(&k[1], "flamegraph")) != 0) ||
         (rc = tree_add_windows(s, &k[0], 0, &t, &added[0])) != 0 ||
         (c.diff && (rc = tree_add_windows(s, &k[1], 1, &t, &added[1])) != 0))
         goto out;
@@ -1363,8 +1526,9 @@ static int cmd_store(int argc, char **argv)
     }
     printf("store           %s\n", c.store_path);
     printf("schema version  %" PRIu32 "\n", st.schema_version);
-    printf("windows         %" PRIu64 " (cpu %" PRIu64 ", heap %" PRIu64 ")\n", st.windows,
-           st.windows_cpu, st.windows_heap);
+    printf("windows         %" PRIu64 " (cpu %" PRIu64 ", heap %" PRIu64 ", retained %" PRIu64
+           ", snapshot %" PRIu64 ")\n",
+           st.windows, st.windows_cpu, st.windows_heap, st.windows_retained, st.windows_snapshot);
     printf("oldest          %s\n", oldest);
     printf("newest          %s\n", newest);
     printf("pprof bytes     %" PRIu64 "\n", st.raw_bytes);
@@ -1482,9 +1646,14 @@ static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
     if (c->worker == NULL || c->worker[0] == '\0')
         return die("--worker W is required");
     if (c->type == NULL)
-        return die("--type cpu|heap is required");
-    if (strcmp(c->type, "cpu") != 0 && strcmp(c->type, "heap") != 0)
-        return die("--type must be cpu or heap, not '%s'", c->type);
+        return die("--type cpu|heap|snapshot is required");
+    if (strcmp(c->type, "cpu") != 0 && strcmp(c->type, "heap") != 0 &&
+        strcmp(c->type, "snapshot") != 0)
+        return die("--type must be cpu, heap or snapshot, not '%s'", c->type);
+    if (strcmp(c->type, "cpu") != 0 && (c->seconds || c->interval))
+        return die("--seconds and --interval are for --type cpu");
+    if (strcmp(c->type, "snapshot") == 0 && c->all)
+        return die("--all: a heap snapshot is of one isolate (name it with --isolate)");
     if (c->seconds) {
         char *end;
         errno = 0;
@@ -1550,7 +1719,7 @@ static size_t ctl_on_data(char *p, size_t size, size_t n, void *arg)
 /* The progress line of `isoprof profile` (stderr is a terminal). */
 struct ctl_progress {
     const char *worker;
-    long seconds; /* 0: a heap window */
+    long seconds; /* 0: a heap window; -1: a heap snapshot */
     uint64_t start_ns;
     long shown; /* the last second printed, -1 before */
 };
@@ -1564,7 +1733,9 @@ static int ctl_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl
     if (el == p->shown)
         return 0;
     p->shown = el;
-    if (p->seconds == 0)
+    if (p->seconds < 0)
+        fprintf(stderr, "\r\033[Ktaking a heap snapshot of %s... %ld s", p->worker, el);
+    else if (p->seconds == 0)
         fprintf(stderr, "\r\033[Ktaking a heap profile of %s... %ld s", p->worker, el);
     else if (el < p->seconds)
         fprintf(stderr, "\r\033[Kprofiling %s for %ld s... %ld s left", p->worker, p->seconds,
@@ -2040,11 +2211,15 @@ static int cmd_profile(int argc, char **argv)
     char path[6100];
     snprintf(path, sizeof(path), "/profile?%s", q);
     long seconds = c.seconds ? strtol(c.seconds, NULL, 10) : 10;
-    int heap = strcmp(c.type, "heap") == 0;
-    /* The window may wait for a scheduled one to end first: room for that. */
-    long timeout_ms = heap ? 600000L : (2 * seconds + 600) * 1000L;
+    int heap = strcmp(c.type, "heap") == 0, snapshot = strcmp(c.type, "snapshot") == 0;
+    /* The window may wait for a scheduled one to end first: room for that.
+     * A snapshot waits for the windows in flight, then V8 may take minutes
+     * to write a large heap (the daemon gives it up to 15). */
+    long timeout_ms = snapshot ? 1200000L : heap ? 600000L : (2 * seconds + 600) * 1000L;
     struct ctl_progress pr = {.worker = c.worker,
-                              .seconds = heap ? 0 : seconds,
+                              .seconds = heap       ? 0
+                                         : snapshot ? -1
+                                                    : seconds,
                               .start_ns = isoprof_now_mono_ns(),
                               .shown = -1};
     struct ctl_resp r;
@@ -2065,6 +2240,12 @@ static int cmd_profile(int argc, char **argv)
                                                      : 0;
     }
     ctl_resp_free(&r);
+    if (rc == 0 && snapshot)
+        fprintf(stderr,
+                "isoprof: that is the snapshot's retained profile; the raw snapshot is stored: "
+                "`isoprof windows --type snapshot --worker %s` lists it, `isoprof export --id ID "
+                "-o FILE.heapsnapshot` writes it\n",
+                c.worker);
     return rc;
 }
 

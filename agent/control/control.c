@@ -6,7 +6,7 @@
  *
  *   GET  /status    report_status(): JSON
  *   GET  /metrics   report_metrics(): Prometheus text format 0.0.4
- *   POST /profile?worker=W[&version=V][&isolate=I]&type=cpu|heap
+ *   POST /profile?worker=W[&version=V][&isolate=I]&type=cpu|heap|snapshot
  *        [&seconds=N][&interval=DUR][&all=1]
  *                   one on-demand window (ondemand.c); the gzip'd pprof is
  *                   the answer, sent when the window ended
@@ -815,8 +815,10 @@ int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct c
                 r->type = STORE_TYPE_CPU;
             else if (strcmp(val, "heap") == 0)
                 r->type = STORE_TYPE_HEAP;
+            else if (strcmp(val, "snapshot") == 0)
+                r->type = STORE_TYPE_SNAPSHOT;
             else
-                return query_refuse(why, cap, "type must be cpu or heap, not '%s'", val);
+                return query_refuse(why, cap, "type must be cpu, heap or snapshot, not '%s'", val);
             break;
         case P_SECONDS:
             if (parse_uint(val, CFG_OD_SECONDS_MAX, &v) != 0 || v < 1)
@@ -847,7 +849,7 @@ int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct c
     if (!r->has_worker)
         return query_refuse(why, cap, "worker is required (POST /profile?worker=W&type=cpu)");
     if (r->type == 0)
-        return query_refuse(why, cap, "type is required: cpu or heap");
+        return query_refuse(why, cap, "type is required: cpu, heap or snapshot");
     return 0;
 }
 
@@ -869,6 +871,8 @@ static void conn_on_profile(int err, const char *why, uint8_t *gz, size_t len, v
     if (err == -ESHUTDOWN || err == -EAGAIN || err == -ECONNRESET || err == -ENOTCONN ||
         err == ISOPROF_ECLOSED)
         status = 503;
+    else if (err == -EBUSY)
+        status = 409; /* a heap snapshot refused (skip rules, one already asked for) */
     log_warn("on-demand profile failed", "err=%e why=%s", err, why ? why : "");
     conn_error(c, status, 0, "%s", why ? why : isoprof_strerror(err));
 }
@@ -933,12 +937,18 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
             continue;
         ts[n++] = t;
     }
-    if (n > 1 && !r.all) {
+    if (n > 1 && (!r.all || r.type == STORE_TYPE_SNAPSHOT)) {
         char msg[CTL_LABEL_MAX + 200];
-        snprintf(msg, sizeof(msg),
-                 "worker %s has %zu attached isolates: name one with isolate=ID, or ask for "
-                 "all=1 (one merged profile)",
-                 r.worker, n);
+        if (r.type == STORE_TYPE_SNAPSHOT)
+            snprintf(msg, sizeof(msg),
+                     "worker %s has %zu attached isolates: a heap snapshot is of one, name it "
+                     "with isolate=ID",
+                     r.worker, n);
+        else
+            snprintf(msg, sizeof(msg),
+                     "worker %s has %zu attached isolates: name one with isolate=ID, or ask for "
+                     "all=1 (one merged profile)",
+                     r.worker, n);
         /* The cap holds the message escaped and n ids of 10 digits and a comma. */
         struct isoprof_buf b;
         isoprof_buf_init(&b, CTL_JSON_STR_MAX(sizeof(msg)) + 32 + 11 * n);
@@ -971,7 +981,7 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
             conn_error(c, 503, 0, "isoprofd is stopping");
         else if (rc == -EAGAIN)
             conn_error(c, 503, 0, "target not attached: worker %s is not ready for a %s window",
-                       r.worker, r.type == STORE_TYPE_CPU ? "cpu" : "heap");
+                       r.worker, store_type_name(r.type));
         else if (rc == -EINVAL)
             conn_error(c, 400, 0, "the window asked for is not valid");
         else

@@ -135,6 +135,10 @@ void anomaly_memory(struct target *t, uint64_t used)
     t->mem_last = used;
     memacc_add(&t->mem_cpu, used);
     memacc_add(&t->mem_heap, used);
+    if (a->stopping)
+        return; /* a poll answered after the stop began: nothing new starts */
+    if (t->snap_od != NULL)
+        snapshot_poll(t, used);
     if (used < thr) {
         if (t->mem_ep == NULL)
             return;
@@ -149,6 +153,7 @@ void anomaly_memory(struct target *t, uint64_t used)
         if (used > t->mem_ep->value)
             t->mem_ep->value = used;
         t->mem_ep->end_ns = isoprof_now_wall_ns();
+        snapshot_poll(t, used);
         return;
     }
     if (t->last_trigger_mono_ns && now - t->last_trigger_mono_ns < c->anomaly.cooldown_ns)
@@ -176,6 +181,7 @@ void anomaly_memory(struct target *t, uint64_t used)
 void anomaly_target_gone(struct target *t, int gone_by_itself)
 {
     struct agent *a = t->a;
+    snapshot_target_gone(t);
     uint64_t thr = memory_threshold(t);
     /* Near the limit: the last poll, or an episode still open (the last
      * poll may have caught the heap just after a GC). */

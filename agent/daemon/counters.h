@@ -51,7 +51,7 @@ enum agent_drop_reason {
 #define AGENT_COUNTERS(X)                                                                          \
     X(windows_started, "windows_started", "isoprof_windows_started_total", "",                     \
       "CPU windows started (scheduled, anomaly and on-demand).")                                   \
-    X(windows_stored, "windows_stored", NULL, "", NULL) /* = windows_stored_cpu + _heap */         \
+    X(windows_stored, "windows_stored", NULL, "", NULL) /* = windows_stored_<type>, all four */    \
     X(windows_lost, "windows_lost", "isoprof_windows_lost_total", "",                              \
       "Windows started but never received (session gone, call failed, shutdown).")                 \
     X(windows_delayed, "windows_delayed", "isoprof_windows_delayed_total", "",                     \
@@ -97,6 +97,10 @@ enum agent_drop_reason {
       "Windows converted and committed to the store, by type.")                                    \
     X(windows_stored_heap, "windows_stored_heap", "isoprof_windows_stored_total",                  \
       "{type=\"heap\"}", NULL)                                                                     \
+    X(windows_stored_retained, "windows_stored_retained", "isoprof_windows_stored_total",          \
+      "{type=\"retained\"}", NULL)                                                                 \
+    X(windows_stored_snapshot, "windows_stored_snapshot", "isoprof_windows_stored_total",          \
+      "{type=\"snapshot\"}", NULL)                                                                 \
     X(control_requests, "control_requests", "isoprof_control_requests_total", "",                  \
       "Requests on the control socket and the metrics listener.")                                  \
     X(control_errors, "control_errors", "isoprof_control_errors_total", "",                        \
@@ -108,6 +112,19 @@ enum agent_drop_reason {
     X(latency_refused, "latency_refused", "isoprof_latency_refused_total", "",                     \
       "DogStatsD latency lines dropped: no room for a new worker/version series (the "             \
       "detector's table full of series seen recently).")
+
+/* What became of a heap snapshot (snapshot.c; isoprof_snapshots_total's
+ * result label, named by snapshot_result_name). */
+enum snap_result {
+    SNAP_STORED,          /* its window committed */
+    SNAP_SKIPPED_HEAP,    /* used heap over anomaly.memory.snapshot_max_heap */
+    SNAP_SKIPPED_MEMORY,  /* the host's MemAvailable under what V8 would take */
+    SNAP_SKIPPED_HELD,    /* its endpoint's last one went past its limit or timed out (1 h) */
+    SNAP_DISCARDED,       /* cut off: the target went, a chunk lost, a limit, the store */
+    SNAP_FAILED,          /* the target answered an error (or never answered) */
+    SNAP_RETAINED_FAILED, /* its retained profile could not be made */
+    SNAP_NRESULTS
+};
 
 /*
  * The counters kept per kind or reason: X(field, size, first, key, metric,
@@ -128,7 +145,10 @@ enum agent_drop_reason {
       store_anomaly_name, "", "Anomaly episodes flagged, by kind.")                                \
     X(sessions_dropped_by, AGENT_DROP_MAX, 0, "sessions_dropped_by",                               \
       "isoprof_sessions_dropped_total", "reason", report_drop_name, "sessions_dropped_",           \
-      "Inspector sessions that ended without the agent wanting it, by reason.")
+      "Inspector sessions that ended without the agent wanting it, by reason.")                    \
+    X(snapshots, SNAP_NRESULTS, 0, "snapshots", "isoprof_snapshots_total", "result",               \
+      snapshot_result_name, "snapshots_",                                                          \
+      "Heap snapshots (anomaly.memory.snapshot) by outcome, and retained profiles that failed.")
 
 /* Counters the daemon reports (see above). Zeroed at start. */
 struct agent_counters {

@@ -70,7 +70,10 @@ struct endpoint {
      * settings are own (cfg points there), it is probed with /json/version
      * and dropped if that does not answer as an inspector. */
     int found;
-    int ever_reachable;   /* answered /json/version once */
+    int ever_reachable; /* answered /json/version once */
+    /* No heap snapshot of its isolates before this (monotonic; snapshot.c):
+     * one of them streamed past its limit or never answered. */
+    uint64_t snap_hold_until_mono_ns;
     int seen;             /* procs.c's mark */
     int closed;           /* a retired found endpoint's timer closed */
     uint64_t start_ticks; /* with pid, the process (procscan.h) */
@@ -118,8 +121,8 @@ struct target {
     /* when each measured call was sent (enum win_call): its stall is the
      * round trip to its answer (win_pause) */
     uint64_t call_sent_ns[WIN_NCALLS];
-    int listed;           /* seen in the latest /json/list */
-    int removing;         /* vanished; freed once cdp and timer closed */
+    int listed;   /* seen in the latest /json/list */
+    int removing; /* vanished; freed once cdp and timer closed */
     int pending_closes;
     uint64_t backoff_ms;
     const char *close_reason;  /* static text when the agent itself closed the session */
@@ -136,6 +139,8 @@ struct target {
     struct episode *mem_ep;     /* open memory_near_limit episode */
     uint64_t mem_below_mono_ns; /* when memory fell back under the threshold (0: above) */
     uint64_t last_trigger_mono_ns; /* the rate limit of memory triggers */
+    uint64_t snap_trigger_mono_ns; /* the episode (its trigger) whose snapshot was tried */
+    struct od_req *snap_od;        /* an on-demand snapshot waiting to start (a reference) */
     /* wall start of the last window stored, per type (writer.c); 0: none yet */
     uint64_t last_cpu_ns, last_heap_ns;
     struct target *next; /* a->targets */
@@ -151,10 +156,10 @@ struct agent {
     struct http_client *http;
     struct writer *writer;
     struct srcmap_cache *srcmaps; /* parsed source maps, all targets (writer.c reads) */
-    struct upl *upl;           /* NULL when upload.url is "" */
-    struct upl_stats upl_base; /* totals of uploaders closed (reload, shutdown) */
-    int upl_failing;           /* uplink.c: the last request failed */
-    int upl_restarting;        /* a reload closes the uploader; the new one starts after */
+    struct upl *upl;              /* NULL when upload.url is "" */
+    struct upl_stats upl_base;    /* totals of uploaders closed (reload, shutdown) */
+    int upl_failing;              /* uplink.c: the last request failed */
+    int upl_restarting;           /* a reload closes the uploader; the new one starts after */
     long upl_last_code;
     int upl_last_err;
     struct endpoint *endpoints;         /* polled, in config order */
@@ -181,6 +186,7 @@ struct agent {
     uv_timer_t latency_timer;
     int latency_timer_on;
     struct lat_open *lat_open; /* open latency_p999_spike episodes */
+    struct snap_run *snap;     /* the heap snapshot being taken or written (snapshot.c) */
     uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
     uint64_t latency_refused_logged, latency_refused_log_mono_ns; /* the refusal warning */
     uint64_t threads_warn_mono_ns; /* threads.c: the last "not watched" warning */
@@ -210,6 +216,39 @@ void anomaly_target_gone(struct target *t, int gone_by_itself);
 int anomaly_start(struct agent *a);
 void anomaly_stop(struct agent *a); /* closes the handles (shutdown) */
 void anomaly_free(struct agent *a); /* after the loop ran dry */
+
+/* snapshot.c - heap snapshots near the limit and their retained profiles */
+struct snap_run;
+/* The result label of isoprof_snapshots_total (enum snap_result). */
+const char *snapshot_result_name(unsigned r);
+/* A memory poll of t (used bytes): its snapshot, if one is due (once a
+ * memory_near_limit episode, or asked for on demand) and can be taken now. */
+void snapshot_poll(struct target *t, uint64_t used);
+/* On demand (ondemand.c): a snapshot of t for od (a reference is taken),
+ * now or at the next memory poll that finds nothing of t in flight; its
+ * answer is the retained profile. od is answered at once with why when it
+ * cannot be taken (the skip rules, one already asked for). 0. */
+int snapshot_ondemand(struct target *t, struct od_req *od);
+/* t's session ended: an on-demand snapshot waiting to start is answered. */
+void snapshot_target_gone(struct target *t);
+/* An event of t's session (session: a worker's, or NULL): 1 if it was a
+ * snapshot's chunk (consumed), 0 if not. */
+int snapshot_on_event(struct target *t, const char *session, const char *method, yajl_val params);
+/* A main-session event of t too big to parse on the loop (data[0..len),
+ * a ws message): 1 if it was a chunk of t's snapshot (taken: unescaped and
+ * stored off the loop), 0 if not (the caller drops it). */
+int snapshot_on_big_event(struct target *t, const char *method, char *data, size_t len);
+/* Whether t's snapshot is being taken (t is stopped by V8 meanwhile). */
+int snapshot_busy(const struct target *t);
+/* The host's MemAvailable in bytes ($ISOPROFD_MEMINFO or /proc/meminfo),
+ * -1 if unknown. Any thread. */
+int64_t snapshot_mem_available(void);
+/* The retained profile of snapshot window id (raw_size bytes of text) as
+ * a pprof at time_ns: 0 with *out filled, or an error with *why
+ * (allocated) saying what. Thread pool (the writer's conversion stage). */
+struct pprof_result;
+int snapshot_retained(struct store *s, uint64_t id, uint64_t raw_size, uint64_t time_ns,
+                      struct pprof_result *out, char **why);
 
 /* discover.c */
 int discover_start(struct agent *a);
@@ -373,15 +412,16 @@ struct writer_meta {
      * source_maps directories (NULL: none); copied. */
     const char *root;
     const struct cfg_strlist *source_maps;
-    uint32_t deno_pid; /* a Deno isolate's process (resolve.h), 0: none */
+    uint32_t deno_pid;            /* a Deno isolate's process (resolve.h), 0: none */
     const struct cfg_map *labels; /* the target's labels (NULL: none); copied */
-    int raw_nested;        /* the raw reply is a worker session's envelope (cdp.h) */
+    int raw_nested;               /* the raw reply is a worker session's envelope (cdp.h) */
     uint32_t isolate;
     uint8_t type;
     uint32_t flags;
     uint64_t interval_ns; /* cpu: ns; heap: the sampling interval in bytes */
     uint8_t anomaly;      /* enum store_anomaly_kind */
     struct episode *pin;  /* borrowed; the writer takes its own reference */
+    uint64_t time_ns;     /* heap and retained: when it was taken (wall); 0: now */
     struct od_req *od;    /* a reference the writer takes over on success; the
                              daemon answers it when the window ends (writer_hooks) */
     struct store_mem mem;
@@ -413,6 +453,21 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
  * a reference and a snapshot of e's fields. */
 enum { WRITER_EP_NEW, WRITER_EP_UPDATE, WRITER_EP_OOM };
 int writer_episode(struct writer *w, struct episode *e, int op);
+/*
+ * writer_call - run fn(store, arg) on the store stage, in order with the
+ * windows and episodes submitted before it (the store's writes are
+ * serialised there), then done(a, arg, 0, &raw) on the loop. done is
+ * called with cancelled 1 instead, fn never run, when the writer is freed
+ * or the agent stops while the store fails. m NULL, or the labels of a
+ * retained window: when done returns the id of a snapshot window it
+ * committed (and sets *raw to its size), that window's retained profile
+ * is converted and stored as a window of m (pinned to m->pin, at
+ * m->time_ns). 0 or -ENOMEM.
+ */
+int writer_call(struct writer *w, const struct writer_meta *m,
+                void (*fn)(struct store *s, void *arg),
+                uint64_t (*done)(struct agent *a, void *arg, int cancelled, uint64_t *raw_size),
+                void *arg);
 /* Nonzero while jobs are queued or in the thread pool. */
 int writer_busy(const struct writer *w);
 /* The agent is stopping: a write waiting out a backoff is tried now, once;
@@ -431,7 +486,9 @@ struct od_waiter;
 typedef void (*od_done_cb)(int err, const char *why, uint8_t *gz, size_t len, void *arg);
 /*
  * ondemand_start - take one window of type (STORE_TYPE_CPU: duration_ns
- * long at interval_ns; STORE_TYPE_HEAP: a getSamplingProfile now) on each
+ * long at interval_ns; STORE_TYPE_HEAP: a getSamplingProfile now;
+ * STORE_TYPE_SNAPSHOT, n 1: a heap snapshot, answered with its retained
+ * profile, see snapshot_ondemand) on each
  * of the n READY targets t[0..n), store each (flagged
  * STORE_FLAG_ON_DEMAND, uploaded like any other), and call cb once with
  * the result. A CPU window of a target that is already recording waits

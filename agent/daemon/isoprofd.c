@@ -33,6 +33,9 @@ static void usage(FILE *f)
             "  -V, --version            print the version\n"
             "  -h, --help               this text, followed by every configuration option\n"
             "\n"
+            "Environment: NOTIFY_SOCKET and RUNTIME_DIRECTORY (systemd); ISOPROFD_MEMINFO, a\n"
+            "file read instead of /proc/meminfo for MemAvailable (heap snapshots; tests).\n"
+            "\n"
             "Configuration options:\n");
     cfg_write_help(f);
 }
@@ -40,12 +43,9 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"check-config", required_argument, NULL, 'C'},
-        {"print-config", no_argument, NULL, 'P'},
-        {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'}, {"check-config", required_argument, NULL, 'C'},
+        {"print-config", no_argument, NULL, 'P'}, {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *check = NULL;
     int c;
@@ -71,7 +71,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "isoprofd: unexpected argument '%s'; try 'isoprofd --help'\n", argv[optind]);
+        fprintf(stderr, "isoprofd: unexpected argument '%s'; try 'isoprofd --help'\n",
+                argv[optind]);
         return 2;
     }
 

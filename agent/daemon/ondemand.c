@@ -257,8 +257,9 @@ static struct od_req *req_new(struct agent *a, struct target *t, uint8_t type, u
     r->interval_ns = interval_ns;
     r->state = OD_WAITING;
     uint64_t now = isoprof_now_mono_ns();
-    int rc = type == STORE_TYPE_HEAP ? win_ondemand_heap(&t->w, now, r)
-                                     : win_ondemand_cpu(&t->w, now, r, duration_ns, interval_ns);
+    int rc = type == STORE_TYPE_SNAPSHOT ? snapshot_ondemand(t, r)
+             : type == STORE_TYPE_HEAP   ? win_ondemand_heap(&t->w, now, r)
+                                       : win_ondemand_cpu(&t->w, now, r, duration_ns, interval_ns);
     if (rc != 0) {
         ondemand_unref(r);
         *err = rc == -EBUSY || rc == -ENOMEM ? rc : -EAGAIN;
@@ -272,7 +273,8 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
                    struct od_waiter **out)
 {
     if (a == NULL || t == NULL || n == 0 || cb == NULL ||
-        (type != STORE_TYPE_CPU && type != STORE_TYPE_HEAP) ||
+        (type != STORE_TYPE_CPU && type != STORE_TYPE_HEAP && type != STORE_TYPE_SNAPSHOT) ||
+        (type == STORE_TYPE_SNAPSHOT && n != 1) ||
         (type == STORE_TYPE_CPU && (duration_ns == 0 || interval_ns < CFG_OD_INTERVAL_MIN_NS)))
         return -EINVAL;
     if (a->stopping)
@@ -296,12 +298,14 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
     w->left = n;
     w->next = a->od_waiters;
     a->od_waiters = w;
-    if (type == STORE_TYPE_HEAP)
+    if (type != STORE_TYPE_CPU)
         duration_ns = interval_ns = 0;
     int err = 0;
     for (size_t i = 0; i < n; i++) {
         struct od_req *r =
-            win_ondemand_shared(&t[i]->w, type == STORE_TYPE_HEAP, duration_ns, interval_ns);
+            type == STORE_TYPE_SNAPSHOT
+                ? NULL
+                : win_ondemand_shared(&t[i]->w, type == STORE_TYPE_HEAP, duration_ns, interval_ns);
         if (r != NULL)
             ondemand_ref(r);
         else
@@ -328,8 +332,7 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
         return err;
     }
     log_info("on-demand window", "worker=%s isolates=%U type=%s duration_ns=%U interval_ns=%U",
-             t[0]->worker, (uint64_t)n, type == STORE_TYPE_HEAP ? "heap" : "cpu", duration_ns,
-             interval_ns);
+             t[0]->worker, (uint64_t)n, store_type_name(type), duration_ns, interval_ns);
     if (out)
         *out = w;
     if (w->left == 0)

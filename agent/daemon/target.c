@@ -291,7 +291,18 @@ static void target_on_event(struct cdp_session *s, const char *session, const ch
     struct target *t = arg;
     log_debug("cdp event", "worker=%s session=%s method=%s", t->worker, session ? session : "main",
               method);
+    if (snapshot_on_event(t, session, method, params))
+        return;
     threads_on_event(t, session, method, params);
+}
+
+/* An event too big to parse on the loop: a heap snapshot's chunk, or
+ * dropped. */
+static int target_on_big_event(struct cdp_session *s, const char *method, char *data, size_t len,
+                               void *arg)
+{
+    (void)s;
+    return snapshot_on_big_event(arg, method, data, len);
 }
 
 static void target_on_worker_error(struct cdp_session *s, const char *session, const char *why,
@@ -504,7 +515,8 @@ static void target_on_heap_usage(struct target *t, struct cdp_reply *r)
 static void target_on_mem_timer(uv_timer_t *timer)
 {
     struct target *t = timer->data;
-    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping)
+    /* No poll while V8 writes a snapshot: it could only time out. */
+    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || snapshot_busy(t))
         return;
     t->mem_inflight = 1;
     if (target_call(t, "Runtime.getHeapUsage", NULL, TARGET_CALL_TIMEOUT_MS, 0,
@@ -578,6 +590,7 @@ static void target_on_open(struct cdp_session *s, int status, void *arg)
     if (status != 0)
         return; /* target_on_close follows and backs off */
     cdp_set_worker_error_cb(s, target_on_worker_error);
+    cdp_set_big_event_cb(s, target_on_big_event);
     if (target_enable(t) != 0) {
         t->close_reason = "Profiler.enable not sent";
         cdp_close(s);
@@ -806,7 +819,10 @@ static void target_window_failed(struct target *t, const char *step, struct cdp_
     log_warn("window not taken", "worker=%s isolate=%u step=%s err=%s why=%s", t->worker,
              t->isolate, step, isoprof_strerror(r->status),
              r->error_message ? r->error_message : "");
-    if (r->status == ISOPROF_ETIMEDOUT && t->parent != NULL && !t->removing) {
+    if (r->status == ISOPROF_ETIMEDOUT && snapshot_busy(t)) {
+        /* V8 answers once it has written the heap snapshot it is taking:
+         * not a stall, the session stays. */
+    } else if (r->status == ISOPROF_ETIMEDOUT && t->parent != NULL && !t->removing) {
         /* A worker that holds a window and answers nothing is dropped;
          * the main thread and the other workers carry on. */
         log_warn("thread stalled", "worker=%s thread=%s isolate=%u step=%s", t->worker, t->thread,

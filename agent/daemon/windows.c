@@ -62,7 +62,7 @@ static void rearm(struct win_iso *w)
     uint64_t due = 0;
     switch (w->cpu) {
     case WIN_NONE:
-        if (w->ready && !s->stopping)
+        if (w->ready && !s->stopping && !w->held)
             due = w->cpu_due_ns;
         break;
     case WIN_RUNNING:
@@ -76,7 +76,7 @@ static void rearm(struct win_iso *w)
     case WIN_STARTING:
         break;
     }
-    if (w->ready && !s->stopping)
+    if (w->ready && !s->stopping && !w->held)
         due = earlier(due, w->heap_due_ns);
     if (due != w->armed_ns) {
         w->armed_ns = due;
@@ -207,7 +207,7 @@ static void plan_heap(struct win_iso *w, uint64_t now)
 const uint32_t win_pause_bounds_ms[WIN_PAUSE_BUCKETS] = {1,   2,   5,   10,   25,   50,
                                                          100, 250, 500, 1000, 2500, 5000};
 
-static const char *const win_call_names[WIN_NCALLS] = {"start", "stop", "heap"};
+static const char *const win_call_names[WIN_NCALLS] = {"start", "stop", "heap", "snapshot"};
 
 const char *win_call_name(enum win_call call)
 {
@@ -742,7 +742,7 @@ void win_wake(struct win_iso *w, uint64_t now)
     w->armed_ns = 0; /* the driver's timer has fired */
     switch (w->cpu) {
     case WIN_NONE:
-        if (w->ready && !w->s->stopping && w->cpu_due_ns != 0 && now >= w->cpu_due_ns) {
+        if (w->ready && !w->s->stopping && !w->held && w->cpu_due_ns != 0 && now >= w->cpu_due_ns) {
             w->cpu_due_ns = 0;
             cpu_due(w, now);
         }
@@ -759,11 +759,22 @@ void win_wake(struct win_iso *w, uint64_t now)
     case WIN_STARTING:
         break;
     }
-    if (w->ready && !w->s->stopping && w->heap_due_ns != 0 && now >= w->heap_due_ns) {
+    if (w->ready && !w->s->stopping && !w->held && w->heap_due_ns != 0 && now >= w->heap_due_ns) {
         w->heap_due_ns = 0;
         heap_due(w, now);
     }
     rearm(w);
+}
+
+void win_hold(struct win_iso *w, uint64_t now, int on)
+{
+    if (w->held == !!on)
+        return;
+    w->held = !!on;
+    if (on)
+        rearm(w);
+    else
+        win_wake(w, now); /* what fell due meanwhile starts now */
 }
 
 void win_cpu_started(struct win_iso *w, uint64_t now, int ok)

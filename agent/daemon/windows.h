@@ -116,9 +116,10 @@ struct win_ops {
 
 /* The calls whose stall is measured. */
 enum win_call {
-    WIN_CALL_START, /* Profiler.start */
-    WIN_CALL_STOP,  /* Profiler.stop */
-    WIN_CALL_HEAP,  /* HeapProfiler.getSamplingProfile */
+    WIN_CALL_START,    /* Profiler.start */
+    WIN_CALL_STOP,     /* Profiler.stop */
+    WIN_CALL_HEAP,     /* HeapProfiler.getSamplingProfile */
+    WIN_CALL_SNAPSHOT, /* HeapProfiler.takeHeapSnapshot, its chunks streamed */
     WIN_NCALLS
 };
 
@@ -169,6 +170,7 @@ struct win_iso {
     struct win_tags heap_tags; /* of the one in flight (or the next, for od) */
     struct episode *mem_ep;    /* open memory episode (a reference): heap cadence */
     uint64_t armed_ns;         /* the wake-up asked for (0: none) */
+    int held;                  /* win_hold: no scheduled window starts */
     /* the cost budget */
     struct win_pauses pause[WIN_NCALLS];
     struct {
@@ -239,6 +241,11 @@ void win_heap_off(struct win_iso *w, int err);
 /* The getSamplingProfile answered (or failed): *out gets its tags (the
  * caller owns their references); zeroed when w was detached meanwhile. */
 void win_heap_done(struct win_iso *w, struct win_tags *out);
+/* A heap snapshot stops the isolate for seconds (snapshot.c): while on,
+ * the scheduled windows (CPU and heap, the episode's heap cadence too)
+ * that fall due wait, and start when it is turned off. Stops of running
+ * windows, anomaly and on-demand windows are not held. */
+void win_hold(struct win_iso *w, uint64_t now, int on);
 /* A memory episode opened (ep) or closed (NULL) on w: heap windows follow
  * anomaly.memory.heap_period and are pinned to it while it is open. */
 void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep);
@@ -250,7 +257,7 @@ void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep);
 void win_pause(struct win_iso *w, uint64_t now, enum win_call call, uint64_t pause_ns);
 /* The latest stalls of one call on w. */
 void win_pause_stat(const struct win_iso *w, enum win_call call, struct win_pause_stat *out);
-/* "start", "stop", "heap". */
+/* "start", "stop", "heap", "snapshot". */
 const char *win_call_name(enum win_call call);
 /* The costs w's plan is made from: the median of the latest measures. */
 void win_cost(const struct win_iso *w, struct sched_cost *k);

@@ -27,6 +27,13 @@
  * follows it; one it refuses (its episode's creation failed, a bad field)
  * is logged and dropped (its windows are still stored, unpinned).
  *
+ * Store calls (writer_call: a heap snapshot's stream, snapshot.c) travel
+ * the same way, one a job: the store's writes are serialised here, so a
+ * stream's chunks interleave with the windows' batches but never run at
+ * the same time. A call that names a snapshot it committed turns into that
+ * snapshot's retained window, converted (heapsnap.h, on the conversion
+ * stage) and stored like any other window.
+ *
  * The writer answers to the daemon only, through struct writer_hooks: each
  * window's end (stored or not, with the on-demand request it was for) and
  * the moment it has nothing left to do.
@@ -49,15 +56,24 @@
 /* Windows dropped past store.pending_max: said at most this often. */
 #define WRITER_DROP_LOG_NS (10ull * 1000000000ull)
 
+/* A job's op beside WRITER_EP_*: a store call (writer_call). */
+#define WRITER_CALL 16
+
 struct writer_job {
     struct writer_job *next;
-    int op;                  /* -1: a window; else WRITER_EP_* with ep and anomaly set */
-    struct episode *ep;      /* a reference: the window's pin, or the episode to record */
-    struct od_req *od;       /* a reference: the on-demand request to answer */
-    struct store_anomaly an; /* WRITER_EP_*: the snapshot to store (strings: ep's) */
+    int op; /* -1: a window; WRITER_EP_* with ep and anomaly set; WRITER_CALL */
+    /* WRITER_CALL: the call and its answer */
+    void (*call_fn)(struct store *s, void *arg);
+    uint64_t (*call_done)(struct agent *a, void *arg, int cancelled, uint64_t *raw_size);
+    void *call_arg;
+    int call_window;            /* the meta of a retained window came with it */
+    uint64_t snap_id, snap_raw; /* a retained window: its snapshot and the snapshot's size */
+    struct episode *ep;         /* a reference: the window's pin, or the episode to record */
+    struct od_req *od;          /* a reference: the on-demand request to answer */
+    struct store_anomaly an;    /* WRITER_EP_*: the snapshot to store (strings: ep's) */
     uint8_t anomaly;
     struct store_mem mem;
-    uint64_t time_ns; /* heap: wall clock of the snapshot */
+    uint64_t time_ns; /* heap and retained: wall clock of the snapshot */
     char *raw;
     size_t raw_len;
     int raw_nested; /* raw is a worker session's envelope (cdp_unwrap_worker) */
@@ -159,6 +175,24 @@ static int episode_error_may_pass(int err)
 static void writer_kick(struct writer *w);
 static void writer_maybe_idle(struct writer *w);
 
+/* What a job is for the store stage: 0 a window, 1 an episode record, 2 a
+ * store call. A batch holds one kind. */
+static int job_kind(const struct writer_job *j)
+{
+    return j->op < 0 ? 0 : j->op == WRITER_CALL ? 2 : 1;
+}
+
+/* A store call that will not run (shutdown, a store failing at exit): its
+ * owner is told, so that it lets go of what the call held. */
+static void call_cancel(struct writer *w, struct writer_job *j)
+{
+    uint64_t raw = 0;
+    if (j->op == WRITER_CALL && j->call_done) {
+        j->call_done(w->a, j->call_arg, 1, &raw);
+        j->call_done = NULL;
+    }
+}
+
 /* A window job ends: tell the daemon (stored: err 0 and the profile). */
 static void job_done(struct writer *w, struct writer_job *j, int err, const char *why)
 {
@@ -181,7 +215,7 @@ static void job_free(struct writer *w, struct writer_job *j)
         ISOPROF_ASSERT(w->put_bytes >= j->res.pprof.len);
         w->put_bytes -= j->res.pprof.len;
     }
-    if (j->op < 0 && j->od) /* not stored: say why */
+    if (j->od) /* not stored: say why */
         job_done(w, j, j->err ? j->err : -EIO,
                  j->why ? j->why : "the window could not be stored (see the daemon's log)");
     if (j->ep)
@@ -230,6 +264,7 @@ void writer_free(struct writer *w)
     for (int i = 0; i < 2; i++) {
         for (struct writer_job *j = lists[i], *n; j; j = n) {
             n = j->next;
+            call_cancel(w, j);
             job_free(w, j);
         }
     }
@@ -256,21 +291,12 @@ static void conv_append(struct writer *w, struct writer_job *j)
     writer_kick(w);
 }
 
-int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_meta *m)
+/* A window job of m's labels (copied), or NULL on ENOMEM. */
+static struct writer_job *job_new(struct writer *w, const struct writer_meta *m)
 {
-    /* Raw replies are charged to the message budget until freed, which
-     * bounds the queue too; this cap only keeps the two in step. */
-    if (w->pending_bytes + len > AGENT_MSG_BUDGET) {
-        ws_msg_free(raw);
-        return -ENOBUFS;
-    }
     struct writer_job *j = isoprof_calloc(1, sizeof(*j));
-    if (j == NULL) {
-        ws_msg_free(raw);
-        return -ENOMEM;
-    }
-    j->raw = raw;
-    j->raw_len = len;
+    if (j == NULL)
+        return NULL;
     j->worker = isoprof_strdup(m->worker);
     j->version = isoprof_strdup(m->version);
     j->runtime = isoprof_strdup(m->runtime);
@@ -301,7 +327,7 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
     j->where.dirs = (const char *const *)j->dirs;
     if (nomem || !j->worker || !j->version || !j->runtime || !j->thread) {
         job_free(w, j);
-        return -ENOMEM;
+        return NULL;
     }
     j->op = -1;
     j->isolate = m->isolate;
@@ -311,11 +337,47 @@ int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_m
     j->anomaly = m->anomaly;
     j->mem = m->mem;
     j->ep = m->pin ? episode_ref(m->pin) : NULL;
-    j->od = m->od; /* the caller's reference, now the job's */
-    j->time_ns = isoprof_now_wall_ns();
+    j->time_ns = m->time_ns ? m->time_ns : isoprof_now_wall_ns();
     /* Sampled now, on the host whose CLOCK_MONOTONIC V8 used. */
     j->wall_minus_mono_ns = (int64_t)(isoprof_now_wall_ns() - isoprof_now_mono_ns());
+    return j;
+}
+
+int writer_submit(struct writer *w, char *raw, size_t len, const struct writer_meta *m)
+{
+    /* Raw replies are charged to the message budget until freed, which
+     * bounds the queue too; this cap only keeps the two in step. */
+    if (w->pending_bytes + len > AGENT_MSG_BUDGET) {
+        ws_msg_free(raw);
+        return -ENOBUFS;
+    }
+    struct writer_job *j = job_new(w, m);
+    if (j == NULL) {
+        ws_msg_free(raw);
+        return -ENOMEM;
+    }
+    j->raw = raw;
+    j->raw_len = len;
+    j->od = m->od; /* the caller's reference, now the job's */
     w->pending_bytes += len;
+    conv_append(w, j);
+    return 0;
+}
+
+int writer_call(struct writer *w, const struct writer_meta *m,
+                void (*fn)(struct store *s, void *arg),
+                uint64_t (*done)(struct agent *a, void *arg, int cancelled, uint64_t *raw_size),
+                void *arg)
+{
+    struct writer_job *j = m ? job_new(w, m) : isoprof_calloc(1, sizeof(*j));
+    if (j == NULL)
+        return -ENOMEM;
+    j->op = WRITER_CALL;
+    j->od = m ? m->od : NULL; /* the caller's reference, answered by the retained window */
+    j->call_fn = fn;
+    j->call_done = done;
+    j->call_arg = arg;
+    j->call_window = m != NULL;
     conv_append(w, j);
     return 0;
 }
@@ -385,7 +447,10 @@ static void conv_on_work(uv_work_t *req)
     if (srcmap_session_new(w->a->srcmaps, &j->where, &j->sms) == 0)
         mapper.arg = j->sms;
     const struct pprof_mapper *mp = mapper.arg ? &mapper : NULL;
-    if (j->type == STORE_TYPE_HEAP) {
+    if (j->type == STORE_TYPE_RETAINED) {
+        j->err =
+            snapshot_retained(w->a->store, j->snap_id, j->snap_raw, j->time_ns, &j->res, &j->why);
+    } else if (j->type == STORE_TYPE_HEAP) {
         struct pprof_heap_opts ho = {
             .time_ns = j->time_ns, .interval_bytes = j->interval_ns, .mapper = mp};
         j->err = pprof_from_heap_json(text, len, &ho, &j->res, &j->why);
@@ -474,9 +539,12 @@ static void conv_on_done(uv_work_t *req, int status)
     j->sms = NULL;
     if (j->err != 0) {
         a->n.conversion_errors++;
+        if (j->type == STORE_TYPE_RETAINED)
+            a->n.snapshots[SNAP_RETAINED_FAILED]++;
         log_error("conversion failed", "worker=%s isolate=%u type=%s bytes=%U err=%e why=%s",
-                  j->worker, j->isolate, j->type == STORE_TYPE_HEAP ? "heap" : "cpu",
-                  (uint64_t)j->raw_len, j->err, j->why ? j->why : "");
+                  j->worker, j->isolate, store_type_name(j->type),
+                  j->type == STORE_TYPE_RETAINED ? j->snap_raw : (uint64_t)j->raw_len, j->err,
+                  j->why ? j->why : "");
         job_free(w, j);
     } else {
         j->in_put = 1;
@@ -495,6 +563,10 @@ static void put_on_work(uv_work_t *req)
     struct writer *w = container_of(req, struct writer, put_req);
     w->put_err = 0;
     w->put_failed = NULL;
+    if (w->put_batch->op == WRITER_CALL) {
+        w->put_batch->call_fn(w->a->store, w->put_batch->call_arg);
+        return;
+    }
     if (w->put_batch->op >= 0) {
         /* Episode records, one transaction each, in order; the first that
          * fails for a cause that may pass stops the rest (retried later,
@@ -505,8 +577,10 @@ static void put_on_work(uv_work_t *req)
                 j->err = ISOPROF_ENOTFOUND; /* its creation failed */
                 continue;
             }
-            unsigned latest =
-                j->op == WRITER_EP_OOM ? (1u << STORE_TYPE_CPU) | (1u << STORE_TYPE_HEAP) : 0;
+            unsigned latest = j->op == WRITER_EP_OOM
+                                  ? (1u << STORE_TYPE_CPU) | (1u << STORE_TYPE_HEAP) |
+                                        (1u << STORE_TYPE_RETAINED) | (1u << STORE_TYPE_SNAPSHOT)
+                                  : 0;
             j->err = store_anomaly_put(w->a->store, &j->an, latest);
             if (episode_error_may_pass(j->err)) {
                 w->put_err = j->err;
@@ -600,7 +674,9 @@ static void put_retry_later(struct writer *w, struct writer_job *first, struct w
                   store_fs_free(a));
         for (struct writer_job *j = w->put.head, *n; j; j = n) {
             n = j->next;
-            if (j->op < 0) {
+            if (j->op == WRITER_CALL) {
+                call_cancel(w, j);
+            } else if (j->op < 0) {
                 a->n.windows_dropped++;
             } else {
                 a->n.anomaly_errors++;
@@ -642,6 +718,24 @@ static void put_on_done(uv_work_t *req, int status)
     w->storing = 0;
     struct writer_job *batch = w->put_batch;
     w->put_batch = NULL;
+    if (batch->op == WRITER_CALL) {
+        uint64_t raw = 0;
+        uint64_t id = batch->call_done(a, batch->call_arg, 0, &raw);
+        batch->call_done = NULL;
+        if (id != 0 && batch->call_window) {
+            /* A snapshot committed: its retained profile is made next. */
+            batch->op = -1;
+            batch->type = STORE_TYPE_RETAINED;
+            batch->snap_id = id;
+            batch->snap_raw = raw;
+            jq_push(&w->conv, batch);
+        } else {
+            job_free(w, batch);
+        }
+        writer_kick(w);
+        writer_maybe_idle(w);
+        return;
+    }
     if (batch->op >= 0) {
         for (struct writer_job *j = batch, *n; j; j = n) {
             n = j->next;
@@ -713,14 +807,16 @@ static void put_on_done(uv_work_t *req, int status)
         a->n.windows_stored++;
         if (j->type == STORE_TYPE_HEAP)
             a->n.windows_stored_heap++;
+        else if (j->type == STORE_TYPE_RETAINED)
+            a->n.windows_stored_retained++;
         else
             a->n.windows_stored_cpu++;
         log_info("window stored",
                  "worker=%s version=%s isolate=%u runtime=%s type=%s samples=%U bytes=%U id=%s "
                  "anomaly=%s truncated_frames=%U",
-                 j->worker, j->version, j->isolate, j->runtime,
-                 j->type == STORE_TYPE_HEAP ? "heap" : "cpu", j->res.samples, j->stored_size, id,
-                 store_anomaly_name(j->anomaly), j->res.truncated);
+                 j->worker, j->version, j->isolate, j->runtime, store_type_name(j->type),
+                 j->res.samples, j->stored_size, id, store_anomaly_name(j->anomaly),
+                 j->res.truncated);
         job_done(w, j, 0, NULL);
         job_free(w, j);
     }
@@ -731,8 +827,9 @@ static void put_on_done(uv_work_t *req, int status)
 static void writer_kick(struct writer *w)
 {
     uv_loop_t *loop = w->a->loop;
-    /* Episode records at the head of the conversion queue need no
-     * conversion: they move on at once, behind the windows before them. */
+    /* Episode records and store calls at the head of the conversion
+     * queue need no conversion: they move on at once, behind the windows
+     * before them. */
     while (!w->converting && w->conv.head && w->conv.head->op >= 0)
         jq_push(&w->put, jq_cut(&w->conv, w->conv.head));
     if (!w->converting && w->conv.head) {
@@ -749,12 +846,13 @@ static void writer_kick(struct writer *w)
     }
     if (!w->storing && !w->retry_armed && w->put.head) {
         /* One kind per job: consecutive windows (up to the batch size, or
-         * one while isolating a bad record), or consecutive episodes. */
+         * one while isolating a bad record), consecutive episodes, or one
+         * store call. */
         struct writer_job *batch = w->put.head, *last = batch;
-        int episodes = batch->op >= 0;
+        int kind = job_kind(batch);
         size_t n = 1;
-        size_t max = episodes ? SIZE_MAX : w->solo_left > 0 ? 1 : WRITER_MAX_BATCH;
-        while (last->next && n < max && (last->next->op >= 0) == episodes) {
+        size_t max = kind == 2 ? 1 : kind == 1 ? SIZE_MAX : w->solo_left > 0 ? 1 : WRITER_MAX_BATCH;
+        while (last->next && n < max && job_kind(last->next) == kind) {
             last = last->next;
             n++;
         }

@@ -1,7 +1,8 @@
 // The command lines: isoprofd --check-config (positions, exit 2),
 // --help/--version/--print-config, usage errors; isoprof's commands and
 // exit codes (0 ok, 1 nothing matched, 2 usage or store error) on a store
-// the daemon filled from a fake inspector whose profile is known exactly.
+// the daemon filled from a fake inspector whose profile is known exactly,
+// and on a store holding a heap snapshot and its retained profile.
 'use strict';
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert');
@@ -256,7 +257,7 @@ describe('on a store the daemon filled', () => {
     const ws = L.windows(store);
     const st = L.cli(['store', 'stat', '--store', store]);
     assert.strictEqual(st.status, 0, st.stderr);
-    assert.match(st.stdout, new RegExp(`^windows\\s+${ws.length} \\(cpu ${ws.length}, heap 0\\)$`, 'm'));
+    assert.match(st.stdout, new RegExp(`^windows\\s+${ws.length} \\(cpu ${ws.length}, heap 0, retained 0, snapshot 0\\)$`, 'm'));
     assert.match(st.stdout, /^schema version\s+\d+$/m);
     assert.match(L.storeCheck(store), /: ok$/m);
     // A file that is not a store is a store error, not a crash.
@@ -267,5 +268,176 @@ describe('on a store the daemon filled', () => {
       const r = L.cli([...cmd, '--store', junk]);
       assert.strictEqual(r.status, 2, `${cmd.join(' ')} on junk: ${r.stdout}${r.stderr}`);
     }
+  });
+});
+
+// A heap snapshot window and its retained window, pinned to one
+// memory_near_limit anomaly, as the daemon will store them; until it does,
+// store-blob-fill writes them (the snapshot streamed in, the retained
+// profile built from it by the daemon's converter) from a real Node
+// snapshot of a known leak: 10,000 Sessions in a Map held by a global.
+const BLOB_FILL = process.env.ISOPROF_BLOB_FILL || path.join(L.ROOT, 'build', 'tests', 'integration', 'store-blob-fill');
+const LEAK = `class Session { constructor(i) { this.id = i; this.payload = 'x'.repeat(64) + i; } }
+globalThis.sessionRegistry = new Map();
+for (let i = 0; i < 10000; i++) sessionRegistry.set(i, new Session(i));
+require('v8').writeHeapSnapshot(process.argv[1]);`;
+
+// Fill store from snapshot file; the ids store-blob-fill prints.
+function blobFill(store, file) {
+  const r = L.cli([store, file], { bin: BLOB_FILL });
+  assert.strictEqual(r.status, 0, `store-blob-fill: ${r.stderr}`);
+  const ids = Object.fromEntries(r.stdout.trim().split(' ').map((kv) => kv.split('=')));
+  assert.ok(ids.anomaly && ids.snapshot && ids.retained, r.stdout);
+  return ids;
+}
+
+describe('snapshot and retained windows', () => {
+  let dir; let store; let snapFile; let snapBytes; let ids;
+  before(() => {
+    dir = L.tmpdir();
+    store = path.join(dir, 'store');
+    snapFile = path.join(dir, 'leak.heapsnapshot');
+    const n = require('node:child_process').spawnSync(process.execPath, ['-e', LEAK, snapFile], { encoding: 'utf8', timeout: 60000 });
+    assert.strictEqual(n.status, 0, n.stderr);
+    snapBytes = fs.readFileSync(snapFile);
+    ids = blobFill(store, snapFile);
+  });
+
+  test('windows lists both types, the snapshot with its JSON size; --anomaly ID lists both', () => {
+    const ws = L.windows(store);
+    assert.deepStrictEqual(ws.map((w) => w.type).sort(), ['retained', 'snapshot']);
+    const snap = ws.find((w) => w.type === 'snapshot');
+    assert.strictEqual(snap.id, ids.snapshot);
+    assert.strictEqual(snap.raw_bytes, snapBytes.length, 'raw_bytes: the JSON export writes');
+    assert.ok(snap.bytes > 0 && snap.bytes < snap.raw_bytes, `stored ${snap.bytes} of ${snap.raw_bytes}`);
+    assert.deepStrictEqual(snap.pinned, ['memory_near_limit']);
+    assert.strictEqual(ws.find((w) => w.type === 'retained').id, ids.retained);
+    assert.deepStrictEqual(L.windows(store, ['--type', 'snapshot']).map((w) => w.id), [ids.snapshot]);
+    assert.deepStrictEqual(L.windows(store, ['--type', 'retained']).map((w) => w.id), [ids.retained]);
+
+    const table = L.cli(['windows', '--store', store]);
+    assert.strictEqual(table.status, 0, table.stderr);
+    const row = table.stdout.split('\n').find((l) => l.startsWith(ids.snapshot));
+    assert.match(row, /\bsnapshot\b/);
+    assert.ok(row.split(/\s+/).includes(String(snapBytes.length)), `the table shows the raw size: ${row}`);
+    assert.match(table.stdout.split('\n').find((l) => l.startsWith(ids.retained)), /\bretained\b/);
+
+    const pinned = L.windows(store, ['--anomaly', ids.anomaly]);
+    assert.deepStrictEqual(pinned.map((w) => w.id).sort(), [ids.retained, ids.snapshot].sort());
+    assert.deepStrictEqual(L.windows(store, ['--anomaly', ids.anomaly, '--type', 'snapshot']).map((w) => w.id), [ids.snapshot]);
+    assert.strictEqual(L.windows(store, ['--anomaly', 'memory_near_limit']).length, 2, '--anomaly KIND as before');
+    const none = L.cli(['windows', '--store', store, '--anomaly', '99']);
+    assert.strictEqual(none.status, 1);
+    assert.match(none.stderr, /no anomaly 99/);
+
+    const st = L.cli(['store', 'stat', '--store', store]);
+    assert.match(st.stdout, /^windows\s+2 \(cpu 0, heap 0, retained 1, snapshot 1\)$/m);
+  });
+
+  test('export --type snapshot writes back the exact bytes: --id, --anomaly ID, one match, stdout', () => {
+    const byId = L.exportTo(store, ['--id', ids.snapshot], path.join(dir, 'id.heapsnapshot'));
+    assert.ok(fs.readFileSync(byId).equals(snapBytes), '--id: the bytes stored');
+    const byAnomaly = L.exportTo(store, ['--anomaly', ids.anomaly, '--type', 'snapshot', '--format', 'raw'], path.join(dir, 'an.heapsnapshot'));
+    assert.ok(fs.readFileSync(byAnomaly).equals(snapBytes), '--anomaly ID --type snapshot');
+    const out = L.cli(['export', '--store', store, '--type', 'snapshot', '--worker', 'svc'], { encoding: 'buffer' });
+    assert.strictEqual(out.status, 0, out.stderr);
+    assert.ok(out.stdout.equals(snapBytes), 'the one matching snapshot, to stdout');
+    // What DevTools reads first: the meta that names the fields.
+    assert.ok(JSON.parse(out.stdout.toString('utf8')).snapshot.meta.node_fields.includes('self_size'));
+  });
+
+  test('export --anomaly ID --type retained: a pprof of what holds the memory', () => {
+    const file = L.exportTo(store, ['--anomaly', ids.anomaly, '--type', 'retained'], path.join(dir, 'retained.pb.gz'));
+    const top = L.goPprof(['-top', '-cum', '-nodecount=20', file]);
+    assert.match(top, /^Type: retained_space$/m);
+    const rows = L.parsePprofTop(top);
+    assert.ok(rows.some((r) => r.name === 'Map sessionRegistry' && r.cumPct > 20), `the Map holds the Sessions:\n${top}`);
+    assert.ok(rows.some((r) => r.name === 'Session []'), top);
+    const raw = L.pprofRaw(file);
+    assert.deepStrictEqual(raw.sampleTypes.slice(0, 2), ['retained_objects/count', 'retained_space/bytes']);
+    const own = L.cli(['top', '--store', store, '--type', 'retained', '-n', '50']);
+    assert.strictEqual(own.status, 0, own.stderr);
+    assert.match(own.stdout, /^Type: retained_space$/m);
+    assert.match(own.stdout, /% {2}Session \[\]$/m, 'isoprof top reads it too');
+  });
+
+  test('refusals: top and flamegraph of a snapshot, a snapshot as pprof, several types, several snapshots', () => {
+    for (const cmd of ['top', 'flamegraph']) {
+      const r = L.cli([cmd, '--store', store, '--type', 'snapshot', ...(cmd === 'flamegraph' ? ['-o', path.join(dir, 'f.html')] : [])]);
+      assert.strictEqual(r.status, 2, `${cmd}: ${r.stderr}`);
+      assert.match(r.stderr, new RegExp(`${cmd} reads profiles.*isoprof export --type snapshot`));
+      assert.ok(!fs.existsSync(path.join(dir, 'f.html')));
+    }
+    for (const fmt of ['pprof', 'folded', 'cpuprofile']) {
+      const r = L.cli(['export', '--store', store, '--id', ids.snapshot, '--format', fmt, '-o', path.join(dir, 'x')]);
+      assert.strictEqual(r.status, 2, `--format ${fmt}: ${r.stderr}`);
+      assert.match(r.stderr, /snapshot window is exported as it was taken.*--format raw/);
+      assert.ok(!fs.existsSync(path.join(dir, 'x')));
+    }
+    const rawRetained = L.cli(['export', '--store', store, '--type', 'retained', '--format', 'raw']);
+    assert.strictEqual(rawRetained.status, 2);
+    assert.match(rawRetained.stderr, /--format raw is the format of snapshot windows/);
+    const mixed = L.cli(['export', '--store', store, '-o', path.join(dir, 'x')]);
+    assert.strictEqual(mixed.status, 2);
+    assert.match(mixed.stderr, /several types matched; add --type T \(cpu, heap, retained or snapshot\)/);
+    assert.match(L.cli(['windows', '--store', store, '--type', 'wall']).stderr, /cpu, heap, retained or snapshot/);
+    assert.match(L.cli(['export', '--store', store, '--anomaly', ids.anomaly]).stderr, /--anomaly ID needs --type/);
+
+    // Two snapshots of one worker: never merged, and --id picks one.
+    const two = path.join(L.tmpdir(), 'two');
+    const a = blobFill(two, snapFile);
+    const b = blobFill(two, snapFile);
+    const r = L.cli(['export', '--store', two, '--type', 'snapshot', '-o', path.join(dir, 'y')]);
+    assert.strictEqual(r.status, 2, r.stderr);
+    assert.match(r.stderr, /2 snapshot windows matched: a heap snapshot is exported alone, never merged; pick one with --id/);
+    assert.ok(!fs.existsSync(path.join(dir, 'y')));
+    for (const id of [a.snapshot, b.snapshot]) {
+      assert.ok(fs.readFileSync(L.exportTo(two, ['--id', id], path.join(dir, 'y'))).equals(snapBytes));
+    }
+  });
+
+  test('a snapshot export that fails part way says why, exits 2 and leaves no partial file', () => {
+    const sh = (limitKiB, file) => require('node:child_process').spawnSync('/bin/sh',
+      ['-c', `ulimit -f ${limitKiB}; trap '' XFSZ; exec "$0" "$@"`, L.ISOPROF, 'export', '--store', store, '--id', ids.snapshot, '-o', file],
+      { encoding: 'utf8', timeout: 30000 });
+    // a directory that is not there
+    const gone = L.cli(['export', '--store', store, '--id', ids.snapshot, '-o', path.join(dir, 'nope', 'x.heapsnapshot')]);
+    assert.strictEqual(gone.status, 2);
+    assert.match(gone.stderr, /nope\/x\.heapsnapshot: No such file or directory/);
+    // a file size limit reached after the first pieces: the partial file goes
+    const big = path.join(dir, 'big.heapsnapshot');
+    const r = sh(256, big);
+    assert.strictEqual(r.status, 2, `${r.status} ${r.signal} ${r.stderr}`);
+    assert.match(r.stderr, /writing .*big\.heapsnapshot: File too large/);
+    assert.ok(!fs.existsSync(big), 'the partial file is removed');
+    // a full disk: the device is not "removed"
+    if (fs.existsSync('/dev/full')) {
+      const full = L.cli(['export', '--store', store, '--id', ids.snapshot, '-o', '/dev/full']);
+      assert.strictEqual(full.status, 2);
+      assert.match(full.stderr, /writing \/dev\/full: No space left on device/);
+      assert.ok(fs.statSync('/dev/full').isCharacterDevice());
+    }
+    // a damaged chunk (found by zstd or the checksum at the end): one byte
+    // flipped inside a zstd frame of a copy of the store, frame by frame
+    // until it is the snapshot's
+    const mdb = fs.readFileSync(path.join(store, 'data.mdb'));
+    const magic = Buffer.from([0x28, 0xb5, 0x2f, 0xfd]);
+    let found = false;
+    for (let at = mdb.indexOf(magic), tries = 0; at >= 0 && !found && tries < 8; at = mdb.indexOf(magic, at + 1), tries++) {
+      if (at + 100000 >= mdb.length) continue;
+      const copy = path.join(L.tmpdir(), 'damaged');
+      fs.cpSync(store, copy, { recursive: true });
+      const bytes = Buffer.from(mdb);
+      bytes[at + 100000] ^= 0x5a;
+      fs.writeFileSync(path.join(copy, 'data.mdb'), bytes);
+      const out = path.join(dir, 'damaged.heapsnapshot');
+      const d = L.cli(['export', '--store', copy, '--id', ids.snapshot, '-o', out]);
+      if (d.status === 0) continue; // that frame was the retained window's
+      assert.strictEqual(d.status, 2, d.stderr);
+      assert.match(d.stderr, new RegExp(`reading snapshot window ${ids.snapshot}: `));
+      assert.ok(!fs.existsSync(out), 'the partial file is removed');
+      found = true;
+    }
+    assert.ok(found, 'a damaged snapshot frame was found and refused');
   });
 });

@@ -218,7 +218,7 @@ test('errors: 404, 400 for each bad parameter, 405, and the CLI exit codes', asy
   assert.strictEqual(r404.headers['content-type'], 'application/json');
   for (const [q, re] of [
     ['worker=hot&type=cpu&color=red', /unknown parameter 'color'/],
-    ['worker=hot&type=x', /type must be cpu or heap/],
+    ['worker=hot&type=x', /type must be cpu, heap or snapshot/],
     ['worker=hot&type=cpu&seconds=0', /seconds must be/],
     ['worker=hot&type=cpu&seconds=3601', /seconds must be/],
     ['worker=hot&type=cpu&interval=1us', /interval must be a duration from 100us to 1s/],

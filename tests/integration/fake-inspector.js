@@ -29,6 +29,20 @@
 // `times` (default Infinity) bounds how many times the misbehaviour fires;
 // after that the fake behaves normally, so a reattach can succeed.
 //
+// Heap snapshots: `snapshot` (an option, or fake.snapshot set later)
+// scripts every isolate's answer to HeapProfiler.takeHeapSnapshot; without
+// it the method is unknown, as before. {chunks, reply}:
+//   chunks  the `chunk` texts of the HeapProfiler.addHeapSnapshotChunk
+//           events, in order: an array of strings, or a function (i) ->
+//           string, called until it returns null (one that never does is a
+//           stream that never ends, sent as fast as the agent reads it and
+//           stopped when the session closes)
+//   reply   'result' (the default: {} after the last chunk), 'never', or
+//           {code, message}: an error after the chunks
+// fake.snapshots counts the calls, fake.snapshotBytes the chunk text sent
+// (UTF-16 units: ASCII text is bytes). heapSnapshot(graph) builds a V8
+// .heapsnapshot object for a small graph, to send whole or broken.
+//
 // Worker threads, as Node 20's NodeWorker domain relays them over the main
 // session (modes apply to the main session only):
 //   fake.attachWorker({sessionId, name, waiting})  attachedToWorker to every
@@ -219,6 +233,9 @@ async function startFakeInspector(opts = {}) {
     workers: new Map(),
     detached: [],
     nodeWorkerCalls: [],
+    snapshot: opts.snapshot || null,
+    snapshots: 0,
+    snapshotBytes: 0,
     port: 0,
   };
   const workerSocks = new Set(); // sessions that sent NodeWorker.enable
@@ -270,10 +287,11 @@ async function startFakeInspector(opts = {}) {
   function error(out, id, code, message) {
     out.write(out.worker ? JSON.stringify({ error: { code, message }, id }) : JSON.stringify({ id, error: { code, message } }));
   }
-  function mainOut(sock) { return { worker: null, write: (text) => sock.write(frame(1, text)) }; }
+  function mainOut(sock) { return { worker: null, sock, write: (text) => sock.write(frame(1, text)) }; }
   function workerOut(sock, sessionId) {
     return {
       worker: sessionId,
+      sock,
       write: (text) => sock.write(frame(1, JSON.stringify({ method: 'NodeWorker.receivedMessageFromWorker', params: { sessionId, message: text } }))),
     };
   }
@@ -372,6 +390,10 @@ async function startFakeInspector(opts = {}) {
         if (main && opts.stopText) { out.write(opts.stopText(id)); return; }
         reply(out, id, { profile: fake.profile || defaultProfile(st.startUs, monoUs()) }, msg);
         return;
+      case 'HeapProfiler.takeHeapSnapshot':
+        if (!fake.snapshot) { error(out, id, -32601, `'${method}' wasn't found`); return; }
+        sendSnapshot(out, id, msg, fake.snapshot);
+        return;
       case 'Runtime.getHeapUsage':
         reply(out, id, { usedSize: fake.heapUsed, totalSize: fake.heapUsed * 2 }, msg);
         return;
@@ -390,6 +412,36 @@ async function startFakeInspector(opts = {}) {
       default:
         error(out, id, -32601, `'${method}' wasn't found`);
     }
+  }
+
+  // The chunk events of one takeHeapSnapshot, each written once the socket
+  // took the one before (a stream that never ends must not queue here),
+  // then the reply spec.reply asks for.
+  async function sendSnapshot(out, id, req, spec) {
+    fake.snapshots++;
+    const sock = out.sock;
+    const gone = () => sock.destroyed || sock.writableEnded || !fake.sockets.has(sock);
+    let lastChunk = null;
+    let lastText = null;
+    for (let i = 0; ; i++) {
+      const chunk = typeof spec.chunks === 'function' ? spec.chunks(i) : (spec.chunks || [])[i];
+      if (chunk === null || chunk === undefined || gone()) break;
+      if (chunk !== lastChunk) {
+        lastChunk = chunk;
+        lastText = JSON.stringify({ method: 'HeapProfiler.addHeapSnapshotChunk', params: { chunk } });
+      }
+      fake.snapshotBytes += chunk.length;
+      if (!out.write(lastText)) {
+        await new Promise((resolve) => {
+          const done = () => { sock.off('drain', done); sock.off('close', done); resolve(); };
+          sock.on('drain', done);
+          sock.on('close', done);
+        });
+      }
+    }
+    if (gone() || spec.reply === 'never') return;
+    if (spec.reply && typeof spec.reply === 'object') error(out, id, spec.reply.code, spec.reply.message);
+    else reply(out, id, {}, req);
   }
 
   server.on('upgrade', (req, sock, head) => {
@@ -461,7 +513,48 @@ async function startFakeInspector(opts = {}) {
   return fake;
 }
 
-module.exports = { startFakeInspector, closeAll, acceptKey, frame, frameHeader, parseFrames, defaultProfile, badProfile, hostileList, HOSTILE_UNUSABLE_PATHS };
+// A V8 heap snapshot (the .heapsnapshot format of Node 20's V8) of a
+// small graph, as an object whose keys are in V8's order (JSON.stringify
+// writes it as V8 does). graph: [{type, name, self_size, edges: [{type,
+// name | index, to}]}], node 0 the root; types are V8's names ('object',
+// 'synthetic', 'array'...; 'property', 'element', 'internal', 'weak'...).
+const SNAP_NODE_TYPES = ['hidden', 'array', 'string', 'object', 'code', 'closure', 'regexp', 'number', 'native',
+  'synthetic', 'concatenated string', 'sliced string', 'symbol', 'bigint', 'object shape'];
+const SNAP_EDGE_TYPES = ['context', 'element', 'property', 'internal', 'hidden', 'shortcut', 'weak'];
+function heapSnapshot(graph) {
+  const strings = [''];
+  const sid = (s) => { let i = strings.indexOf(s); if (i < 0) { i = strings.length; strings.push(s); } return i; };
+  const nodes = [];
+  const edges = [];
+  graph.forEach((n, i) => {
+    const es = n.edges || [];
+    nodes.push(SNAP_NODE_TYPES.indexOf(n.type), sid(n.name || ''), 2 * i + 1, n.self_size || 0, es.length, 0, 0);
+    for (const e of es) {
+      const named = e.type !== 'element' && e.type !== 'hidden';
+      edges.push(SNAP_EDGE_TYPES.indexOf(e.type), named ? sid(e.name) : e.index, e.to * 7);
+    }
+  });
+  return {
+    snapshot: {
+      meta: {
+        node_fields: ['type', 'name', 'id', 'self_size', 'edge_count', 'trace_node_id', 'detachedness'],
+        node_types: [SNAP_NODE_TYPES, 'string', 'number', 'number', 'number', 'number', 'number'],
+        edge_fields: ['type', 'name_or_index', 'to_node'],
+        edge_types: [SNAP_EDGE_TYPES, 'string_or_number', 'node'],
+        trace_function_info_fields: ['function_id', 'name', 'script_name', 'script_id', 'line', 'column'],
+        trace_node_fields: ['id', 'function_info_index', 'count', 'size', 'children'],
+        sample_fields: ['timestamp_us', 'last_assigned_id'],
+        location_fields: ['object_index', 'script_id', 'line', 'column'],
+      },
+      node_count: graph.length,
+      edge_count: edges.length / 3,
+      trace_function_count: 0,
+    },
+    nodes, edges, trace_function_infos: [], trace_tree: [], samples: [], locations: [], strings,
+  };
+}
+
+module.exports = { startFakeInspector, closeAll, acceptKey, frame, frameHeader, parseFrames, defaultProfile, badProfile, hostileList, HOSTILE_UNUSABLE_PATHS, heapSnapshot };
 
 if (require.main === module) {
   startFakeInspector({ mode: process.argv[2] || 'normal' }).then((f) => {

@@ -379,6 +379,27 @@ function cli(args, opts = {}) {
   return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: String(r.stderr) };
 }
 
+// cli() without blocking this process meanwhile (a fake inspector it hosts
+// keeps answering): for commands that wait on the daemon, like `profile`.
+function cliAsync(args, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const c = track(spawn(opts.bin || ISOPROF, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) }, cwd: opts.cwd }),
+      path.basename(opts.bin || ISOPROF));
+    let stdout = '';
+    c.stdout.on('data', (d) => { stdout += d; });
+    const t = setTimeout(() => { try { process.kill(c.pid, 'SIGKILL'); } catch (_) { /* gone */ } }, opts.timeout || 30000);
+    c.on('error', (e) => { clearTimeout(t); reject(new Error(`${opts.bin || ISOPROF} ${args.join(' ')}: ${e.message}`)); });
+    // 'close': the process exited and its pipes are drained (stderr is
+    // collected by track()).
+    c.on('close', (status, signal) => {
+      clearTimeout(t);
+      const stderr = c.stderrText || '';
+      try { assertNoSanitizer(stderr, path.basename(opts.bin || ISOPROF)); } catch (e) { reject(e); return; }
+      resolve({ status, signal, stdout, stderr });
+    });
+  });
+}
+
 // `isoprof windows --json` as objects ([] when nothing matched).
 function windows(store, extra = []) {
   const r = cli(['windows', '--store', store, '--json', ...extra]);
@@ -527,6 +548,6 @@ function encodePprof(profile) {
 module.exports = {
   ROOT, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
   cleanup, getJson, waitFor, waitInspector, runtimes, runtimeBinary, startNode, startDeno, startWorkerd,
-  loadLoop, connectWs, yamlConfig, parseLogfmt, startDaemon, stopDaemon, assertNoSanitizer, cli, windows, anomalies, status,
+  loadLoop, connectWs, yamlConfig, parseLogfmt, startDaemon, stopDaemon, assertNoSanitizer, cli, cliAsync, windows, anomalies, status,
   exportTo, storeCheck, goPprof, parsePprofTop, pprofTop, parsePprofRaw, pprofRaw, encodePprof,
 };

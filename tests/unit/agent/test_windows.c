@@ -675,6 +675,44 @@ TEST(heap_cadence_and_memory_episode)
     sim_free();
 }
 
+/* While a heap snapshot holds an isolate (win_hold), none of its scheduled
+ * windows starts, CPU or heap, however long it lasts; the other isolates
+ * keep their schedule; released, what fell due starts at once and the
+ * schedule goes on. */
+TEST(hold_defers_scheduled_windows)
+{
+    sim_init(2, 23);
+    attach_all();
+    win_heap_on(&sim.iso[0].w, sim.now);
+    sim_run(sim.now + 200 * SEC);
+    /* Wait for a moment with nothing of isolate 0 in flight. */
+    while (sim.iso[0].w.cpu != WIN_NONE || sim.iso[0].w.heap_inflight)
+        sim_run(sim.now + 100 * MS);
+    int starts0 = starts_of(0), starts1 = starts_of(1), heaps = 0;
+    for (int i = 0; i < sim.ntaken; i++)
+        heaps += sim.taken[i].iso == 0 && sim.taken[i].heap;
+    uint64_t held_at = sim.now;
+    win_hold(&sim.iso[0].w, sim.now, 1);
+    sim_run(sim.now + 700 * SEC); /* past a CPU period and a heap period */
+    CHECK_EQ_INT(starts_of(0), starts0);
+    int heaps_held = 0;
+    for (int i = 0; i < sim.ntaken; i++)
+        heaps_held += sim.taken[i].iso == 0 && sim.taken[i].heap;
+    CHECK_EQ_INT(heaps_held, heaps);
+    CHECK(starts_of(1) >= starts1 + 10); /* the other one: every 60 s */
+    CHECK(sim.iso[0].w.cpu == WIN_NONE);
+    CHECK(sim.iso[0].armed == 0 || sim.iso[0].armed > held_at + 700 * SEC);
+    win_hold(&sim.iso[0].w, sim.now, 0);
+    CHECK_EQ_INT(starts_of(0), starts0 + 1); /* due long ago: now */
+    sim_run(sim.now + 200 * SEC);
+    CHECK(starts_of(0) >= starts0 + 3);
+    int heaps_after = 0;
+    for (int i = 0; i < sim.ntaken; i++)
+        heaps_after += sim.taken[i].iso == 0 && sim.taken[i].heap;
+    CHECK(heaps_after > heaps);
+    sim_free();
+}
+
 /* An on-demand heap request joins the one in flight; one that waits for
  * the sampler fails if the sampler cannot start. */
 TEST(ondemand_heap)
@@ -1382,6 +1420,7 @@ int main(void)
     RUN(shutdown_while_starting);
     RUN(refused_start_skips);
     RUN(heap_cadence_and_memory_episode);
+    RUN(hold_defers_scheduled_windows);
     RUN(ondemand_heap);
     RUN(budget_cheap_isolate_keeps_config);
     RUN(budget_costly_isolate_stretched_within_share);

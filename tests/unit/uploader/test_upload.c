@@ -528,6 +528,86 @@ TEST(healthy_server)
     fx_done(&f);
 }
 
+/* Store one snapshot window of len bytes of JSON-ish text (as the daemon
+ * will: streamed, pinned to anomaly pin if nonzero); its id. */
+static uint64_t put_snapshot(struct fx *f, uint32_t isolate, size_t len, uint64_t pin)
+{
+    struct store_window w;
+    memset(&w, 0, sizeof(w));
+    w.worker = "checkout";
+    w.version = "v42";
+    w.runtime = "node-20.11.0";
+    w.start_ns = f->next_start;
+    w.isolate = isolate;
+    w.type = STORE_TYPE_SNAPSHOT;
+    w.anomaly = pin ? STORE_ANOMALY_MEMORY_NEAR_LIMIT : 0;
+    struct store_blob *b = NULL;
+    uint64_t id = 0;
+    CHECK_EQ_INT(store_blob_begin(f->st, &w, &b), 0);
+    static const char piece[] = "{\"snapshot\":{\"meta\":{}},\"nodes\":[0,1,2,3],\"strings\":[]}\n";
+    for (size_t done = 0; b != NULL && done < len; done += sizeof(piece) - 1)
+        CHECK_EQ_INT(store_blob_write(b, piece, sizeof(piece) - 1), 0);
+    if (b != NULL)
+        CHECK_EQ_INT(store_blob_commit(b, f->next_start + SEC, pin, 0, &id, NULL), 0);
+    f->next_start += 10 * SEC;
+    return id;
+}
+
+/* A retained window (a heap snapshot's dominator profile) goes up as
+ * memory beside the heap windows, __delta__ false like them; the snapshot
+ * it came from, pinned to the same anomaly, never enters the outbox: the
+ * one request carries the retained window alone, and the snapshot stays
+ * "off" (not rejected, not pending). */
+TEST(retained_window_and_snapshot)
+{
+    struct fx f;
+    REQUIRE(fx_init(&f, NULL, NULL) == 0);
+    struct store_anomaly an = {.kind = STORE_ANOMALY_MEMORY_NEAR_LIMIT,
+                               .worker = "checkout",
+                               .version = "v42",
+                               .isolate = 4,
+                               .start_ns = f.next_start,
+                               .end_ns = f.next_start + SEC,
+                               .value = 900,
+                               .threshold = 800,
+                               .flags = STORE_ANOMALY_OPEN};
+    FX_REQUIRE(&f, store_anomaly_put(f.st, &an, 0) == 0);
+    uint64_t snap = put_snapshot(&f, 4, 200000, an.id);
+    uint64_t retained = put_full(&f, "checkout", "v42", 4, STORE_TYPE_RETAINED, 5000,
+                                 STORE_ANOMALY_MEMORY_NEAR_LIMIT);
+    FX_REQUIRE(&f, snap != 0 && retained != 0);
+    struct store_stat st = stat_of(&f);
+    CHECK_EQ_INT(st.outbox_pending, 1);
+    CHECK_EQ_INT(st.windows_snapshot, 1);
+    CHECK_EQ_INT(st.windows_retained, 1);
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    f.want = 1;
+    CHECK(run_until(&f, uploaded, 5000));
+    run_for(&f, 50);
+    CHECK_EQ_INT(state_of(&f, retained).upload, STORE_UPLOAD_UPLOADED);
+    CHECK_EQ_INT(state_of(&f, snap).upload, STORE_UPLOAD_OFF);
+    st = stat_of(&f);
+    CHECK_EQ_INT(st.outbox_rejected, 0);
+    CHECK_EQ_INT(f.ev[UPL_EV_UNSENDABLE], 0);
+    FX_REQUIRE(&f, f.srv.requests == 1);
+    Push__V1__PushRequest *r = decode_log(&f, 0);
+    FX_REQUIRE(&f, r != NULL && r->n_series == 1 && r->series[0]->n_samples == 1);
+    const Push__V1__RawProfileSeries *s = r->series[0];
+    uint64_t id = 0;
+    CHECK_EQ_INT(store_id_parse(f.st, s->samples[0]->id, &id), 0);
+    CHECK_EQ_INT(id, retained);
+    CHECK_EQ_INT(
+        gunzips_to_stored(&f, id, s->samples[0]->raw_profile.data, s->samples[0]->raw_profile.len),
+        0);
+    CHECK_STR(label_of(s, "__name__"), "memory");
+    CHECK_STR(label_of(s, "__delta__"), "false");
+    CHECK_STR(label_of(s, "anomaly"), "memory_near_limit");
+    CHECK_STR(label_of(s, "isolate"), "4");
+    CHECK_EQ_INT(s->n_labels, 9);
+    push__v1__push_request__free_unpacked(r, NULL);
+    fx_done(&f);
+}
+
 TEST(batch_max_profiles)
 {
     struct fx f;
@@ -1468,6 +1548,7 @@ TEST(init_arguments)
 int main(void)
 {
     RUN(healthy_server);
+    RUN(retained_window_and_snapshot);
     RUN(batch_max_profiles);
     RUN(batch_max_bytes);
     RUN(large_batch);
