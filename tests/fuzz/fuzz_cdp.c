@@ -15,8 +15,14 @@
  * promises: a status among those documented, a raw reply NUL-terminated
  * (and nested exactly when it answers a worker call), an error with a
  * message; each call answered at most once; a worker's reply never
- * completes a main-session call.
+ * completes a main-session call. Events too big or deep to parse go to the
+ * big-event callback with a method of the documented characters, taken
+ * (and read with cdp_param_string, as the daemon's snapshot does off the
+ * loop) or left, in turn. Every message is also given to the pure readers
+ * cdp_peek_method and cdp_param_string, whose outputs must be what they
+ * promise.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,11 +81,58 @@ static void on_event(struct cdp_session *s, const char *session, const char *met
         abort();
 }
 
+static int valid_method(const char *m)
+{
+    size_t n = strlen(m);
+    if (n == 0 || n > CDP_METHOD_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = m[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* A params.<key> string read back: NUL-terminated at its length. */
+static void check_param(const char *msg, size_t len, const char *key)
+{
+    char *out = NULL;
+    size_t n = 0;
+    int rc = cdp_param_string(msg, len, key, &out, &n);
+    if (rc == 0 && (out == NULL || out[n] != '\0'))
+        abort();
+    if (rc != 0 && rc != ISOPROF_EJSON && rc != -ENOMEM)
+        abort();
+    isoprof_free(out);
+}
+
+static unsigned big_events;
+
+static int on_big_event(struct cdp_session *s, const char *method, char *msg, size_t len, void *arg)
+{
+    (void)s, (void)arg;
+    if (method == NULL || !valid_method(method))
+        abort();
+    if (big_events++ % 2)
+        return 0; /* left: counted and dropped by the session */
+    check_param(msg, len, "chunk");
+    ws_msg_free(msg);
+    return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    char method[CDP_METHOD_MAX + 1];
+    if (cdp_peek_method((const char *)data, size, method, sizeof(method)) == 0 &&
+        !valid_method(method))
+        abort();
+    check_param((const char *)data, size, "chunk");
     struct cdp_session *s = cdp_test_new(on_event, NULL);
     if (s == NULL)
         return 0;
+    cdp_set_big_event_cb(s, on_big_event);
     memset(answered, 0, sizeof(answered));
     for (uintptr_t id = 1; id <= CALLS; id++)
         if (id <= MAIN_CALLS ? cdp_test_expect(s, id, id % 2 ? CDP_RAW : 0, on_reply, (void *)id)

@@ -346,7 +346,7 @@ describe('heap snapshots: scripted targets', { concurrency: true }, () => {
 });
 
 describe('heap snapshots: real runtimes', { concurrency: true }, () => {
-  test('real leak: one snapshot per episode, pinned with its retained window; the registry Map holds >= 50 % cum; the raw snapshot parses and its reachable total is the profile total', { timeout: 150000 }, async (ctx) => {
+  test('real leak: one snapshot per episode, pinned with its retained window (and by the oom_suspected of its death); the registry Map holds >= 50 % cum; the raw snapshot parses and its reachable total is the profile total', { timeout: 150000 }, async (ctx) => {
     const t0 = Date.now();
     // node-leak.js starts near 5 MiB of used heap and grows by several MiB a
     // second: 90 % of a 24 MiB memory_limit is passed within seconds, far
@@ -387,9 +387,12 @@ describe('heap snapshots: real runtimes', { concurrency: true }, () => {
     assert.strictEqual(metric(store, 'isoprof_snapshots_total{result="retained_failed"}'), 0);
     assert.strictEqual(metric(store, 'isoprof_windows_stored_total{type="snapshot"}'), 1);
     assert.strictEqual(metric(store, 'isoprof_windows_stored_total{type="retained"}'), 1);
+    // The isolate dies near its limit: the oom_suspected record pins its
+    // latest retained and snapshot windows too.
+    await L.stop(node, 'SIGKILL');
+    await d.waitLog((l) => l.msg === 'anomaly recorded' && l.kind === 'oom_suspected', 30000, 'oom_suspected recorded');
     const stop = await L.stopDaemon(d);
     assert.strictEqual(stop.code, 0, d.tail());
-    await L.stop(node);
     const c = await exitCounters(d);
     assert.strictEqual(c.snapshots_stored, '1', c.raw);
     assert.strictEqual(c.snapshots_discarded, '0', c.raw);
@@ -397,6 +400,8 @@ describe('heap snapshots: real runtimes', { concurrency: true }, () => {
     assert.strictEqual(c.windows_stored_snapshot, '1', c.raw);
     assert.strictEqual(c.windows_stored_retained, '1', c.raw);
 
+    const [oom] = L.anomalies(store, ['--kind', 'oom_suspected']);
+    assert.ok(oom.windows.includes(stored.id) && oom.windows.includes(retained.id), JSON.stringify(oom));
     // Both windows pinned to the episode.
     const [a] = L.anomalies(store, ['--kind', 'memory_near_limit']);
     assert.strictEqual(String(a.id), stored.anomaly);
