@@ -343,9 +343,10 @@ static void cdp_on_big(struct cdp_session *s, char *data, size_t len)
     char method[CDP_METHOD_MAX + 1];
     if (p == NULL && id < 0 && !nested && s->on_big_event != NULL &&
         cdp_peek_method(data, len, method, sizeof(method)) == 0) {
-        s->st.events++;
-        if (s->on_big_event(s, method, data, len, s->arg))
+        if (s->on_big_event(s, method, data, len, s->arg)) {
+            s->st.events++;
             return; /* taken */
+        }
     }
     if (p == NULL) {
         s->st.dropped_big++; /* a big or deep event, or an id we are not waiting for */
@@ -570,11 +571,12 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
 /* The message inside a worker session's envelope, read with yajl's
  * callbacks: the value of params.message, at depth 2. */
 struct unwrap {
-    int depth;
-    int in_params;  /* the key at depth 1 was "params" */
-    int at_message; /* the key at depth 2 (in params) is the one asked for */
-    const char *key;
+    int depth;     /* containers open, objects and arrays */
+    int top_map;   /* the top value is an object */
     int at_params; /* the key at depth 1 is "params" */
+    int in_params; /* the container at depth 2 is that key's object */
+    int at_key;    /* the key at depth 2 (in params) is the one asked for */
+    const char *key;
     char *out;
     size_t out_len;
     int oom;
@@ -584,12 +586,23 @@ static int uw_start_map(void *ctx)
 {
     struct unwrap *u = ctx;
     u->depth++;
-    if (u->depth == 2)
-        u->in_params = u->at_params;
+    if (u->depth == 1)
+        u->top_map = 1;
+    else if (u->depth == 2)
+        u->in_params = u->top_map && u->at_params;
     return 1;
 }
 
-static int uw_end_map(void *ctx)
+static int uw_start_array(void *ctx)
+{
+    struct unwrap *u = ctx;
+    u->depth++;
+    if (u->depth == 2)
+        u->in_params = 0;
+    return 1;
+}
+
+static int uw_end(void *ctx)
 {
     struct unwrap *u = ctx;
     if (u->depth == 2)
@@ -604,18 +617,21 @@ static int uw_key(void *ctx, const unsigned char *k, size_t n)
     if (u->depth == 1)
         u->at_params = n == 6 && memcmp(k, "params", 6) == 0;
     else if (u->depth == 2)
-        u->at_message = u->in_params && n == strlen(u->key) && memcmp(k, u->key, n) == 0;
+        u->at_key = u->in_params && n == strlen(u->key) && memcmp(k, u->key, n) == 0;
     return 1;
 }
 
 static int uw_string(void *ctx, const unsigned char *v, size_t n)
 {
     struct unwrap *u = ctx;
-    if (u->depth == 2 && u->at_message && u->out == NULL) {
-        if ((u->out = isoprof_strndup((const char *)v, n)) == NULL) {
+    if (u->depth == 2 && u->in_params && u->at_key && u->out == NULL) {
+        /* The whole string, NULs (from \u0000) included. */
+        if ((u->out = isoprof_malloc(n + 1)) == NULL) {
             u->oom = 1;
             return 0;
         }
+        memcpy(u->out, v, n);
+        u->out[n] = '\0';
         u->out_len = n;
     }
     return 1;
@@ -647,9 +663,9 @@ int cdp_param_string(const char *raw, size_t len, const char *key, char **out, s
         .yajl_string = uw_string,
         .yajl_start_map = uw_start_map,
         .yajl_map_key = uw_key,
-        .yajl_end_map = uw_end_map,
-        .yajl_start_array = uw_other,
-        .yajl_end_array = uw_other,
+        .yajl_end_map = uw_end,
+        .yajl_start_array = uw_start_array,
+        .yajl_end_array = uw_end,
     };
     if (raw == NULL || out == NULL || key == NULL)
         return -EINVAL;

@@ -170,7 +170,9 @@ void cdp_set_worker_error_cb(struct cdp_session *s, cdp_worker_error_cb cb);
 
 /* The longest method name cdp_peek_method reads. */
 #define CDP_METHOD_MAX 64
-/* An event of the main session too big (or deep) to parse on the loop:
+/* An event of the main session too big (or deep) to parse on the loop
+ * (a worker session's big event is not one: it comes in its
+ * NodeWorker.receivedMessageFromWorker envelope, whose method it gets):
  * method (peeked from its first bytes, borrowed) and the whole message
  * data[0..len), unparsed. Return 1 to take data (then free it with
  * ws_msg_free, from any thread: it carries its charge to the session's
@@ -191,7 +193,9 @@ void cdp_set_big_event_cb(struct cdp_session *s, cdp_big_event_cb cb);
  */
 int cdp_unwrap_worker(const char *raw, size_t len, char **out, size_t *out_len);
 /* The same for the string params.<key> of any message (a big event's
- * text, read off the loop). Any thread. */
+ * text, read off the loop): params an object in the top object, key a
+ * string member of it (the first, if several); *out holds its bytes, NULs
+ * from \u0000 included, and a NUL after them. Any thread. */
 int cdp_param_string(const char *raw, size_t len, const char *key, char **out, size_t *out_len);
 
 /*

@@ -575,8 +575,13 @@ void ws_close(struct ws_client *ws)
     if (ws->paused) {
         /* The peer's close frame must be read. */
         ws->paused = 0;
-        if (!ws->test_mode && uv_read_start((uv_stream_t *)&ws->tcp, ws_on_alloc, ws_on_read) != 0)
-            ws_fail(ws, 0, NULL);
+        int rc =
+            ws->test_mode ? 0 : uv_read_start((uv_stream_t *)&ws->tcp, ws_on_alloc, ws_on_read);
+        if (rc != 0) {
+            char why[96];
+            snprintf(why, sizeof(why), "resuming reads for the close: %s", uv_strerror(rc));
+            ws_fail(ws, rc, why);
+        }
     }
 }
 
@@ -824,8 +829,9 @@ static int ws_frame_begin(struct ws_client *ws, const struct wslay_frame_iocb *i
             return ws_err(ws, ISOPROF_EWS, "new message inside a fragmented one");
         ws->in_msg = 1;
         /* A message that stalls half sent holds its bytes (and the
-         * budget's): it has WS_MESSAGE_MS to end. */
-        if (ws->state == WS_OPEN && !ws->test_mode)
+         * budget's): it has WS_MESSAGE_MS to end (from the resume, when it
+         * begins in bytes read before a pause). */
+        if (ws->state == WS_OPEN && !ws->test_mode && !ws->paused)
             uv_timer_start(&ws->timer, ws_on_message_timeout, ws->message_timeout_ms, 0);
         break;
     case WSLAY_CONNECTION_CLOSE:

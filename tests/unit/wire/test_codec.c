@@ -1,9 +1,9 @@
 /*
  * test_codec.c - the wire module's pure parts: SHA-1, base64, the
- * Sec-WebSocket-Accept computation, the CDP id peek, and the WebSocket
- * receive path driven through ws_test_feed (upgrade response and frames,
- * split at every byte, bad input of every kind, the size cap, and an
- * allocation-failure walk).
+ * Sec-WebSocket-Accept computation, the CDP id and method peeks,
+ * cdp_param_string, and the WebSocket receive path driven through
+ * ws_test_feed (upgrade response and frames, split at every byte, bad
+ * input of every kind, the size cap, and an allocation-failure walk).
  */
 #include "base.h"
 #include "cdp.h"
@@ -110,6 +110,292 @@ TEST(peek_id)
     memcpy(far + 100, "{\"id\":1}", 9);
     CHECK_EQ_INT(cdp_peek_id(far, strlen(far)), -1); /* beyond the 64-byte peek */
 #undef PEEK
+}
+
+/* cdp_peek_method on a heap copy of exactly len bytes, so that a read
+ * past len is an ASan error, not a lucky look at the NUL after it. */
+static int peek_method_n(const char *msg, size_t len, char *method, size_t cap)
+{
+    char *c = isoprof_malloc(len ? len : 1);
+    if (c == NULL)
+        return -2;
+    memcpy(c, msg, len);
+    int rc = cdp_peek_method(c, len, method, cap);
+    isoprof_free(c);
+    return rc;
+}
+
+TEST(peek_method)
+{
+    char m[CDP_METHOD_MAX + 1];
+#define PM(s) peek_method_n(s, strlen(s), m, sizeof(m))
+    CHECK_EQ_INT(PM("{\"method\":\"HeapProfiler.addHeapSnapshotChunk\",\"params\":{\"chunk\":"
+                    "\"{\\\"snapshot\\\":\"}}"),
+                 0);
+    CHECK_STR(m, "HeapProfiler.addHeapSnapshotChunk");
+    CHECK_EQ_INT(PM(" \t\r\n{ \n\"method\"\t:\r\n \"Deep_event.v8\" , \"params\":{}}"), 0);
+    CHECK_STR(m, "Deep_event.v8");
+    CHECK_EQ_INT(PM("{\"method\":\"A.b\""), 0); /* nothing after the closing quote is read */
+    CHECK_STR(m, "A.b");
+
+    /* What is not {"method":"<name>" with a name of [A-Za-z0-9._]. */
+    static const char *const no[] = {
+        "{\"method\":\"\",\"params\":{}}",
+        "{\"method\":\"A-b\"}",
+        "{\"method\":\"A b\"}",
+        "{\"method\":\"A/b\"}",
+        "{\"method\":\"A:b\"}",
+        "{\"method\":\"A\\tb\"}",
+        "{\"method\":\"A\\\"b\"}",
+        "{\"method\":\"A\\u002eb\"}",
+        "{\"method\":\"caf\xc3\xa9\"}",
+        "{\"method\":\"A\tb\"}",
+        "{\"id\":1,\"method\":\"A.b\"}",
+        "{\"id\":1,\"result\":{\"method\":\"A.b\"}}",
+        "{\"params\":{},\"method\":\"A.b\"}",
+        "{\"method\":1}",
+        "{\"method\":null}",
+        "{\"method\":[\"A.b\"]}",
+        "{\"Method\":\"A.b\"}",
+        "{\"methods\":\"A.b\"}",
+        "{method:\"A.b\"}",
+        "{\"method\" \"A.b\"}",
+        "{\"method\":'A.b'}",
+        "[\"method\",\"A.b\"]",
+        "\"method\":\"A.b\"",
+        "{{\"method\":\"A.b\"}",
+        "",
+        "   ",
+    };
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(no); i++) {
+        int rc = PM(no[i]);
+        if (rc != -1)
+            fprintf(stderr, "peeked a method from: %s\n", no[i]);
+        CHECK_EQ_INT(rc, -1);
+    }
+    CHECK_EQ_INT(cdp_peek_method(NULL, 10, m, sizeof(m)), -1);
+
+    /* A name of cap - 1 bytes fits; one more does not. */
+    char name[CDP_METHOD_MAX + 2], msg[300];
+    memset(name, 'n', sizeof(name));
+    snprintf(msg, sizeof(msg), "{\"method\":\"%.*s\",\"params\":{}}", CDP_METHOD_MAX, name);
+    CHECK_EQ_INT(PM(msg), 0);
+    CHECK_EQ_INT(strlen(m), CDP_METHOD_MAX);
+    snprintf(msg, sizeof(msg), "{\"method\":\"%.*s\",\"params\":{}}", CDP_METHOD_MAX + 1, name);
+    CHECK_EQ_INT(PM(msg), -1);
+    /* ... whatever the cap, and nothing is written past it */
+    char small[8];
+    memset(small, 'Z', sizeof(small));
+    CHECK_EQ_INT(peek_method_n("{\"method\":\"A.b\"}", 16, small, 4), 0);
+    CHECK_STR(small, "A.b");
+    CHECK_EQ_INT(small[4], 'Z');
+    memset(small, 'Z', sizeof(small));
+    CHECK_EQ_INT(peek_method_n("{\"method\":\"A.bc\"}", 17, small, 4), -1);
+    for (size_t i = 3; i < sizeof(small); i++)
+        CHECK_EQ_INT(small[i], 'Z');
+    CHECK_EQ_INT(peek_method_n("{\"method\":\"A\"}", 14, small, 1), -1); /* room for the NUL only */
+    CHECK_EQ_INT(peek_method_n("{\"method\":\"A\"}", 14, small, 0), -1);
+
+    /* Cut anywhere before the name's closing quote: no method. len is the
+     * bound even when the bytes after it would complete the prefix. */
+    const char *full = "{\"method\":\"A.b\",\"params\":{}}";
+    size_t need = strlen("{\"method\":\"A.b\"");
+    for (size_t cut = 0; cut <= strlen(full); cut++) {
+        int want = cut >= need ? 0 : -1;
+        CHECK_EQ_INT(peek_method_n(full, cut, m, sizeof(m)), want);
+        CHECK_EQ_INT(cdp_peek_method(full, cut, m, sizeof(m)), want);
+        if (want == 0)
+            CHECK_STR(m, "A.b");
+    }
+
+    /* Only the first 256 bytes are read: whitespace can push the prefix
+     * out of them. */
+    char far[300];
+    memset(far, ' ', sizeof(far));
+    memcpy(far + 256 - need, full, strlen(full));
+    CHECK_EQ_INT(peek_method_n(far, 256 - need + strlen(full), m, sizeof(m)), 0);
+    CHECK_STR(m, "A.b");
+    memset(far, ' ', sizeof(far));
+    memcpy(far + 257 - need, full, strlen(full));
+    CHECK_EQ_INT(peek_method_n(far, 257 - need + strlen(full), m, sizeof(m)), -1);
+#undef PM
+}
+
+/* cdp_param_string on a heap copy of exactly len bytes. */
+static int param_n(const char *raw, size_t len, const char *key, char **out, size_t *out_len)
+{
+    char *c = isoprof_malloc(len ? len : 1);
+    if (c == NULL)
+        return -ENOMEM;
+    memcpy(c, raw, len);
+    int rc = cdp_param_string(c, len, key, out, out_len);
+    isoprof_free(c);
+    return rc;
+}
+
+/* params.<key> of raw: its text, or NULL (then *rc says why). */
+static char *param_of(const char *raw, const char *key, int *rc)
+{
+    char *out = NULL;
+    size_t n = (size_t)-1;
+    *rc = param_n(raw, strlen(raw), key, &out, &n);
+    if (*rc == 0 && (out == NULL || n != strlen(out))) {
+        fprintf(stderr, "param %s of %s: %zu bytes, \"%s\"\n", key, raw, n, out ? out : "(null)");
+        *rc = -1000;
+    }
+    if (*rc != 0 && out != NULL) {
+        fprintf(stderr, "param %s of %s: an error (%d) with output\n", key, raw, *rc);
+        *rc = -1001;
+    }
+    return out;
+}
+
+static void check_param(const char *raw, const char *key, const char *want)
+{
+    int rc;
+    char *got = param_of(raw, key, &rc);
+    if (want == NULL) {
+        if (rc != ISOPROF_EJSON)
+            fprintf(stderr, "params.%s of %s: rc %d, \"%s\"\n", key, raw, rc, got ? got : "");
+        CHECK_EQ_INT(rc, ISOPROF_EJSON);
+    } else {
+        if (rc != 0)
+            fprintf(stderr, "params.%s of %s: rc %d\n", key, raw, rc);
+        CHECK_EQ_INT(rc, 0);
+        CHECK_STR(got, want);
+    }
+    isoprof_free(got);
+}
+
+TEST(param_string)
+{
+    /* Escapes are undone: quote, backslash, solidus, control characters,
+     * \u in the BMP and a surrogate pair. */
+    static const char raw[] = "{\"method\":\"HeapProfiler.addHeapSnapshotChunk\",\"params\":{"
+                              "\"chunk\":\"a\\\"b\\\\c\\/d\\n\\t\\u0041\\u00e9\\u20ac"
+                              "\\ud83d\\ude00z\"}}";
+    static const char want[] = "a\"b\\c/d\n\tA\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z";
+    char *out = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(param_n(raw, sizeof(raw) - 1, "chunk", &out, &n), 0);
+    REQUIRE(out != NULL);
+    CHECK_EQ_INT(n, sizeof(want) - 1);
+    CHECK(n == sizeof(want) - 1 && memcmp(out, want, n) == 0);
+    CHECK_EQ_INT(out[n], 0);
+    isoprof_free(out);
+    out = NULL;
+    CHECK_EQ_INT(cdp_param_string(raw, sizeof(raw) - 1, "chunk", &out, NULL), 0); /* no length */
+    CHECK(out != NULL && memcmp(out, want, 4) == 0);
+    isoprof_free(out);
+
+    check_param("{\"params\":{\"chunk\":\"\"}}", "chunk", "");
+    check_param(" {\"method\":\"X\" , \"params\" : { \"a\":1, \"chunk\" : \"x\" } } ", "chunk",
+                "x");
+    /* keys are compared after unescaping, as JSON means them */
+    check_param("{\"p\\u0061rams\":{\"ch\\u0075nk\":\"x\"}}", "chunk", "x");
+    /* the first match wins */
+    check_param("{\"params\":{\"chunk\":\"first\",\"chunk\":\"second\"}}", "chunk", "first");
+    /* only params.<key>: neither a top-level key nor one nested deeper,
+     * however they are placed around the right one */
+    check_param("{\"chunk\":\"top\",\"params\":{\"x\":{\"chunk\":\"deep\"},\"y\":[{\"chunk\":"
+                "\"arr\"}],\"z\":[\"s\",[\"t\"]],\"chunk\":\"right\"},\"chunk\":\"after\"}",
+                "chunk", "right");
+    check_param("{\"params\":{\"chunkx\":\"a\",\"chun\":\"b\",\"Chunk\":\"c\"}}", "chunk", NULL);
+    check_param("{\"method\":\"m\",\"params\":{\"message\":\"x\"}}", "chunk", NULL);
+    check_param("{\"params\":{}}", "chunk", NULL);
+    check_param("{\"method\":\"m\"}", "chunk", NULL);
+    check_param("{\"chunk\":\"top\",\"params\":{}}", "chunk", NULL);
+    check_param("{\"params\":{},\"chunk\":\"top\"}", "chunk", NULL);
+    check_param("{\"params\":{\"x\":{\"chunk\":\"deep\"}}}", "chunk", NULL);
+    check_param("{\"params\":{\"x\":{\"params\":{\"chunk\":\"deep\"}}}}", "chunk", NULL);
+    check_param("{\"x\":{\"params\":{\"chunk\":\"deep\"}}}", "chunk", NULL);
+    check_param("{\"params\":\"chunk\",\"x\":{\"chunk\":\"no\"}}", "chunk", NULL);
+    check_param("{\"params\":[{\"chunk\":\"in an array\"}]}", "chunk", NULL);
+    check_param("[{\"params\":{\"chunk\":\"in an array\"}}]", "chunk", NULL);
+    /* a value that is not a string */
+    check_param("{\"params\":{\"chunk\":1}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":null}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":true}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":{\"a\":\"b\"}}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":{\"chunk\":\"b\"}}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":[\"s\"]}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":[1,\"s\"]}}", "chunk", NULL);
+    /* not JSON, even when the string was already seen */
+    check_param("", "chunk", NULL);
+    check_param("not json", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":\"x\"}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":\"x\"}} {}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":\"x\"},}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":\"x\\q\"}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":\"x\\u12\"}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":\"x\xff\"}}", "chunk", NULL);
+    check_param("{\"params\":{\"chunk\":\"x\ny\"}}", "chunk", NULL);
+
+    /* len is the bound: every cut of a good message is no message */
+    const char *full = "{\"params\":{\"chunk\":\"abc\"}}";
+    for (size_t cut = 0; cut < strlen(full); cut++) {
+        out = NULL;
+        CHECK_EQ_INT(param_n(full, cut, "chunk", &out, &n), ISOPROF_EJSON);
+        CHECK(out == NULL);
+        CHECK_EQ_INT(cdp_param_string(full, cut, "chunk", &out, &n), ISOPROF_EJSON);
+        CHECK(out == NULL);
+    }
+
+    /* cdp_unwrap_worker is params.message */
+    const char *env = "{\"method\":\"NodeWorker.receivedMessageFromWorker\",\"params\":{"
+                      "\"sessionId\":\"1\",\"message\":\"{\\\"id\\\":3,\\\"result\\\":{}}\"}}";
+    char *a = NULL, *b = NULL;
+    size_t al = 0, bl = 0;
+    CHECK_EQ_INT(cdp_unwrap_worker(env, strlen(env), &a, &al), 0);
+    CHECK_EQ_INT(cdp_param_string(env, strlen(env), "message", &b, &bl), 0);
+    CHECK(a != NULL && b != NULL && al == bl && strcmp(a, b) == 0);
+    CHECK_STR(a, "{\"id\":3,\"result\":{}}");
+    isoprof_free(a);
+    isoprof_free(b);
+    check_param(env, "sessionId", "1");
+
+    out = NULL;
+    CHECK_EQ_INT(cdp_param_string(NULL, 1, "chunk", &out, &n), -EINVAL);
+    CHECK_EQ_INT(cdp_param_string(full, strlen(full), NULL, &out, &n), -EINVAL);
+    CHECK_EQ_INT(cdp_param_string(full, strlen(full), "chunk", NULL, &n), -EINVAL);
+    CHECK(out == NULL);
+
+    /* out of memory for the copy: -ENOMEM, nothing leaks */
+    int ok = 0;
+    for (long f = 0; f < 20 && !ok; f++) {
+        out = NULL;
+        isoprof_alloc_fail_after(f);
+        int rc = cdp_param_string(raw, sizeof(raw) - 1, "chunk", &out, &n);
+        isoprof_alloc_fail_after(-1);
+        if (rc == 0) {
+            ok = 1;
+            CHECK(out != NULL && n == sizeof(want) - 1 && memcmp(out, want, n) == 0);
+            isoprof_free(out);
+        } else {
+            CHECK_EQ_INT(rc, -ENOMEM);
+            CHECK(out == NULL);
+        }
+    }
+    CHECK(ok);
+}
+
+/* \u0000 in the string: *out_len bytes of *out are the text, NUL and all,
+ * and out[*out_len] is the terminator. (If the copy stopped at the NUL,
+ * reading out[0..out_len) runs past the buffer: under ASan this test then
+ * aborts with a heap-buffer-overflow, which is why it runs last.) */
+TEST(param_string_nul)
+{
+    static const char raw[] = "{\"params\":{\"chunk\":\"ab\\u0000cd\"}}";
+    char *out = NULL;
+    size_t n = 0;
+    REQUIRE(param_n(raw, sizeof(raw) - 1, "chunk", &out, &n) == 0);
+    CHECK_EQ_INT(n, 5);
+    CHECK_EQ_INT(strlen(out), 2);
+    if (n == 5) {
+        CHECK(memcmp(out, "ab\0cd", 6) == 0);
+        CHECK_EQ_INT(out[n], 0);
+    }
+    isoprof_free(out);
 }
 
 /* --- the receive path through ws_test_feed --- */
@@ -559,6 +845,8 @@ int main(void)
     RUN(base64_vectors);
     RUN(accept_key);
     RUN(peek_id);
+    RUN(peek_method);
+    RUN(param_string);
     RUN(handshake_split_everywhere);
     RUN(shared_budget);
     RUN(budget_drops_message);
@@ -569,5 +857,6 @@ int main(void)
     RUN(huge_length_header);
     RUN(close_frame);
     RUN(alloc_fail_walk);
+    RUN(param_string_nul); /* last: see there */
     TEST_EXIT();
 }
