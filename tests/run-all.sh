@@ -10,7 +10,7 @@
 #   tests/run-all.sh                           both builds
 #   ISOPROF_SKIP_SANITIZE=1 tests/run-all.sh   the plain build only
 #   ISOPROF_SKIP_FUZZ=1                        no libFuzzer stage
-#   ISOPROF_FUZZ_SECONDS=N                     seconds per fuzz target (15)
+#   ISOPROF_FUZZ_SECONDS=N                     seconds per fuzz target (10)
 #   ISOPROF_JOBS=N                             parallel build/test jobs (2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,9 +40,9 @@ if [ "${ISOPROF_SKIP_SANITIZE:-0}" != 1 ]; then
   suite build-asan -DISOPROF_SANITIZE=ON
 fi
 if [ "${ISOPROF_SKIP_FUZZ:-0}" != 1 ]; then
-  echo "== libFuzzer targets, ${ISOPROF_FUZZ_SECONDS:-15} s each (build-fuzz/)" >&2
+  echo "== libFuzzer targets, ${ISOPROF_FUZZ_SECONDS:-10} s each (build-fuzz/)" >&2
   run cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISOPROF_WERROR=ON -DCMAKE_C_COMPILER=clang \
-    -DISOPROF_FUZZ=ON -DISOPROF_FUZZ_SECONDS="${ISOPROF_FUZZ_SECONDS:-15}"
+    -DISOPROF_FUZZ=ON -DISOPROF_FUZZ_SECONDS="${ISOPROF_FUZZ_SECONDS:-10}"
   run cmake --build build-fuzz -j"$jobs"
   run ctest --test-dir build-fuzz --output-on-failure -j"$jobs" -L fuzz
 fi

@@ -287,8 +287,8 @@ function snapshotTable(list) {
       fmt(first), r.snapshots.length > 1 ? fmt(peak) : '', fmt(common.median(r.snapshots.map((x) => x.extra_after_mib))),
       c ? common.fx(c.total_s, 2) : '', c ? fmt(c.peak_mib) : '']);
     rows.push([`snapshot pause, ${r.live_mib} MiB live`, `p50 ${fmt(st.p50)} ms, max ${fmt(st.max)} (n=${st.n}); ` +
-      `${fmt(json)} MiB JSON, ${Math.round(nodes / 1000)}k nodes; target +${fmt(first)} MiB peak RSS at the first, ` +
-      `+${fmt(peak)} at the later ones`, '', '']);
+      `${fmt(json)} MiB JSON, ${Math.round(nodes / 1000)}k nodes; target +${fmt(first)} MiB peak RSS at the first` +
+      (r.snapshots.length > 1 ? `, +${fmt(peak)} at the later ones` : ''), '', '']);
     if (c) {
       rows.push([`snapshot -> retained profile, ${r.live_mib} MiB live (${Math.round(c.nodes / 1000)}k nodes)`,
         `${common.fx(c.total_s, 2)} s (parse ${common.fx(c.parse_s, 2)}, dominators ${common.fx(c.dom_s, 2)}, pprof ${common.fx(c.pprof_s, 2)}), ` +

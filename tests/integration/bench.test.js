@@ -42,7 +42,7 @@ test('every section measures in quick mode and writes its JSON', { timeout: 4200
     // fewer functions, fewer agent configs.
     '--pauses-intervals', '10ms', '--pauses-funcs', '5000', '--agent-configs', 'node-1,node-10,workerd-10',
     '--pauses-budget-funcs', '200', '--pauses-budget-seconds', '8',
-    '--overhead-seconds', '1', '--overhead-warmup', '1',
+    '--overhead-seconds', '1', '--overhead-warmup', '1', '--pauses-reps', '1',
     '--agent-seconds', '8', '--storage-windows', '5000', '--storage-capture', '8'], 400000);
   assert.strictEqual(r.code, 0, `bench.js exited ${r.code ?? r.signal}\n${r.err.slice(-4000)}`);
   const res = JSON.parse(fs.readFileSync(json, 'utf8'));
