@@ -5,7 +5,11 @@
  *
  * DESIGN: one libuv loop thread owns every structure below. The thread pool
  * only ever sees a writer job (raw profile text in, pprof + store result
- * out) and hands it back through the after-work callback.
+ * out; or a store call, such as a heap snapshot's chunk, whose function
+ * reads only what the loop no longer writes) and hands it back through
+ * the after-work callback; and the /proc scans, store figures and merges
+ * of procs.c, report.c and ondemand.c, which own their results until
+ * their after-work callback.
  */
 #ifndef ISOPROF_AGENT_DAEMON_H
 #define ISOPROF_AGENT_DAEMON_H
