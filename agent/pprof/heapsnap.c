@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "htab.h"
 #include "jsonlex.h"
 #include "profile.pb-c.h"
 
@@ -1556,69 +1557,6 @@ uint64_t heapsnap_dom_retained(const struct heapsnap_dom *d, uint32_t v)
 }
 
 /* --- the retained profile --- */
-
-/* Open addressing, linear probing; a slot holds a hash and index + 1 (0:
- * empty). The caller compares the entry behind a matching hash. */
-struct hslot {
-    uint32_t hash, idx1;
-};
-struct htab {
-    struct hslot *s;
-    size_t mask, n;
-};
-
-static uint64_t hmix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
-
-static uint64_t hbytes(uint64_t seed, const char *p, size_t n)
-{
-    uint64_t h = hmix(seed ^ (n * 0x9e3779b97f4a7c15ULL));
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = hmix(h ^ w) * 0x9e3779b97f4a7c15ULL;
-        p += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, p, n);
-    return hmix(h ^ w);
-}
-
-static int ht_add(struct htab *t, uint32_t h, uint32_t idx)
-{
-    if (t->s == NULL || (t->n + 1) * 2 > t->mask + 1) {
-        size_t ncap = t->s ? (t->mask + 1) * 2 : 256;
-        struct hslot *ns = isoprof_calloc(ncap, sizeof(*ns));
-        if (ns == NULL)
-            return -ENOMEM;
-        for (size_t i = 0; t->s && i <= t->mask; i++) {
-            if (t->s[i].idx1 == 0)
-                continue;
-            size_t j = t->s[i].hash & (ncap - 1);
-            while (ns[j].idx1 != 0)
-                j = (j + 1) & (ncap - 1);
-            ns[j] = t->s[i];
-        }
-        isoprof_free(t->s);
-        t->s = ns;
-        t->mask = ncap - 1;
-    }
-    size_t i = h & t->mask;
-    while (t->s[i].idx1 != 0)
-        i = (i + 1) & t->mask;
-    t->s[i].hash = h;
-    t->s[i].idx1 = idx + 1;
-    t->n++;
-    return 0;
-}
 
 /* The frames (interned names) and the trie of paths. */
 struct prof {

@@ -42,6 +42,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "base.h"
+#include "htab.h"
 #include "profile.pb-c.h"
 
 #define NONE UINT32_MAX
@@ -107,99 +108,6 @@ static int64_t sat_mul(int64_t a, int64_t b)
 }
 
 /* --- hashing --- */
-
-/* The seed comes from an address so that collisions cannot be precomputed
- * by whoever writes function names into a target (ASLR varies it). */
-static uint64_t hmix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
-
-static uint64_t hbytes(uint64_t seed, const void *p, size_t n)
-{
-    const uint8_t *s = p;
-    uint64_t h = hmix(seed ^ (n * 0x9e3779b97f4a7c15ULL));
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = hmix(h ^ w) * 0x9e3779b97f4a7c15ULL;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    return hmix(h ^ w);
-}
-
-/* Open addressing, linear probing. A slot holds the hash and index + 1 (0 =
- * empty); the caller compares the entry behind a matching hash. */
-struct hslot {
-    uint32_t hash;
-    uint32_t idx1;
-};
-
-struct htab {
-    struct hslot *s;
-    size_t mask; /* capacity - 1; meaningless while s == NULL */
-    size_t n;
-};
-
-typedef bool (*ht_eq_fn)(const void *ctx, uint32_t idx, const void *key);
-
-static uint32_t ht_find(const struct htab *t, uint32_t h, ht_eq_fn eq, const void *ctx,
-                        const void *key)
-{
-    if (t->s == NULL)
-        return NONE;
-    for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
-        const struct hslot *sl = &t->s[i];
-        if (sl->idx1 == 0)
-            return NONE;
-        if (sl->hash == h && eq(ctx, sl->idx1 - 1, key))
-            return sl->idx1 - 1;
-    }
-}
-
-static int ht_add(struct htab *t, uint32_t h, uint32_t idx)
-{
-    if (t->s == NULL || (t->n + 1) * 2 > t->mask + 1) {
-        size_t ncap = t->s ? (t->mask + 1) * 2 : 64;
-        struct hslot *ns = isoprof_calloc(ncap, sizeof(*ns));
-        if (ns == NULL)
-            return -ENOMEM;
-        if (t->s) {
-            for (size_t i = 0; i <= t->mask; i++) {
-                if (t->s[i].idx1 == 0)
-                    continue;
-                size_t j = t->s[i].hash & (ncap - 1);
-                while (ns[j].idx1 != 0)
-                    j = (j + 1) & (ncap - 1);
-                ns[j] = t->s[i];
-            }
-            isoprof_free(t->s);
-        }
-        t->s = ns;
-        t->mask = ncap - 1;
-    }
-    size_t i = h & t->mask;
-    while (t->s[i].idx1 != 0)
-        i = (i + 1) & t->mask;
-    t->s[i].hash = h;
-    t->s[i].idx1 = idx + 1;
-    t->n++;
-    return 0;
-}
-
-static void ht_free(struct htab *t)
-{
-    isoprof_free(t->s);
-    memset(t, 0, sizeof(*t));
-}
 
 /* --- UTF-8 --- */
 
