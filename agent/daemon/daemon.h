@@ -474,6 +474,11 @@ int writer_call(struct writer *w, const struct writer_meta *m,
                 void *arg);
 /* Nonzero while jobs are queued or in the thread pool. */
 int writer_busy(const struct writer *w);
+/* A target's labels m (NULL: none) copied as the store keeps them, into
+ * *out and *n: 0, or -ENOMEM with what was copied in *out and *n (free it
+ * with writer_labels_free either way). */
+int writer_labels_dup(const struct cfg_map *m, struct store_label **out, size_t *n);
+void writer_labels_free(struct store_label *l, size_t n);
 /* The agent is stopping: a write waiting out a backoff is tried now, once;
  * if the store fails it again, what is queued is dropped and counted. */
 void writer_stopping(struct writer *w);

@@ -170,11 +170,7 @@ static void run_free(struct snap_run *r)
     isoprof_free(r->runtime);
     isoprof_free(r->thread);
     isoprof_free(r->container);
-    for (size_t i = 0; i < r->nlabels; i++) {
-        isoprof_free((char *)r->labels[i].name);
-        isoprof_free((char *)r->labels[i].value);
-    }
-    isoprof_free(r->labels);
+    writer_labels_free(r->labels, r->nlabels);
     isoprof_free(r->piece);
     isoprof_free(r);
 }
@@ -621,16 +617,8 @@ static struct snap_run *run_new(struct target *t, uint64_t used, struct od_req *
     r->thread = dup_or_empty(t->thread);
     r->container = dup_or_empty(t->ep->container);
     int nomem = !r->worker || !r->version || !r->runtime || !r->thread || !r->container;
-    const struct cfg_map *lm = t->ep->cfg ? &t->ep->cfg->labels : NULL;
-    if (lm != NULL && lm->n > 0) {
-        if ((r->labels = isoprof_calloc(lm->n, sizeof(*r->labels))) == NULL)
-            nomem = 1;
-        for (size_t i = 0; r->labels && i < lm->n; i++, r->nlabels++) {
-            r->labels[i].name = isoprof_strdup(lm->items[i].key);
-            r->labels[i].value = isoprof_strdup(lm->items[i].value);
-            nomem |= r->labels[i].name == NULL || r->labels[i].value == NULL;
-        }
-    }
+    nomem |=
+        writer_labels_dup(t->ep->cfg ? &t->ep->cfg->labels : NULL, &r->labels, &r->nlabels) != 0;
     if (nomem) {
         run_free(r);
         return NULL;

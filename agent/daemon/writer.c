@@ -226,11 +226,7 @@ static void job_free(struct writer *w, struct writer_job *j)
     isoprof_free(j->runtime);
     isoprof_free(j->thread);
     isoprof_free(j->root);
-    for (size_t i = 0; i < j->nlabels; i++) {
-        isoprof_free((char *)j->labels[i].name);
-        isoprof_free((char *)j->labels[i].value);
-    }
-    isoprof_free(j->labels);
+    writer_labels_free(j->labels, j->nlabels);
     for (size_t i = 0; j->dirs && i < j->where.ndirs; i++)
         isoprof_free(j->dirs[i]);
     isoprof_free(j->dirs);
@@ -291,6 +287,32 @@ static void conv_append(struct writer *w, struct writer_job *j)
     writer_kick(w);
 }
 
+int writer_labels_dup(const struct cfg_map *m, struct store_label **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (m == NULL || m->n == 0)
+        return 0;
+    if ((*out = isoprof_calloc(m->n, sizeof(**out))) == NULL)
+        return -ENOMEM;
+    int nomem = 0;
+    for (size_t i = 0; i < m->n; i++, (*n)++) {
+        (*out)[i].name = isoprof_strdup(m->items[i].key);
+        (*out)[i].value = isoprof_strdup(m->items[i].value);
+        nomem |= (*out)[i].name == NULL || (*out)[i].value == NULL;
+    }
+    return nomem ? -ENOMEM : 0;
+}
+
+void writer_labels_free(struct store_label *l, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        isoprof_free((char *)l[i].name);
+        isoprof_free((char *)l[i].value);
+    }
+    isoprof_free(l);
+}
+
 /* A window job of m's labels (copied), or NULL on ENOMEM. */
 static struct writer_job *job_new(struct writer *w, const struct writer_meta *m)
 {
@@ -315,15 +337,7 @@ static struct writer_job *job_new(struct writer *w, const struct writer_meta *m)
     }
     j->where.root = j->root;
     j->where.deno_pid = m->deno_pid;
-    if (m->labels != NULL && m->labels->n > 0) {
-        if ((j->labels = isoprof_calloc(m->labels->n, sizeof(*j->labels))) == NULL)
-            nomem = 1;
-        for (size_t i = 0; j->labels && i < m->labels->n; i++, j->nlabels++) {
-            j->labels[i].name = isoprof_strdup(m->labels->items[i].key);
-            j->labels[i].value = isoprof_strdup(m->labels->items[i].value);
-            nomem |= j->labels[i].name == NULL || j->labels[i].value == NULL;
-        }
-    }
+    nomem |= writer_labels_dup(m->labels, &j->labels, &j->nlabels) != 0;
     j->where.dirs = (const char *const *)j->dirs;
     if (nomem || !j->worker || !j->version || !j->runtime || !j->thread) {
         job_free(w, j);
