@@ -74,7 +74,7 @@ struct heapsnap {
     unsigned n_ntypes, n_etypes;
     char ntypes[HEAPSNAP_MAX_TYPES][TYPE_NAME_MAX + 1];
     char etypes[HEAPSNAP_MAX_TYPES][TYPE_NAME_MAX + 1];
-    int et_element, et_hidden, et_weak, et_shortcut; /* -1: not among the edge types */
+    int et_element, et_hidden, et_weak, et_shortcut, et_internal; /* -1: not among them */
     int nt_object, nt_closure, nt_native, nt_synthetic;
 };
 
@@ -755,6 +755,7 @@ static int meta_done(struct heapsnap_parser *p)
     s->et_hidden = type_index(s->etypes, s->n_etypes, "hidden");
     s->et_weak = type_index(s->etypes, s->n_etypes, "weak");
     s->et_shortcut = type_index(s->etypes, s->n_etypes, "shortcut");
+    s->et_internal = type_index(s->etypes, s->n_etypes, "internal");
     s->nt_object = type_index(s->ntypes, s->n_ntypes, "object");
     s->nt_closure = type_index(s->ntypes, s->n_ntypes, "closure");
     s->nt_native = type_index(s->ntypes, s->n_ntypes, "native");
@@ -1681,6 +1682,17 @@ static bool index_name(const char *s)
     return i > 0 && i <= 10 && s[i] == '\0';
 }
 
+/* How well edge e names its target, lower better: a name the program
+ * gave (a property, a variable of a closure's context), then V8's own
+ * (internal), then an index. */
+static int edge_rank(const struct heapsnap *s, uint32_t e)
+{
+    int t = s->etype[e];
+    if (edge_is_indexed(s, t) || index_name(str_at(s, s->ename[e])))
+        return 2;
+    return t == s->et_internal ? 1 : 0;
+}
+
 #define FRAME_MAX (2 * HEAPSNAP_PPROF_NAME + TYPE_NAME_MAX + 32)
 
 /* The frame of reached node v held by edge e, "<class> <edge>", into b
@@ -2072,8 +2084,11 @@ int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
         goto done;
 
     /* Each node's edge: the first retaining edge from its immediate
-     * dominator if there is one, else the first retaining edge into it;
-     * one pass over the edges of the reached nodes, in snapshot order. */
+     * dominator if there is one, else the best named retaining edge into
+     * it (edge_rank; the first of the best in snapshot order): an object
+     * held by a global and also by a stack slot or a cache is called by
+     * the global's name, whichever holder comes first. One pass over the
+     * edges of the reached nodes. */
     uint32_t *lab = w.lab;
     memset(lab, 0xff, nn * sizeof(uint32_t));
     for (uint32_t u = 0; u < nn; u++) {
@@ -2086,7 +2101,7 @@ int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
             if (d->idom[v] == u) {
                 lab[v] = e;
                 byidom[v / 8] |= (uint8_t)(1u << (v % 8));
-            } else if (lab[v] == NONE) {
+            } else if (lab[v] == NONE || edge_rank(s, e) < edge_rank(s, lab[v])) {
                 lab[v] = e;
             }
         }

@@ -251,7 +251,10 @@ uint64_t heapsnap_dom_retained(const struct heapsnap_dom *d, uint32_t v);
  *          (each index is then a frame of its own, and a large array uses
  *          up the caps). The edge is the first retaining edge from the
  *          node's immediate dominator to it if there is one, else the
- *          first retaining edge into it, in the snapshot's order.
+ *          best named retaining edge into it: a property or variable
+ *          before an internal name before an index, the first of the best
+ *          in the snapshot's order (a Map held by a global and by a stack
+ *          slot is "Map <the global's name>", not "Map []").
  * Each part keeps at most HEAPSNAP_PPROF_NAME bytes (cut at a character).
  * One Function and one Location per distinct frame; equal paths are one
  * sample.

@@ -1,17 +1,19 @@
 // Integration workload: a Node process with worker_threads (threads.test.js).
-//   pool-1      runs threadCrunch (line 19) over and over: where the time goes
+//   pool-1      runs threadCrunch (line 21) over and over: where the time goes
 //   SIGUSR2     starts a worker "late-N" whose first act is startupAlloc
-//               (line 26), which keeps what it allocates; the main thread
+//               (line 28), which keeps what it allocates; the main thread
 //               prints "late-N created", then "late-N started after X ms"
 //   TRIGGERS=D  every 100 ms, looks for these files in directory D (each
 //               acted on once, then removed):
-//     leaky       starts "leaky", whose heap grows by holdMore (line 33)
+//     leaky       starts "leaky", whose heap grows by holdMore (line 35)
 //                 until it reaches its resourceLimits (16 MiB old space) and
 //                 dies; the main thread prints "leaky died: CODE" and lives on
 //     doomed      starts "doomed", which runs threadCrunch like pool-1
 //     terminate   terminates doomed; the main thread prints "doomed ended"
 //   CHURN=N     starts N short-lived workers, CHURN_PARALLEL (1) at a time,
 //               then prints "churn done N"
+//   POOL_IDLE=1 pool-1 calls threadCrunch once a second on a tiny input
+//               instead of holding a core
 // The cold branches only make the functions too big for V8 to inline.
 'use strict';
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
@@ -84,7 +86,7 @@ if (isMainThread) {
   }
   setInterval(() => {}, 1000);
 } else if (workerData.role === 'pool') {
-  setInterval(() => threadCrunch(3e6), 2);
+  setInterval(() => threadCrunch(process.env.POOL_IDLE ? 1 : 3e6), process.env.POOL_IDLE ? 1000 : 2);
 } else if (workerData.role === 'late') {
   const kept = startupAlloc();
   parentPort.postMessage('started');

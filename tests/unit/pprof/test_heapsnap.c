@@ -489,6 +489,54 @@ TEST(diamond)
     g_free(&g);
 }
 
+/* A Map held by a global's property, by the global's property cell
+ * (internal) and by a stack slot (an element of a root that comes first
+ * in the snapshot): its dominator is the root, which holds it by none of
+ * these, so its frame takes the program's name for it, then V8's, and an
+ * index only when nothing else holds it. */
+TEST(named_holder_first)
+{
+    struct tgraph g = {0};
+    uint32_t root = g_node(&g, "synthetic", "", 0);
+    uint32_t stack = g_node(&g, "synthetic", "(Stack roots)", 0);
+    uint32_t glob = g_node(&g, "object", "global", 8), cell = g_node(&g, "hidden", "cell", 4);
+    uint32_t map = g_node(&g, "object", "Map", 16), map2 = g_node(&g, "object", "Map", 32);
+    uint32_t map3 = g_node(&g, "object", "Map", 64);
+    g_edge(&g, root, "element", NULL, 1, stack);
+    g_edge(&g, root, "property", "global", 0, glob);
+    g_edge(&g, stack, "element", NULL, 3, map);
+    g_edge(&g, stack, "element", NULL, 4, map2);
+    g_edge(&g, stack, "element", NULL, 5, map3);
+    g_edge(&g, stack, "internal", "7", 0, map3);
+    g_edge(&g, glob, "internal", "cell", 0, cell);
+    g_edge(&g, cell, "internal", "value", 0, map);
+    g_edge(&g, cell, "internal", "value2", 0, map2);
+    g_edge(&g, glob, "property", "registry", 0, map);
+    struct isoprof_buf t;
+    g_write(&g, &t, NULL);
+    struct heapsnap *s = PARSE(&t);
+    REQUIRE(s != NULL);
+    struct heapsnap_dom *d = dominate(s);
+    REQUIRE(d != NULL);
+    CHECK_EQ_INT(heapsnap_dom_idom(d, map), root);
+    CHECK_EQ_INT(heapsnap_dom_idom(d, map2), root);
+    struct heapsnap_pprof_result r;
+    Profile *p = retained_profile(s, d, NULL, &r);
+    check_profile(p, d, &r);
+    REQUIRE(p != NULL);
+    const char *m1[] = {"Map registry"}, *m2[] = {"Map value2"},
+               *m3[] = {"(Stack roots) []", "Map []"};
+    CHECK(has_stack(p, m1, 1));
+    CHECK(has_stack(p, m2, 1));
+    CHECK(has_stack(p, m3, 2));
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    pprof_buf_free(&r.pprof);
+    heapsnap_dom_free(d);
+    heapsnap_free(s);
+    isoprof_buf_free(&t);
+    g_free(&g);
+}
+
 /* Weak edges retain nothing; a shortcut retains only from the root; a
  * node held only weakly, or not at all, is left out and said so. */
 TEST(weak_shortcut_unreachable)
@@ -1618,6 +1666,7 @@ int main(void)
 {
     RUN(map_of_arrays);
     RUN(diamond);
+    RUN(named_holder_first);
     RUN(weak_shortcut_unreachable);
     RUN(cycle);
     RUN(caps_keep_what_holds_most);
