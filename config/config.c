@@ -469,6 +469,10 @@ static void fmt_value(const struct cfg_option *o, uint64_t v, char *buf, size_t 
         u = dur;
         n = ISOPROF_ARRAY_SIZE(dur);
     } else if (o->type == CFG_T_SIZE) {
+        if (o->auto_ok && v == CFG_SIZE_AUTO) {
+            snprintf(buf, cap, "auto");
+            return;
+        }
         u = sz;
         n = ISOPROF_ARRAY_SIZE(sz);
     } else if (o->type == CFG_T_FRACTION) {
@@ -584,7 +588,7 @@ static void bounds_text(const struct cfg_option *o, char *buf, size_t cap)
     case CFG_T_FRACTION:
         fmt_value(o, o->min, lo, sizeof(lo));
         if (o->max == 0) {
-            snprintf(buf, cap, ">= %s", lo);
+            snprintf(buf, cap, "%s>= %s", o->auto_ok ? "auto or " : "", lo);
         } else {
             fmt_value(o, o->max, hi, sizeof(hi));
             snprintf(buf, cap, "%s..%s", lo, hi);
@@ -865,6 +869,10 @@ static int set_value(const struct cfg_option *o, void *base, const char *text, s
                 fullname, shown);
         break;
     case CFG_T_SIZE:
+        if (o->auto_ok && strcmp(text, "auto") == 0) {
+            *(uint64_t *)field = CFG_SIZE_AUTO;
+            return 0;
+        }
         rc = cfg_parse_size(text, &v);
         if (rc == -ERANGE)
             BAD("%s '%s' is too large", fullname, shown);

@@ -104,6 +104,10 @@ struct cfg_strlist {
     size_t n; /* 0..CFG_STRLIST_MAX */
 };
 
+/* A size option that accepts the word "auto" (memory_limit) holds this
+ * for it. */
+#define CFG_SIZE_AUTO UINT64_MAX
+
 /* One inspector endpoint to watch. All strings are owned by the struct cfg
  * that holds the target and live as long as it does. */
 struct cfg_target {
@@ -112,7 +116,9 @@ struct cfg_target {
     uint16_t port;   /* 1..65535 */
     char *worker;    /* label override; NULL if unset */
     char *version;   /* label; NULL if unset */
-    uint64_t memory_limit; /* bytes */
+    /* Bytes, or CFG_SIZE_AUTO (the default): the limit each isolate's
+     * runtime gives it (agent/daemon/memwatch.h). */
+    uint64_t memory_limit;
     /* The isolate's worker threads (Node's worker_threads: each Worker is a
      * V8 isolate of its own, reached through this target's inspector
      * session). Every field is resolved: the daemon reads it as is. */
@@ -120,10 +126,11 @@ struct cfg_target {
         /* 1 (default): attach to the target's worker threads and profile
          * each as an isolate of its own; 0: the main thread only. */
         int enabled;
-        /* Bytes, >= 1 MiB: the heap limit each worker thread's memory is
-         * watched against (its Worker's resourceLimits). When the file
-         * leaves threads.memory_limit unset, this is the target's
-         * memory_limit above (so it is never 0). */
+        /* Bytes, >= 1 MiB, or CFG_SIZE_AUTO: the heap limit each worker
+         * thread's memory is watched against (its Worker's
+         * resourceLimits). When the file leaves threads.memory_limit
+         * unset, this is the target's memory_limit above (so it is never
+         * 0). */
         uint64_t memory_limit;
         /* 1..1024 (default 64): worker threads attached at once. */
         uint32_t max;
@@ -192,7 +199,12 @@ struct cfg {
     struct {
         struct {
             double threshold; /* share of memory_limit, 0.01..1 */
-            uint64_t heap_period_ns;
+            uint64_t heap_period_ns; /* the first step of an episode's heap windows */
+            double max_share;        /* of an episode's time its heap windows may stall */
+            struct {
+                int enabled;                     /* memory_growth on */
+                uint64_t window_ns, horizon_ns;  /* the fit's span; how far it looks ahead */
+            } growth;
             int snapshot;               /* take a heap snapshot once per episode */
             uint64_t snapshot_max_heap; /* bytes of used heap above which it is skipped */
             uint32_t snapshot_keep;     /* snapshot windows kept per worker/version */

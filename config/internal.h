@@ -84,6 +84,7 @@ struct cfg_option {
     const char *help;
     cfg_check_fn check;         /* NULL: the type's checks are all */
     const char *const *choices; /* CFG_T_ENUM: the names, in enum order, NULL-terminated */
+    int auto_ok; /* CFG_T_SIZE: the word "auto" is a value too (CFG_SIZE_AUTO) */
 };
 
 /*

@@ -267,11 +267,15 @@ const struct cfg_option cfg_options[] = {
     {.name = "memory_limit",
      .type = CFG_T_SIZE,
      .scope = CFG_SCOPE_TARGET,
-     .def = "128MiB",
+     .def = "auto",
      .min = MIB,
      .reloadable = 1,
      .offset = T(memory_limit),
-     .help = "the isolate's heap limit; memory near it flags an anomaly"},
+     .auto_ok = 1,
+     .help = "the isolate's heap limit; memory near it flags an anomaly; auto: V8's "
+             "heap_size_limit for a Node or Deno process (its --max-old-space-size, "
+             "--max-semi-space-size, --max-heap-size, NODE_OPTIONS or DENO_V8_FLAGS, read "
+             "from /proc, else V8's default for the host's memory), 128MiB for workerd"},
     {.name = "threads.enabled",
      .type = CFG_T_BOOL,
      .scope = CFG_SCOPE_TARGET,
@@ -287,8 +291,11 @@ const struct cfg_option cfg_options[] = {
      .min = MIB,
      .reloadable = 1,
      .offset = T(threads.memory_limit),
+     .auto_ok = 1,
      .help = "a worker thread's heap limit (its Worker's resourceLimits); memory near it flags "
-             "an anomaly; unset: the target's memory_limit"},
+             "an anomaly; unset: the target's memory_limit; auto: its process's V8 limit "
+             "(what a Worker without resourceLimits gets: a Worker's own resourceLimits are "
+             "not visible outside it, so set them here)"},
     {.name = "threads.max",
      .type = CFG_T_COUNT,
      .scope = CFG_SCOPE_TARGET,
@@ -511,14 +518,52 @@ const struct cfg_option cfg_options[] = {
      .max = 3600 * NS_S,
      .reloadable = 1,
      .offset = G(anomaly.memory.heap_period_ns),
-     .help = "heap window period while memory stays near the limit"},
+     .help = "while memory stays near the limit, the first wait between the episode's heap "
+             "windows; each wait after is twice the one before, up to sampling.heap.period"},
+    {.name = "anomaly.memory.max_share",
+     .type = CFG_T_FRACTION,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "1%",
+     .min = 1,
+     .max = PPM,
+     .reloadable = 1,
+     .offset = G(anomaly.memory.max_share),
+     .help = "the share of a memory episode's time its heap windows (a full GC each) may stall "
+             "the isolate; one due past it waits (the first is always taken)"},
+    {.name = "anomaly.memory.growth.enabled",
+     .type = CFG_T_BOOL,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "true",
+     .reloadable = 1,
+     .offset = G(anomaly.memory.growth.enabled),
+     .help = "memory_growth: flag an isolate whose heap after GC grows steadily over "
+             "growth.window and would reach its limit within growth.horizon"},
+    {.name = "anomaly.memory.growth.window",
+     .type = CFG_T_DURATION,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "10m",
+     .min = 60 * NS_S,
+     .max = 86400 * NS_S,
+     .reloadable = 1,
+     .offset = G(anomaly.memory.growth.window_ns),
+     .help = "the span over which the floor of the used heap must have grown, in each of its "
+             "quarters (at least 32 memory polls)"},
+    {.name = "anomaly.memory.growth.horizon",
+     .type = CFG_T_DURATION,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "24h",
+     .min = NS_S,
+     .max = 30 * 86400 * NS_S,
+     .reloadable = 1,
+     .offset = G(anomaly.memory.growth.horizon_ns),
+     .help = "memory_growth flags a growth whose trend reaches the limit within this"},
     {.name = "anomaly.memory.snapshot",
      .type = CFG_T_BOOL,
      .scope = CFG_SCOPE_GLOBAL,
      .def = "false",
      .reloadable = 1,
      .offset = G(anomaly.memory.snapshot),
-     .help = "once per memory_near_limit episode, a heap snapshot of the isolate and the retained "
+     .help = "once per memory episode (memory_near_limit or memory_growth), a heap snapshot of the isolate and the retained "
              "profile made from it (what holds the memory); the target stops while V8 writes it "
              "(about 10 s at 128 MiB of heap) and its RSS grows by 7 to 9 times its used heap, "
              "which it keeps"},

@@ -85,12 +85,13 @@ enum store_anomaly_kind {
     STORE_ANOMALY_MEMORY_NEAR_LIMIT = 1,
     STORE_ANOMALY_OOM_SUSPECTED = 2,
     STORE_ANOMALY_LATENCY_P999_SPIKE = 3,
+    STORE_ANOMALY_MEMORY_GROWTH = 4,
 };
-#define STORE_ANOMALY_MAX 3
+#define STORE_ANOMALY_MAX 4
 
 /* store_anomaly_name - "memory_near_limit", "oom_suspected",
- * "latency_p999_spike"; "" for STORE_ANOMALY_NONE and NULL for values out
- * of range. A static string. Thread: any. */
+ * "latency_p999_spike", "memory_growth"; "" for STORE_ANOMALY_NONE and
+ * NULL for values out of range. A static string. Thread: any. */
 const char *store_anomaly_name(unsigned kind);
 
 /* store_anomaly_parse - the kind named by name (as store_anomaly_name

@@ -165,7 +165,8 @@ static void usage(FILE *f)
         "           Written to FILE, or stdout when it is not a terminal\n"
         "anomalies  one line per anomaly (with --json one object per line: id, kind, worker,\n"
         "           version, thread, isolate, time, end, open, value, threshold, unit, windows);\n"
-        "           KIND is memory_near_limit, oom_suspected or latency_p999_spike\n"
+        "           KIND is memory_near_limit, memory_growth, oom_suspected or\n"
+        "           latency_p999_spike\n"
         "store      stat: counts, sizes, schema, source maps, upload outbox; check: verify\n"
         "           every record and index\n"
         "\n"
@@ -308,8 +309,8 @@ static int parse_kind(const char *name, uint8_t *kind)
 {
     unsigned k = store_anomaly_parse(name);
     if (k == STORE_ANOMALY_NONE)
-        return die("'%s' is not an anomaly kind (memory_near_limit, oom_suspected, "
-                   "latency_p999_spike)",
+        return die("'%s' is not an anomaly kind (memory_near_limit, memory_growth, "
+                   "oom_suspected, latency_p999_spike)",
                    name);
     *kind = (uint8_t)k;
     return 0;
@@ -1953,8 +1954,9 @@ static void print_status(yajl_val root)
     char a[64], b[64];
     yajl_val targets = jget(root, "targets");
     size_t nt = targets && YAJL_IS_ARRAY(targets) ? targets->u.array.len : 0;
-    printf("%-20s %-12s %-10s %-8s %-10s %-19s %-9s %-9s %s\n", "WORKER", "VERSION", "ISOLATE",
-           "RUNTIME", "STATE", "MEMORY", "LAST CPU", "LAST HEAP", "ANOMALY");
+    printf("%-20s %-12s %-10s %-8s %-10s %-19s %-17s %-9s %-9s %s\n", "WORKER", "VERSION",
+           "ISOLATE", "RUNTIME", "STATE", "MEMORY", "LIMIT FROM", "LAST CPU", "LAST HEAP",
+           "ANOMALY");
     for (size_t i = 0; i < nt; i++) {
         yajl_val t = targets->u.array.values[i];
         uint64_t iso = 0;
@@ -1973,15 +1975,23 @@ static void print_status(yajl_val root)
         else
             snprintf(a, sizeof(a), "-");
         snprintf(m, sizeof(m), "%s/%s", a, b);
+        const char *from = jstr(mem, "limit_source");
         yajl_val lw = jget(t, "last_window");
         format_when(jstr(lw, "cpu"), a, sizeof(a));
         format_when(jstr(lw, "heap"), b, sizeof(b));
-        printf("%-19s %-9s %-9s ", m, a, b);
+        printf("%-19s %-17.17s %-9s %-9s ", m, or_dash(from), a, b);
         yajl_val an = jget(t, "anomaly");
         if (an != NULL && YAJL_IS_OBJECT(an)) {
             char since[64];
             format_when(jstr(an, "since"), since, sizeof(since));
-            printf("%s (since %s)\n", (s = jstr(an, "kind")) ? s : "?", since);
+            printf("%s (since %s", (s = jstr(an, "kind")) ? s : "?", since);
+            /* A near-limit episode's cost: its heap windows and their stall. */
+            yajl_val cost = jget(an, "cost");
+            yajl_val share = jget(cost, "share");
+            if (jnum(cost, "heap_windows", &v) == 0 && share && YAJL_IS_NUMBER(share))
+                printf(", %" PRIu64 " heap windows, %.2f%% stalled", v,
+                       YAJL_GET_DOUBLE(share) * 100.0);
+            printf(")\n");
         } else {
             printf("-\n");
         }

@@ -427,11 +427,31 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
     json_key(b, "memory", 0);
     isoprof_buf_putc(b, '{');
     json_key(b, "used", 1);
-    if (t->mem_last > 0)
-        isoprof_buf_printf(b, "%" PRIu64, t->mem_last);
+    if (t->mw.last > 0)
+        isoprof_buf_printf(b, "%" PRIu64, t->mw.last);
     else
         isoprof_buf_puts(b, "null");
-    json_u64(b, "limit", target_memory_limit(t), 0);
+    json_u64_or_null(b, "limit", t->mw.limit != 0, t->mw.limit);
+    json_key(b, "limit_source", 0);
+    if (t->mw.limit != 0)
+        isoprof_json_str(b, memwatch_source_name(t->mw.source));
+    else
+        isoprof_buf_puts(b, "null");
+    /* The growth detector's last judgement (null before a window's worth
+     * of polls). */
+    json_key(b, "growth", 0);
+    if (t->mw.g.judged) {
+        isoprof_buf_printf(b, "{\"floor\":%" PRIu64 ",\"growth\":%" PRIu64
+                              ",\"rate_mib_per_min\":%.3f,\"steady\":%s",
+                           t->mw.g.envelope_last, t->mw.g.growth,
+                           t->mw.g.rate * 60.0 / (1024.0 * 1024.0),
+                           t->mw.g.steady ? "true" : "false");
+        json_u64_or_null(b, "limit_in_s", t->mw.g.eta_ns != UINT64_MAX,
+                         t->mw.g.eta_ns / 1000000000u);
+        isoprof_buf_putc(b, '}');
+    } else {
+        isoprof_buf_puts(b, "null");
+    }
     isoprof_buf_putc(b, '}');
     json_key(b, "last_window", 0);
     isoprof_buf_putc(b, '{');
@@ -442,12 +462,29 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
     isoprof_json_str(b, win_state_name(t->w.cpu));
     json_key(b, "budget", 0);
     status_budget(b, t, isoprof_now_mono_ns());
+    /* The open memory episode (the near-limit one first) and, for that
+     * one, what its heap windows cost the isolate. */
     json_key(b, "anomaly", 0);
-    if (t->mem_ep != NULL) {
+    const struct episode *ep = anomaly_memory_episode(t, MEMWATCH_NEAR);
+    if (ep == NULL)
+        ep = anomaly_memory_episode(t, MEMWATCH_GROWTH);
+    if (ep != NULL) {
         isoprof_buf_putc(b, '{');
         json_key(b, "kind", 1);
-        isoprof_json_str(b, store_anomaly_name(t->mem_ep->kind));
-        json_time(b, "since", t->mem_ep->start_ns, 0);
+        isoprof_json_str(b, store_anomaly_name(ep->kind));
+        json_time(b, "since", ep->start_ns, 0);
+        if (ep->kind == STORE_ANOMALY_MEMORY_NEAR_LIMIT) {
+            uint64_t now = isoprof_now_mono_ns();
+            json_key(b, "cost", 0);
+            isoprof_buf_printf(b,
+                               "{\"heap_windows\":%" PRIu64 ",\"stall_ms\":%.3f,\"share\":%.6f"
+                               ",\"waited\":%" PRIu64,
+                               t->mw.heap_windows, (double)t->mw.cost_ns / 1e6,
+                               memwatch_cost_share(&t->mw, now), t->mw.waited);
+            json_u64_or_null(b, "next_heap_in_ms", t->mw.heap_due_ns != 0,
+                             t->mw.heap_due_ns > now ? (t->mw.heap_due_ns - now) / 1000000u : 0);
+            isoprof_buf_putc(b, '}');
+        }
         isoprof_buf_putc(b, '}');
     } else {
         isoprof_buf_puts(b, "null");

@@ -1,19 +1,24 @@
 /*
- * anomaly.c - the agent's anomaly detection: memory near the limit, the
- * isolate that dies there, and P999 latency spikes.
+ * anomaly.c - the agent's anomaly detection: the memory watch's glue
+ * (memory_near_limit, memory_growth, the isolate that dies near its limit)
+ * and P999 latency spikes.
  *
  * Memory: every Runtime.getHeapUsage poll of a target lands in
- * anomaly_memory(). At or above anomaly.memory.threshold x memory_limit an
- * episode of memory_near_limit starts, unless one started on this isolate
- * less than anomaly.cooldown ago: it is recorded, and at once a heap window
- * and a CPU window at anomaly.cpu_interval are taken, both pinned to it;
- * while memory stays up, a pinned heap window comes every
- * anomaly.memory.heap_period (windows.c). The episode ends once memory has
- * been back under the threshold for the cooldown. A session that ends by
+ * anomaly_memory(), which hands it to the target's memory watch
+ * (memwatch.h: the rules, a pure state machine) and carries out what it
+ * answers: an episode opened is recorded and gets at once a CPU window at
+ * anomaly.cpu_interval and a heap window, both pinned to it; the episode's
+ * later heap windows come when the watch says (backing off, within
+ * anomaly.memory.max_share), pinned to it; its snapshot is tried
+ * (snapshot.c) until one poll can take it or says why not. The stall of
+ * each heap window pinned to the near-limit episode is charged to it
+ * (anomaly_heap_cost), as every stall is to the isolate's pause budget
+ * (windows.c). The limit itself, when memory_limit is auto, is learned off
+ * the loop from the process's flags (limit_job). A session that ends by
  * itself (the target closed it, or left /json/list) while the last poll
  * was at or above the threshold, or while a memory_near_limit episode was
- * still open, is an oom_suspected: recorded with the
- * isolate's last heap and CPU windows pinned.
+ * still open, is an oom_suspected: recorded with the isolate's last heap
+ * and CPU windows pinned.
  *
  * Latency: DogStatsD timings on the UDP listener (statsd.c) feed the P999
  * detector (latency.c) per worker/version; a spike episode triggers a
@@ -35,8 +40,10 @@
 #include "base.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void memacc_reset(struct memacc *m)
 {
@@ -94,12 +101,7 @@ void memacc_figures(const struct memacc *m, struct store_mem *out)
     out->p999 = p > m->max ? m->max : p < m->min ? m->min : p;
 }
 
-/* --- memory_near_limit and oom_suspected --- */
-
-static uint64_t memory_threshold(const struct target *t)
-{
-    return (uint64_t)(t->a->cfg->anomaly.memory.threshold * (double)target_memory_limit(t));
-}
+/* --- memory_near_limit, memory_growth and oom_suspected --- */
 
 static void episode_record(struct agent *a, struct episode *e, int op)
 {
@@ -111,100 +113,336 @@ static void episode_record(struct agent *a, struct episode *e, int op)
     }
 }
 
-static void memory_episode_end(struct target *t)
+struct episode *anomaly_memory_episode(const struct target *t, enum memwatch_kind k)
 {
-    struct episode *e = t->mem_ep;
-    struct agent *a = t->a;
-    t->mem_ep = NULL;
-    t->mem_below_mono_ns = 0;
-    win_memory_episode(&t->w, isoprof_now_mono_ns(), NULL);
-    e->open = 0;
-    episode_record(a, e, WRITER_EP_UPDATE);
-    log_info("anomaly ended", "kind=%s worker=%s version=%s isolate=%u peak=%U threshold=%U",
-             store_anomaly_name(e->kind), e->worker, e->version, e->isolate, e->value,
-             e->threshold);
-    episode_unref(e);
+    return (unsigned)k < MEMWATCH_NKINDS ? t->mw.k[k].ep : NULL;
 }
 
-void anomaly_memory(struct target *t, uint64_t used)
+static void memory_params(const struct target *t, struct memwatch_params *p)
+{
+    memwatch_params_from_cfg(t->a->cfg, t->w.plan.heap_period_ns, p);
+}
+
+/* --- the limit --- */
+
+/* A thread-pool job that learns a Node or Deno isolate's V8 limit from its
+ * process: found by pid (a found endpoint, a Deno title), else by the
+ * configured endpoint's port in a /proc scan. The loop finds its target
+ * again by seq (t->limit_probe); a target gone or re-attached meanwhile
+ * (another isolate number) drops the answer. */
+struct limit_job {
+    uv_work_t req;
+    struct agent *a;
+    uint64_t seq;
+    uint32_t isolate;
+    uint32_t pid; /* in: known (0: find it by port); out: the process read */
+    uint16_t port;
+    int deno;
+    /* out */
+    uint64_t limit;
+    uint8_t src;
+    int read;    /* its command line was read */
+    char why[96]; /* why not, when not */
+};
+
+static uint64_t limit_seq;
+
+/* Read root/<pid>/<name> (at most PROCSCAN_MAX_FILE bytes) into an
+ * allocation; NULL when it cannot be read. */
+static char *proc_read(uint32_t pid, const char *name, size_t *len)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%u/%s", (unsigned)pid, name);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    char *buf = isoprof_malloc(PROCSCAN_MAX_FILE);
+    size_t n = buf ? fread(buf, 1, PROCSCAN_MAX_FILE, f) : 0;
+    int bad = buf == NULL || ferror(f);
+    fclose(f);
+    if (bad || n == 0) {
+        isoprof_free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static uint64_t phys_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+static void limit_job_work(uv_work_t *req)
+{
+    struct limit_job *j = container_of(req, struct limit_job, req);
+    if (j->pid == 0 && j->port != 0) {
+        static const char *const exe[] = {"node", "nodejs", "deno"};
+        struct procscan_filter f = {.exe = exe, .nexe = 3, .self_pid = (uint32_t)getpid()};
+        struct procscan_result res;
+        char why[96];
+        if (procscan_run("/proc", &f, &res, why, sizeof(why)) == 0) {
+            for (size_t i = 0; i < res.n && j->pid == 0; i++)
+                for (unsigned k = 0; k < res.p[i].nports; k++)
+                    if (res.p[i].ports[k] == j->port)
+                        j->pid = res.p[i].pid;
+            procscan_result_free(&res);
+        }
+    }
+    size_t clen = 0, elen = 0;
+    char *cmd = j->pid ? proc_read(j->pid, "cmdline", &clen) : NULL;
+    char *env = j->pid ? proc_read(j->pid, "environ", &elen) : NULL;
+    j->read = cmd != NULL;
+    if (j->pid == 0)
+        snprintf(j->why, sizeof(j->why), "no process of node, nodejs or deno listens on the port");
+    else if (cmd == NULL)
+        snprintf(j->why, sizeof(j->why), "its command line could not be read");
+    else if (env == NULL)
+        snprintf(j->why, sizeof(j->why), "its environment could not be read");
+    j->limit = memwatch_v8_limit(j->deno ? "deno" : "node", cmd, clen, env, elen, phys_memory(),
+                                 &j->src);
+    isoprof_free(cmd);
+    isoprof_free(env);
+}
+
+static void limit_set(struct target *t, uint64_t limit, uint8_t src);
+
+static void limit_job_done(uv_work_t *req, int status)
+{
+    struct limit_job *j = container_of(req, struct limit_job, req);
+    struct agent *a = j->a;
+    for (struct target *t = a->targets; t; t = t->next) {
+        if (t->limit_probe != j->seq)
+            continue;
+        t->limit_probe = 0;
+        if (status != 0 || t->removing || t->state != TARGET_READY || t->isolate != j->isolate)
+            break;
+        if (!j->read || j->why[0])
+            log_warn("heap limit taken from V8's defaults: the process's flags are not all known",
+                     "worker=%s isolate=%u pid=%u limit=%U source=%s why=%s", t->worker,
+                     t->isolate, (unsigned)j->pid, j->limit, memwatch_source_name(j->src), j->why);
+        limit_set(t, j->limit, j->src);
+        break;
+    }
+    isoprof_free(j);
+}
+
+/* What the config says of t's limit: a size, or CFG_SIZE_AUTO. */
+static uint64_t limit_configured(const struct target *t)
+{
+    return t->parent ? t->ep->cfg->threads.memory_limit : t->ep->cfg->memory_limit;
+}
+
+static void limit_set(struct target *t, uint64_t limit, uint8_t src)
+{
+    int changed = t->mw.limit != limit || t->mw.source != src;
+    memwatch_set_limit(&t->mw, limit, src);
+    if (changed)
+        log_info("heap limit", "worker=%s thread=%s isolate=%u limit=%U source=%s", t->worker,
+                 t->thread, t->isolate, limit, memwatch_source_name(src));
+    /* Its worker threads on auto follow their process's limit. */
+    if (t->parent == NULL)
+        for (struct target *w = t->a->targets; w; w = w->next)
+            if (w->parent == t && w->state == TARGET_READY &&
+                limit_configured(w) == CFG_SIZE_AUTO && w->mw.limit != limit)
+                limit_set(w, limit, MEMWATCH_SRC_PROCESS);
+}
+
+/* Keep t's limit up to date with the config (a reload may change it);
+ * start learning it when it is auto and not known. */
+static void limit_update(struct target *t)
+{
+    uint64_t cfg = limit_configured(t);
+    if (cfg != CFG_SIZE_AUTO) {
+        if (t->mw.limit != cfg || t->mw.source != MEMWATCH_SRC_CONFIG)
+            limit_set(t, cfg, MEMWATCH_SRC_CONFIG);
+        return;
+    }
+    if (t->mw.limit != 0 && t->mw.source != MEMWATCH_SRC_CONFIG)
+        return;
+    t->mw.limit = 0; /* auto now, a size before the reload: learn it */
+    const char *rt = target_runtime(t);
+    if (strcmp(rt, "workerd") == 0) {
+        limit_set(t, MEMWATCH_WORKERD_LIMIT, MEMWATCH_SRC_WORKERD);
+        return;
+    }
+    if (t->parent != NULL) {
+        /* A Worker's resourceLimits are not visible from outside it: it
+         * gets what one without them gets, its process's limit. */
+        if (t->parent->mw.limit != 0)
+            limit_set(t, t->parent->mw.limit, MEMWATCH_SRC_PROCESS);
+        return; /* else: set when the main thread's is known */
+    }
+    if (t->limit_probe != 0)
+        return;
+    struct limit_job *j = isoprof_calloc(1, sizeof(*j));
+    if (j == NULL)
+        return; /* tried again at the next poll */
+    j->a = t->a;
+    j->seq = ++limit_seq;
+    j->isolate = t->isolate;
+    j->pid = t->ep->pid ? t->ep->pid : t->title_pid;
+    j->port = t->ep->pid ? 0 : t->ep->cfg->port;
+    j->deno = strcmp(rt, "deno") == 0;
+    if (uv_queue_work(t->a->loop, &j->req, limit_job_work, limit_job_done) != 0) {
+        isoprof_free(j);
+        return;
+    }
+    t->limit_probe = j->seq;
+}
+
+/* --- the episodes --- */
+
+static void memory_episode_open(struct target *t, enum memwatch_kind k, uint64_t now)
 {
     struct agent *a = t->a;
-    const struct cfg *c = a->cfg;
-    uint64_t now = isoprof_now_mono_ns();
-    uint64_t thr = memory_threshold(t);
-    t->mem_last = used;
-    memacc_add(&t->mem_cpu, used);
-    memacc_add(&t->mem_heap, used);
-    if (a->stopping)
-        return; /* a poll answered after the stop began: nothing new starts */
-    if (t->snap_od != NULL)
-        snapshot_poll(t, used);
-    if (used < thr) {
-        if (t->mem_ep == NULL)
-            return;
-        if (t->mem_below_mono_ns == 0)
-            t->mem_below_mono_ns = now;
-        else if (now - t->mem_below_mono_ns >= c->anomaly.cooldown_ns)
-            memory_episode_end(t);
-        return;
-    }
-    t->mem_below_mono_ns = 0;
-    if (t->mem_ep) {
-        if (used > t->mem_ep->value)
-            t->mem_ep->value = used;
-        t->mem_ep->end_ns = isoprof_now_wall_ns();
-        snapshot_poll(t, used);
-        return;
-    }
-    if (t->last_trigger_mono_ns && now - t->last_trigger_mono_ns < c->anomaly.cooldown_ns)
-        return; /* rate-limited: one trigger per isolate per cooldown */
-    struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, t->worker, t->version,
-                                    t->thread, t->isolate, used, thr);
+    struct memwatch_params p;
+    memory_params(t, &p);
+    const struct memwatch_episode *me = &t->mw.k[k];
+    uint64_t thr = k == MEMWATCH_NEAR ? memwatch_threshold(&t->mw, &p) : t->mw.limit;
+    struct episode *e = episode_new(memwatch_kind_anomaly(k), t->worker, t->version, t->thread,
+                                    t->isolate, me->value, thr);
     if (e == NULL) {
         log_error("out of memory flagging an anomaly", "worker=%s isolate=%u", t->worker,
                   t->isolate);
         return;
     }
-    t->mem_ep = e;
-    t->last_trigger_mono_ns = now;
-    win_memory_episode(&t->w, now, e);
+    t->mw.k[k].ep = e;
     a->n.anomalies[e->kind]++;
-    log_warn("anomaly flagged",
-             "kind=%s worker=%s version=%s thread=%s isolate=%u used=%U limit=%U threshold=%U",
-             store_anomaly_name(e->kind), t->worker, t->version, t->thread, t->isolate, used,
-             target_memory_limit(t), thr);
+    if (k == MEMWATCH_NEAR)
+        log_warn("anomaly flagged",
+                 "kind=%s worker=%s version=%s thread=%s isolate=%u used=%U limit=%U "
+                 "limit_source=%s threshold=%U",
+                 store_anomaly_name(e->kind), t->worker, t->version, t->thread, t->isolate,
+                 me->value, t->mw.limit, memwatch_source_name(t->mw.source), thr);
+    else
+        log_warn("anomaly flagged",
+                 "kind=%s worker=%s version=%s thread=%s isolate=%u floor=%U growth=%U "
+                 "rate_mib_per_min=%f limit_in_min=%f limit=%U limit_source=%s window_s=%U",
+                 store_anomaly_name(e->kind), t->worker, t->version, t->thread, t->isolate,
+                 me->value, t->mw.g.growth, t->mw.g.rate * 60.0 / (1024.0 * 1024.0),
+                 (double)t->mw.g.eta_ns / 60e9, t->mw.limit, memwatch_source_name(t->mw.source),
+                 p.growth_window_ns / 1000000000u);
     episode_record(a, e, WRITER_EP_NEW);
-    win_anomaly_heap(&t->w, now, e);
     win_anomaly_cpu(&t->w, now, e);
+}
+
+static void memory_episode_end(struct target *t, enum memwatch_kind k)
+{
+    struct episode *e = t->mw.k[k].ep;
+    t->mw.k[k].ep = NULL;
+    if (e == NULL)
+        return;
+    e->open = 0;
+    e->value = t->mw.k[k].value;
+    e->end_ns = isoprof_now_wall_ns();
+    episode_record(t->a, e, WRITER_EP_UPDATE);
+    if (k == MEMWATCH_NEAR)
+        log_info("anomaly ended",
+                 "kind=%s worker=%s version=%s isolate=%u peak=%U threshold=%U heap_windows=%U "
+                 "heap_stall_ms=%U heap_waited=%U",
+                 store_anomaly_name(e->kind), e->worker, e->version, e->isolate, e->value,
+                 e->threshold, t->mw.heap_windows, t->mw.cost_ns / 1000000u, t->mw.waited);
+    else
+        log_info("anomaly ended", "kind=%s worker=%s version=%s isolate=%u floor=%U limit=%U",
+                 store_anomaly_name(e->kind), e->worker, e->version, e->isolate, e->value,
+                 e->threshold);
+    episode_unref(e);
+}
+
+static void memory_act(struct target *t, const struct memwatch_actions *act, uint64_t now,
+                       uint64_t used)
+{
+    for (unsigned k = 0; k < MEMWATCH_NKINDS; k++)
+        if (act->end & (1u << k))
+            memory_episode_end(t, (enum memwatch_kind)k);
+    for (unsigned k = 0; k < MEMWATCH_NKINDS; k++)
+        if (act->open & (1u << k))
+            memory_episode_open(t, (enum memwatch_kind)k, now);
+    for (unsigned k = 0; k < MEMWATCH_NKINDS; k++) {
+        struct episode *e = t->mw.k[k].ep;
+        if ((act->extend & (1u << k)) && e != NULL) {
+            e->value = t->mw.k[k].value;
+            e->end_ns = isoprof_now_wall_ns();
+        }
+    }
+    if (act->heap) {
+        struct episode *e = t->mw.k[act->heap_kind].ep;
+        if (e != NULL && win_anomaly_heap(&t->w, now, e) != 0)
+            log_debug("anomaly heap window not taken", "worker=%s isolate=%u kind=%s",
+                      t->worker, t->isolate, store_anomaly_name(e->kind));
+    }
+    struct episode *due = act->snapshot ? t->mw.k[act->snap_kind].ep : NULL;
+    if (snapshot_poll(t, used, due) == 1 || (act->snapshot && due == NULL))
+        memwatch_snapshot_done(&t->mw, (enum memwatch_kind)act->snap_kind);
+}
+
+void anomaly_attached(struct target *t)
+{
+    struct memwatch_actions act;
+    memwatch_gone(&t->mw, &act); /* nothing is open here: anomaly_target_gone ended it */
+    for (unsigned k = 0; k < MEMWATCH_NKINDS; k++)
+        if (act.end & (1u << k))
+            memory_episode_end(t, (enum memwatch_kind)k);
+    memwatch_init(&t->mw);
+}
+
+void anomaly_memory(struct target *t, uint64_t used)
+{
+    struct agent *a = t->a;
+    uint64_t now = isoprof_now_mono_ns();
+    memacc_add(&t->mem_cpu, used);
+    memacc_add(&t->mem_heap, used);
+    if (a->stopping) {
+        t->mw.last = used;
+        return; /* a poll answered after the stop began: nothing new starts */
+    }
+    limit_update(t);
+    struct memwatch_params p;
+    memory_params(t, &p);
+    struct memwatch_actions act;
+    memwatch_poll(&t->mw, &p, now, used, &act);
+    memory_act(t, &act, now, used);
+}
+
+void anomaly_heap_cost(struct target *t, const struct episode *pin, uint64_t pause_ns)
+{
+    if (pin != NULL && pin == t->mw.k[MEMWATCH_NEAR].ep)
+        memwatch_heap_cost(&t->mw, pause_ns);
 }
 
 void anomaly_target_gone(struct target *t, int gone_by_itself)
 {
     struct agent *a = t->a;
     snapshot_target_gone(t);
-    uint64_t thr = memory_threshold(t);
+    struct memwatch_params p;
+    memory_params(t, &p);
+    uint64_t thr = memwatch_threshold(&t->mw, &p);
     /* Near the limit: the last poll, or an episode still open (the last
      * poll may have caught the heap just after a GC). */
-    int near = (t->mem_last > 0 && t->mem_last >= thr) || t->mem_ep != NULL;
+    int near = (t->mw.last > 0 && thr > 0 && t->mw.last >= thr) ||
+               t->mw.k[MEMWATCH_NEAR].ep != NULL;
     if (gone_by_itself && !a->stopping && near) {
         struct episode *e = episode_new(STORE_ANOMALY_OOM_SUSPECTED, t->worker, t->version,
-                                        t->thread, t->isolate, t->mem_last, thr);
+                                        t->thread, t->isolate, t->mw.last, thr);
         if (e != NULL) {
             e->open = 0;
             a->n.anomalies[e->kind]++;
             log_warn("anomaly flagged",
                      "kind=%s worker=%s version=%s thread=%s isolate=%u last_used=%U limit=%U "
-                     "threshold=%U",
+                     "limit_source=%s threshold=%U",
                      store_anomaly_name(e->kind), t->worker, t->version, t->thread, t->isolate,
-                     t->mem_last, target_memory_limit(t), thr);
+                     t->mw.last, t->mw.limit, memwatch_source_name(t->mw.source), thr);
             episode_record(a, e, WRITER_EP_OOM);
             episode_unref(e);
         }
     }
-    if (t->mem_ep)
-        memory_episode_end(t);
-    t->mem_last = 0;
-    t->mem_below_mono_ns = 0;
+    struct memwatch_actions act;
+    memwatch_gone(&t->mw, &act);
+    for (unsigned k = 0; k < MEMWATCH_NKINDS; k++)
+        if (act.end & (1u << k))
+            memory_episode_end(t, (enum memwatch_kind)k);
 }
 
 /* --- latency_p999_spike --- */

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "episode.h"
 #include "http.h"
+#include "memwatch.h"
 #include "procscan.h"
 #include "resolve.h"
 #include "store.h"
@@ -137,14 +138,11 @@ struct target {
     uv_timer_t mem_timer;
     int heap_restart_logged;
     int mem_inflight;
-    uint64_t mem_last; /* bytes, the latest poll; 0 before the first */
     struct memacc mem_cpu,
-        mem_heap;               /* polls in the running CPU window / since the last heap window */
-    struct episode *mem_ep;     /* open memory_near_limit episode */
-    uint64_t mem_below_mono_ns; /* when memory fell back under the threshold (0: above) */
-    uint64_t last_trigger_mono_ns; /* the rate limit of memory triggers */
-    uint64_t snap_trigger_mono_ns; /* the episode (its trigger) whose snapshot was tried */
-    struct od_req *snap_od;        /* an on-demand snapshot waiting to start (a reference) */
+        mem_heap;      /* polls in the running CPU window / since the last heap window */
+    struct memwatch mw; /* its limit, memory episodes and their evidence (anomaly.c drives it) */
+    uint64_t limit_probe; /* the limit job asked for it (anomaly.c), 0: none out */
+    struct od_req *snap_od; /* an on-demand snapshot waiting to start (a reference) */
     /* wall start of the last window stored, per type (writer.c); 0: none yet */
     uint64_t last_cpu_ns, last_heap_ns;
     struct target *next; /* a->targets */
@@ -209,8 +207,20 @@ void memacc_reset(struct memacc *m);
 void memacc_add(struct memacc *m, uint64_t bytes);
 /* The figures of m (all zero when it saw no poll). */
 void memacc_figures(const struct memacc *m, struct store_mem *out);
-/* A Runtime.getHeapUsage result (bytes in use) for READY target t. */
+/* READY target t attached: its memory watch starts afresh (its limit is
+ * learned again: the process may have restarted with other flags). */
+void anomaly_attached(struct target *t);
+/* A Runtime.getHeapUsage result (bytes in use) for READY target t. While
+ * t's limit is not known (memory_limit auto), the first poll starts a
+ * thread-pool job that reads it (the process's command line and
+ * environment in /proc; for a configured endpoint, its process is found by
+ * its port first); until it answers, nothing is flagged. */
 void anomaly_memory(struct target *t, uint64_t used);
+/* A heap window pinned to pin stalled t pause_ns: charged to t's
+ * memory_near_limit episode when it is that one. */
+void anomaly_heap_cost(struct target *t, const struct episode *pin, uint64_t pause_ns);
+/* The episode of kind k open on t, or NULL. */
+struct episode *anomaly_memory_episode(const struct target *t, enum memwatch_kind k);
 /* t's session ended or t left /json/list; gone_by_itself: not the agent's
  * doing. Flags oom_suspected when its last memory was near the limit, and
  * ends its open episode. */
@@ -225,9 +235,11 @@ void anomaly_free(struct agent *a); /* after the loop ran dry */
 struct snap_run;
 /* The result label of isoprof_snapshots_total (enum snap_result). */
 const char *snapshot_result_name(unsigned r);
-/* A memory poll of t (used bytes): its snapshot, if one is due (once a
- * memory_near_limit episode, or asked for on demand) and can be taken now. */
-void snapshot_poll(struct target *t, uint64_t used);
+/* A memory poll of t (used bytes): the on-demand snapshot waiting, if it
+ * can start now; else, when due is an episode owed a snapshot, its
+ * snapshot if one can be taken now. 1 when due's was tried (taken, or
+ * skipped and said), 0 when it must wait for a later poll. */
+int snapshot_poll(struct target *t, uint64_t used, struct episode *due);
 /* On demand (ondemand.c): a snapshot of t for od (a reference is taken),
  * now or at the next memory poll that finds nothing of t in flight; its
  * answer is the retained profile. od is answered at once with why when it
@@ -333,8 +345,9 @@ const char *target_runtime(const struct target *t);
  * derived at attach) and must be re-attached; -ENOMEM. */
 int target_relabel(struct target *t);
 
-/* The heap limit t's memory is watched against: the target's
- * memory_limit, or threads.memory_limit for a worker thread. */
+/* The heap limit t's memory is watched against (bytes; 0 while it is being
+ * learned): the target's memory_limit, or threads.memory_limit for a worker
+ * thread, or what its runtime gives it when that is auto (memwatch.h). */
 uint64_t target_memory_limit(const struct target *t);
 /* cdp_call_on t's session (a worker's: its parent's WebSocket under its
  * NodeWorker session id). The reply callback gets t as its arg; t is not

@@ -31,7 +31,7 @@
 #define DISCOVER_MAX_ID 256
 #define DISCOVER_MAX_PATH 512
 /* A found endpoint's settings: the option table's defaults of a target. */
-#define DISCOVER_FOUND_MEMORY_LIMIT (128ull << 20)
+#define DISCOVER_FOUND_MEMORY_LIMIT CFG_SIZE_AUTO
 #define DISCOVER_FOUND_THREADS_MAX 64
 
 static void ep_poll(struct endpoint *ep);

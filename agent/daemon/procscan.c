@@ -271,7 +271,49 @@ struct optstate {
     int have_port; /* an --inspect-port seen (the last one wins) */
     char *optin;
     size_t cap;
+    struct procscan_heap *heap; /* NULL: not asked for */
+    uint8_t heap_src;           /* what the tokens scanned now come from */
 };
+
+/* A V8 heap flag's value in MiB (a bare whole number, as V8 reads it), or
+ * 0 when it is not one. */
+static uint64_t heap_mb(const char *v, size_t n)
+{
+    uint64_t x = 0;
+    if (n == 0 || n > 9)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return 0;
+        x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    return x;
+}
+
+/* name (with '-' for '_') a V8 heap flag: its value v[0..n) is kept. */
+static int heap_flag(struct optstate *s, const char *name, const char *v, size_t n)
+{
+    uint64_t *slot = NULL;
+    uint8_t *src = NULL;
+    if (strcmp(name, "--max-old-space-size") == 0) {
+        slot = &s->heap->old_mb;
+        src = &s->heap->old_src;
+    } else if (strcmp(name, "--max-semi-space-size") == 0) {
+        slot = &s->heap->semi_mb;
+        src = &s->heap->semi_src;
+    } else if (strcmp(name, "--max-heap-size") == 0) {
+        slot = &s->heap->heap_mb;
+        src = &s->heap->heap_src;
+    } else {
+        return 0;
+    }
+    uint64_t mb = heap_mb(v, n);
+    if (mb != 0) {
+        *slot = mb;
+        *src = s->heap_src;
+    }
+    return 1;
+}
 
 static void set_optin(struct optstate *s, const char *v, size_t n)
 {
@@ -319,6 +361,8 @@ static int one_option(struct optstate *s, const char *t, size_t n, const char *n
         s->flags |= PROCSCAN_NO_SIGUSR1;
         return 1;
     }
+    if (s->heap != NULL && val != NULL && heap_flag(s, name, val, vl))
+        return 1;
     if (val == NULL && next && takes_value(name, k))
         return 2;
     return 1;
@@ -371,22 +415,24 @@ static void node_options_scan(struct optstate *s, const char *v, size_t n)
         one_option(s, tok[0], tl[0], NULL, 0);
 }
 
-unsigned procscan_options(const char *cmdline, size_t len, const char *node_options, size_t nlen,
-                          char *optin, size_t cap)
+/* The options of cmdline (len bytes, NUL-separated argv: those before the
+ * script) through one_option, after NODE_OPTIONS' (node_options, nlen). */
+static void options_scan(struct optstate *s, const char *cmdline, size_t len,
+                         const char *node_options, size_t nlen)
 {
-    struct optstate s = {.optin = optin, .cap = cap};
-    if (cap)
-        optin[0] = '\0';
-    if (node_options)
-        node_options_scan(&s, node_options, nlen);
+    if (node_options) {
+        s->heap_src = PROCSCAN_HEAP_ENV;
+        node_options_scan(s, node_options, nlen);
+    }
     /* The command line's options come after NODE_OPTIONS and win. */
-    int port_from_env = s.have_port;
-    unsigned env_port_flags = s.flags & (PROCSCAN_OPTIN | PROCSCAN_OPTIN_REFUSED);
-    s.have_port = 0;
+    s->heap_src = PROCSCAN_HEAP_CMDLINE;
+    int port_from_env = s->have_port;
+    unsigned env_port_flags = s->flags & (PROCSCAN_OPTIN | PROCSCAN_OPTIN_REFUSED);
+    s->have_port = 0;
     const char *p = cmdline, *end = cmdline + len;
-    const char *argv0_end = memchr(p, '\0', len);
+    const char *argv0_end = cmdline ? memchr(p, '\0', len) : NULL;
     if (argv0_end == NULL)
-        return s.flags; /* one unterminated word: no options */
+        goto done; /* one unterminated word: no options */
     p = argv0_end + 1;
     while (p < end) {
         const char *te = memchr(p, '\0', (size_t)(end - p));
@@ -403,16 +449,35 @@ unsigned procscan_options(const char *cmdline, size_t len, const char *node_opti
         } else {
             next = NULL;
         }
-        int took = one_option(&s, p, n, next, nn);
+        int took = one_option(s, p, n, next, nn);
         p = te + 1;
         if (took == 2 && next)
             p = next + nn + 1;
     }
-    if (!s.have_port && port_from_env) {
-        s.flags &= ~(unsigned)(PROCSCAN_OPTIN | PROCSCAN_OPTIN_REFUSED);
-        s.flags |= env_port_flags;
+done:
+    if (!s->have_port && port_from_env) {
+        s->flags &= ~(unsigned)(PROCSCAN_OPTIN | PROCSCAN_OPTIN_REFUSED);
+        s->flags |= env_port_flags;
     }
+}
+
+unsigned procscan_options(const char *cmdline, size_t len, const char *node_options, size_t nlen,
+                          char *optin, size_t cap)
+{
+    struct optstate s = {.optin = optin, .cap = cap};
+    if (cap)
+        optin[0] = '\0';
+    options_scan(&s, cmdline, len, node_options, nlen);
     return s.flags;
+}
+
+void procscan_heap_flags(const char *cmdline, size_t len, const char *node_options, size_t nlen,
+                         struct procscan_heap *out)
+{
+    char optin[8];
+    memset(out, 0, sizeof(*out));
+    struct optstate s = {.optin = optin, .cap = sizeof(optin), .heap = out};
+    options_scan(&s, cmdline, len, node_options, nlen);
 }
 
 const char *procscan_node_options(const char *env, size_t len, size_t *vlen)

@@ -123,6 +123,24 @@ size_t procscan_parse_tcp(const char *text, size_t len, int v6, struct procscan_
 unsigned procscan_options(const char *cmdline, size_t len, const char *node_options, size_t nlen,
                           char *optin, size_t cap);
 
+/* Node's V8 heap flags (procscan_heap_flags), each in MiB (0: not given)
+ * with where it was given. */
+enum { PROCSCAN_HEAP_NONE, PROCSCAN_HEAP_CMDLINE, PROCSCAN_HEAP_ENV };
+struct procscan_heap {
+    uint64_t old_mb, semi_mb, heap_mb; /* --max-old-space-size, --max-semi-space-size,
+                                          --max-heap-size */
+    uint8_t old_src, semi_src, heap_src; /* PROCSCAN_HEAP_* */
+};
+/*
+ * procscan_heap_flags - the heap flags of a Node command line (as
+ * procscan_options reads it: the options before the script, '_' as '-')
+ * and NODE_OPTIONS (node_options NULL: none), the command line's winning.
+ * A flag's value must be attached ("--max-old-space-size=512") and a whole
+ * number of MiB, as V8 reads it; others are ignored. cmdline NULL: none.
+ */
+void procscan_heap_flags(const char *cmdline, size_t len, const char *node_options, size_t nlen,
+                         struct procscan_heap *out);
+
 /* NODE_OPTIONS' value in an environ text (NUL-separated, len bytes), or
  * NULL; *vlen its length. */
 const char *procscan_node_options(const char *env, size_t len, size_t *vlen);

@@ -602,7 +602,8 @@ static char *dup_or_empty(const char *s)
     return isoprof_strdup(s ? s : "");
 }
 
-static struct snap_run *run_new(struct target *t, uint64_t used, struct od_req *od)
+static struct snap_run *run_new(struct target *t, uint64_t used, struct od_req *od,
+                                struct episode *ep)
 {
     struct agent *a = t->a;
     struct snap_run *r = isoprof_calloc(1, sizeof(*r));
@@ -610,7 +611,7 @@ static struct snap_run *run_new(struct target *t, uint64_t used, struct od_req *
         return NULL;
     r->a = a;
     r->t = t;
-    r->ep = od ? NULL : episode_ref(t->mem_ep);
+    r->ep = od || ep == NULL ? NULL : episode_ref(ep);
     r->worker = dup_or_empty(t->worker);
     r->version = dup_or_empty(t->version);
     r->runtime = dup_or_empty(target_runtime(t));
@@ -634,12 +635,12 @@ static struct snap_run *run_new(struct target *t, uint64_t used, struct od_req *
     return r;
 }
 
-/* Take t's snapshot now, for od (a reference, transferred; NULL: its
- * memory episode). */
-static void snap_start(struct target *t, uint64_t used, struct od_req *od)
+/* Take t's snapshot now, for od (a reference, transferred), or else for
+ * memory episode ep (NULL: none), pinned to it. */
+static void snap_start(struct target *t, uint64_t used, struct od_req *od, struct episode *ep)
 {
     struct agent *a = t->a;
-    struct snap_run *r = run_new(t, used, od);
+    struct snap_run *r = run_new(t, used, od, ep);
     if (r == NULL || run_op(r, SNAP_OP_BEGIN, NULL, 0, NULL) != 0) {
         log_error("out of memory for a heap snapshot", "worker=%s isolate=%u", t->worker,
                   t->isolate);
@@ -711,7 +712,7 @@ static int snap_can_start(const struct target *t)
            t->w.cpu == WIN_NONE && !t->w.heap_inflight;
 }
 
-void snapshot_poll(struct target *t, uint64_t used)
+int snapshot_poll(struct target *t, uint64_t used, struct episode *due)
 {
     struct agent *a = t->a;
     const struct cfg *c = a->cfg;
@@ -719,15 +720,13 @@ void snapshot_poll(struct target *t, uint64_t used)
         if (snap_can_start(t)) {
             struct od_req *od = t->snap_od;
             t->snap_od = NULL;
-            snap_start(t, used, od);
+            snap_start(t, used, od, NULL);
         }
-        return;
+        return 0;
     }
-    if (!c->anomaly.memory.snapshot || t->mem_ep == NULL ||
-        t->snap_trigger_mono_ns == t->last_trigger_mono_ns || !snap_can_start(t))
-        return;
+    if (due == NULL || !snap_can_start(t))
+        return 0;
     /* One try an episode: taken, or skipped and said once. */
-    t->snap_trigger_mono_ns = t->last_trigger_mono_ns;
     unsigned result;
     int64_t avail = -1;
     const char *why = snap_refused(t, used, &result, &avail);
@@ -738,9 +737,10 @@ void snapshot_poll(struct target *t, uint64_t used)
                  "mem_available=%I",
                  t->worker, t->thread, t->isolate, used, why, c->anomaly.memory.snapshot_max_heap,
                  avail);
-        return;
+        return 1;
     }
-    snap_start(t, used, NULL);
+    snap_start(t, used, NULL, due);
+    return 1;
 }
 
 int snapshot_ondemand(struct target *t, struct od_req *od)
@@ -752,11 +752,11 @@ int snapshot_ondemand(struct target *t, struct od_req *od)
     char buf[160];
     if (t->snap_od != NULL || snapshot_busy(t)) {
         why = "a heap snapshot of this isolate is already being taken";
-    } else if (t->mem_last == 0) {
+    } else if (t->mw.last == 0) {
         why = "its heap has not been measured yet (the first memory poll)";
-    } else if ((why = snap_refused(t, t->mem_last, &result, &avail)) != NULL) {
+    } else if ((why = snap_refused(t, t->mw.last, &result, &avail)) != NULL) {
         a->n.snapshots[result]++;
-        snprintf(buf, sizeof(buf), "%s (used %" PRIu64 " bytes)", why, t->mem_last);
+        snprintf(buf, sizeof(buf), "%s (used %" PRIu64 " bytes)", why, t->mw.last);
         why = buf;
     }
     if (why != NULL) {
@@ -768,7 +768,7 @@ int snapshot_ondemand(struct target *t, struct od_req *od)
     /* Now if nothing is in flight, else at the next memory poll that finds
      * it so (a window ends, the other snapshot is written). */
     if (snap_can_start(t))
-        snap_start(t, t->mem_last, ondemand_ref(od));
+        snap_start(t, t->mw.last, ondemand_ref(od), NULL);
     else
         t->snap_od = ondemand_ref(od);
     return 0;

@@ -64,7 +64,7 @@ const char *target_runtime(const struct target *t)
 
 uint64_t target_memory_limit(const struct target *t)
 {
-    return t->parent ? t->ep->cfg->threads.memory_limit : t->ep->cfg->memory_limit;
+    return t->mw.limit;
 }
 
 /* --- calls --- */
@@ -428,9 +428,12 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
 {
     struct agent *a = t->a;
     struct win_tags tags;
+    uint64_t pause = 0;
     if (r->status == 0 && r->raw != NULL && t->state == TARGET_READY)
-        target_pause(t, WIN_CALL_HEAP);
+        pause = target_pause(t, WIN_CALL_HEAP);
     win_heap_done(&t->w, &tags);
+    if (pause > 0 && tags.pin != NULL)
+        anomaly_heap_cost(t, tags.pin, pause);
     struct od_req *od = tags.od;
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY) {
         episode_unref(tags.pin);
@@ -563,8 +566,7 @@ void target_attach_start(struct target *t)
     }
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
-    t->mem_last = 0;
-    t->last_trigger_mono_ns = 0;
+    anomaly_attached(t);
     win_attached(&t->w, isoprof_now_mono_ns());
     uint64_t poll_ms = a->cfg->sampling.memory_poll_ns / 1000000u;
     uv_timer_start(&t->mem_timer, target_on_mem_timer, poll_ms, poll_ms);

@@ -20,7 +20,7 @@ TEST(defaults)
     CHECK_STR(c->targets[0].inspector, "127.0.0.1:9229");
     CHECK_STR(c->targets[0].host, "127.0.0.1");
     CHECK_EQ_INT(c->targets[0].port, 9229);
-    CHECK_EQ_INT(c->targets[0].memory_limit, 128ull << 20);
+    CHECK_EQ_INT(c->targets[0].memory_limit, CFG_SIZE_AUTO);
     CHECK(c->targets[0].worker == NULL);
     CHECK(c->targets[0].version == NULL);
     CHECK_EQ_INT(c->discovery.interval_ns, 5000000000ull);
@@ -84,7 +84,7 @@ TEST(full_file)
     CHECK_EQ_INT(c->targets[1].port, 9231);
     CHECK(c->targets[1].worker == NULL);
     CHECK(c->targets[1].version == NULL);
-    CHECK_EQ_INT(c->targets[1].memory_limit, 128ull << 20);
+    CHECK_EQ_INT(c->targets[1].memory_limit, CFG_SIZE_AUTO);
     CHECK_STR(c->targets[2].host, "localhost");
     CHECK_EQ_INT(c->targets[2].port, 65535);
     CHECK_EQ_INT(c->targets[2].memory_limit, 100000000ull);

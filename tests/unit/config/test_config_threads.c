@@ -16,7 +16,7 @@ TEST(defaults)
     REQUIRE(cfg_defaults(&c) == 0);
     REQUIRE(c->ntargets == 1);
     CHECK_EQ_INT(c->targets[0].threads.enabled, 1);
-    CHECK_EQ_INT(c->targets[0].threads.memory_limit, 128 * MIB);
+    CHECK_EQ_INT(c->targets[0].threads.memory_limit, CFG_SIZE_AUTO);
     CHECK_EQ_INT(c->targets[0].threads.memory_limit, c->targets[0].memory_limit);
     CHECK_EQ_INT(c->targets[0].threads.max, 64);
     cfg_free(c);
@@ -26,7 +26,7 @@ TEST(defaults)
     c = load("targets: [{inspector: 'a:1'}]\n", &why);
     REQUIRE(c != NULL);
     CHECK_EQ_INT(c->targets[0].threads.enabled, 1);
-    CHECK_EQ_INT(c->targets[0].threads.memory_limit, 128 * MIB);
+    CHECK_EQ_INT(c->targets[0].threads.memory_limit, CFG_SIZE_AUTO);
     CHECK_EQ_INT(c->targets[0].threads.max, 64);
     cfg_free(c);
 }
@@ -56,8 +56,50 @@ TEST(memory_limit_follows_the_target)
     CHECK_EQ_INT(c->targets[1].threads.max, 2);
     CHECK_EQ_INT(c->targets[2].memory_limit, 256 * MIB);
     CHECK_EQ_INT(c->targets[2].threads.memory_limit, 512 * MIB); /* may exceed the target's */
-    CHECK_EQ_INT(c->targets[3].memory_limit, 128 * MIB);
+    CHECK_EQ_INT(c->targets[3].memory_limit, CFG_SIZE_AUTO);
     CHECK_EQ_INT(c->targets[3].threads.memory_limit, 32 * MIB);
+    cfg_free(c);
+}
+
+/* "auto" is a value of both limits: the target's (its runtime's own) and a
+ * worker's, which keeps it even when the target names a size; any other
+ * word is refused as a size is. */
+TEST(memory_limit_auto)
+{
+    char *why;
+    struct cfg *c = load("targets:\n"
+                         "  - inspector: a:1\n"
+                         "    memory_limit: auto\n"
+                         "  - inspector: b:2\n"
+                         "    memory_limit: 256MiB\n"
+                         "    threads: {memory_limit: auto}\n"
+                         "  - inspector: c:3\n"
+                         "    memory_limit: auto\n"
+                         "    threads: {memory_limit: 64MiB}\n",
+                         &why);
+    if (c == NULL)
+        fprintf(stderr, "%s\n", why);
+    REQUIRE(c != NULL && c->ntargets == 3);
+    CHECK_EQ_INT(c->targets[0].memory_limit, CFG_SIZE_AUTO);
+    CHECK_EQ_INT(c->targets[0].threads.memory_limit, CFG_SIZE_AUTO);
+    CHECK_EQ_INT(c->targets[1].memory_limit, 256 * MIB);
+    CHECK_EQ_INT(c->targets[1].threads.memory_limit, CFG_SIZE_AUTO);
+    CHECK_EQ_INT(c->targets[2].memory_limit, CFG_SIZE_AUTO);
+    CHECK_EQ_INT(c->targets[2].threads.memory_limit, 64 * MIB);
+    cfg_free(c);
+
+    c = load("targets: [{inspector: 'a:1', memory_limit: automatic}]\n", &why);
+    CHECK(c == NULL);
+    if (c == NULL) {
+        CHECK(strstr(why, "targets[0].memory_limit 'automatic' is not a size") != NULL);
+        isoprof_free(why);
+    }
+    cfg_free(c);
+    /* a global size option takes no "auto" */
+    c = load("store: {max_size: auto}\n", &why);
+    CHECK(c == NULL);
+    if (c == NULL)
+        isoprof_free(why);
     cfg_free(c);
 }
 
@@ -369,7 +411,7 @@ TEST(example_nests_them)
             fprintf(stderr, "%s\n", why);
         REQUIRE(c != NULL && c->ntargets == 1);
         CHECK_EQ_INT(c->targets[0].threads.memory_limit, 32 * MIB);
-        CHECK_EQ_INT(c->targets[0].memory_limit, 128 * MIB);
+        CHECK_EQ_INT(c->targets[0].memory_limit, CFG_SIZE_AUTO);
         cfg_free(c);
         isoprof_free(edited);
     }
@@ -381,6 +423,7 @@ int main(void)
 {
     RUN(defaults);
     RUN(memory_limit_follows_the_target);
+    RUN(memory_limit_auto);
     RUN(explicit_values_block_and_flow);
     RUN(empty_forms_are_the_defaults);
     RUN(each_error_at_its_position);
