@@ -276,19 +276,23 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
          * so the upgrade is the new (empty) DBs, the counters and the
          * version number, in this transaction. Schema 8 added the blobs
          * DB (snapshot chunks) and "blob_open", and window types 3 and 4,
-         * which older windows are not. dbs_open reads the new version. */
+         * which older windows are not. Schema 9 added anomaly kind 4
+         * (memory_growth), in windows and anomalies: an older build would
+         * take such a record for a damaged one, so it must refuse the
+         * store instead; nothing else changed. dbs_open reads the new
+         * version. */
         s->schema = STORE_SCHEMA_VERSION;
         if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
             (rc = format_put(s, txn)) != 0)
             return store_err(rc);
     }
-    /* Schemas 3 to 7 differ from 8 only by what they lack (3: no
+    /* Schemas 3 to 8 differ from 9 only by what they lack (3: no
      * dictionaries; 3 and 4: no record or anomaly with a thread, which this
      * build reads as "main"; 3 to 5: no record with a pid or container,
      * read as 0 and ""; 3 to 6: no record with source-map figures or
-     * labels, read as 0 and none; all: no snapshot and no blobs DB), so a
-     * reader takes them as they are. */
-    int as_is = s->readonly && s->schema >= 3 && s->schema <= 7;
+     * labels, read as 0 and none; 3 to 7: no snapshot and no blobs DB;
+     * all: no memory_growth anomaly), so a reader takes them as they are. */
+    int as_is = s->readonly && s->schema >= 3 && s->schema <= 8;
     if (s->schema != STORE_SCHEMA_VERSION && !as_is) {
         if (why) {
             isoprof_free(*why);

@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 8u
+#define STORE_SCHEMA_VERSION 9u
 
 /* Window types; values are stored (in keys), never renumber. CPU, HEAP and
  * RETAINED windows hold a pprof and are stored with store_put (and queued

@@ -335,12 +335,41 @@ TEST(readonly_reader)
     store_close(s);
 }
 
+/* memory_growth (kind 4, schema 9): recorded, pinning its windows (which
+ * carry the kind), found by its name; names past the table are none. */
+TEST(memory_growth_kind)
+{
+    CHECK_STR(store_anomaly_name(STORE_ANOMALY_MEMORY_GROWTH), "memory_growth");
+    CHECK_EQ_INT(store_anomaly_parse("memory_growth"), STORE_ANOMALY_MEMORY_GROWTH);
+    CHECK(store_anomaly_name(STORE_ANOMALY_MAX + 1) == NULL);
+    struct store *s = open_rw(tmp_dir(), 0);
+    REQUIRE(s != NULL);
+    uint64_t a = new_anomaly(s, STORE_ANOMALY_MEMORY_GROWTH, "leak", 3, T0, 0);
+    REQUIRE(a != 0);
+    struct test_rec t;
+    rec_make(&t, "leak", "v1", T0 + SEC, 3, STORE_TYPE_HEAP, 200, 77);
+    t.r.pin = a;
+    t.r.w.anomaly = STORE_ANOMALY_MEMORY_GROWTH;
+    REQUIRE(store_put(s, &t.r, 1, NULL) == 0);
+    uint64_t h = t.r.w.id;
+    rec_free(&t);
+    CHECK_EQ_INT(window_pins(s, h), 1u << STORE_ANOMALY_MEMORY_GROWTH);
+    int rc;
+    struct store_anomaly_filter f = {.kind = STORE_ANOMALY_MEMORY_GROWTH};
+    struct anoms *l = anoms(s, &f, &rc);
+    REQUIRE(rc == 0 && l->n == 1);
+    CHECK(l->a[0].id == a && l->a[0].nwin == 1 && l->a[0].wins[0] == h);
+    CHECK_EQ_INT(check_clean(s), 0);
+    store_close(s);
+}
+
 int main(void)
 {
     RUN(create_update_query);
     RUN(pin_latest_of_isolate);
     RUN(pinned_evicted_last);
     RUN(bounds);
+    RUN(memory_growth_kind);
     RUN(readonly_reader);
     TEST_EXIT();
 }

@@ -793,13 +793,13 @@ TEST(upgrade_from_schema7)
     store_close(s);
     CHECK_EQ_INT(verify_clean(path), 0);
 
-    /* A writer upgrades it in place: schema 8, the windows untouched, and
+    /* A writer upgrades it in place: schema 9, the windows untouched, and
      * it streams snapshots. */
     s = open_outbox(path, 0);
     REQUIRE(s != NULL);
     st = stat_checked(s);
     CHECK_EQ_INT(st.schema_version, STORE_SCHEMA_VERSION);
-    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 8);
+    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 9);
     CHECK_EQ_INT(st.stored_bytes, before);
     CHECK_EQ_INT(check_clean(s), 0);
     struct store_window w = snap_window("w", "v", T0 + 10 * SEC, 1);
@@ -809,11 +809,11 @@ TEST(upgrade_from_schema7)
     CHECK_EQ_INT(check_clean(s), 0);
     store_close(s);
 
-    /* Schema 8 for readers too. */
+    /* The current schema for readers too. */
     CHECK_EQ_INT(verify_clean(path), 0);
     s = open_ro(path);
     REQUIRE(s != NULL);
-    CHECK_EQ_INT(stat_checked(s).schema_version, 8);
+    CHECK_EQ_INT(stat_checked(s).schema_version, STORE_SCHEMA_VERSION);
     CHECK(read_matches(s, id, TEXT, 2 * MIB, 17));
     check_loads(s, ids, 3, 3000);
     store_close(s);

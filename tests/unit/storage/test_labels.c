@@ -311,7 +311,7 @@ TEST(schema6_store)
      * ones with their figures and labels; the counter exact. */
     s = open_outbox(path, 0);
     REQUIRE(s != NULL);
-    CHECK_EQ_INT(stat_checked(s).schema_version, 8);
+    CHECK_EQ_INT(stat_checked(s).schema_version, STORE_SCHEMA_VERSION);
     CHECK_EQ_INT(rec_version(s, ids[2]), 4);
     CHECK_EQ_INT(check_clean(s), 0);
     uint64_t n1 = put_window(s, T0 + 10 * SEC, 9, REPO, 3, 5, 6, NULL);
