@@ -509,7 +509,8 @@ const struct cfg_option cfg_options[] = {
      .max = PPM,
      .reloadable = 1,
      .offset = G(anomaly.memory.threshold),
-     .help = "memory_near_limit: used heap at or above this share of memory_limit"},
+     .help = "memory_near_limit: used heap at or above this share of the isolate's limit "
+             "(memory_limit)"},
     {.name = "anomaly.memory.heap_period",
      .type = CFG_T_DURATION,
      .scope = CFG_SCOPE_GLOBAL,
@@ -547,7 +548,8 @@ const struct cfg_option cfg_options[] = {
      .reloadable = 1,
      .offset = G(anomaly.memory.growth.window_ns),
      .help = "the span over which the floor of the used heap must have grown, in each of its "
-             "quarters (at least 32 memory polls)"},
+             "quarters; it is read in 32 buckets, so it must hold at least 32 memory polls "
+             "(sampling.memory_poll), or it is never judged"},
     {.name = "anomaly.memory.growth.horizon",
      .type = CFG_T_DURATION,
      .scope = CFG_SCOPE_GLOBAL,

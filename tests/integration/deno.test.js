@@ -36,12 +36,21 @@ test('deno: windows stored, runtime deno, hot function first', { timeout: 90000 
 // ("worker [1]") carry no name, so the thread label is worker-<id>.
 test('deno workers: watched as threads of the target, their own windows', { timeout: 90000 }, async () => {
   // Deno asks for read access to load a Worker's module from a file
-  const deno = await L.startDeno(path.join(L.WORKLOADS, 'deno-threads.js'), { args: [`--allow-read=${L.WORKLOADS}`] });
+  // Its V8 flags set the heap limit of the process, which a Worker gets too.
+  const deno = await L.startDeno(path.join(L.WORKLOADS, 'deno-threads.js'),
+    { args: [`--allow-read=${L.WORKLOADS}`, '--v8-flags=--max-old-space-size=160'] });
   const dir = L.tmpdir();
   const store = path.join(dir, 'store');
   const d = await L.startDaemon(L.yamlConfig({ store, targets: [{ port: deno.port, worker: 'dn' }], duration: '1s', period: '1500ms', jitter: 0 }), { dir });
   const att = await d.waitLog((l) => l.msg === 'thread attached', 30000, 'a Deno worker attached');
   assert.match(att.thread, /^worker-\d+$/);
+  // memory_limit auto: measured on Deno 2, --max-old-space-size=160 gives 256 MiB.
+  const lim = (thread) => d.lines.find((l) => l.msg === 'heap limit' && l.thread === thread);
+  await L.waitFor(() => lim('main') && lim(att.thread), 30000, 'the limits of both threads');
+  assert.strictEqual(lim('main').source, 'auto:flag', lim('main').raw);
+  assert.strictEqual(Number(lim('main').limit), 256 * 1024 * 1024, lim('main').raw);
+  assert.strictEqual(lim(att.thread).source, 'auto:process', lim(att.thread).raw);
+  assert.strictEqual(lim(att.thread).limit, lim('main').limit);
   const top = () => L.cli(['top', '--store', store, '--type', 'cpu', '--thread', att.thread, '-n', '3']);
   await L.waitFor(() => { const r = top(); return r.status === 0 && /denoThreadCrunch/.test(r.stdout.split('\n').slice(3, 4).join('\n')); }, 40000, 'worker windows led by denoThreadCrunch');
   await L.waitFor(() => L.windows(store, ['--thread', 'main', '--type', 'cpu']).length >= 2, 30000, 'main thread windows');

@@ -101,7 +101,7 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
     assert.strictEqual(r.status, 200, r.body);
     st = JSON.parse(r.body);
     const t = st.targets && st.targets[0];
-    return t && t.last_window.cpu !== null && t.last_window.heap !== null && t.memory.used !== null && st.store.as_of !== null && st.store.windows > 0;
+    return t && t.last_window.cpu !== null && t.last_window.heap !== null && t.memory.used !== null && t.memory.limit !== null && st.store.as_of !== null && st.store.windows > 0;
   }, 40000, 'stored CPU and heap windows, a memory poll and the store figures in /status');
   assert.strictEqual(st.version, '0.1.0');
   assert.strictEqual(st.pid, d.pid);
@@ -118,7 +118,10 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
   assert.strictEqual(t.endpoint, `127.0.0.1:${node.port}`);
   assert.strictEqual(t.state, 'ready');
   assert.ok(t.memory.used > 0, `memory.used ${t.memory.used}`);
-  assert.strictEqual(t.memory.limit, 128 * 1024 * 1024);
+  // memory_limit auto: V8's own, once the first poll has learned it.
+  assert.ok(t.memory.limit >= 1024 * 1024 * 1024, JSON.stringify(t.memory));
+  assert.strictEqual(t.memory.limit_source, 'auto:v8-default');
+  assert.deepStrictEqual(Object.keys(t.memory), ['used', 'limit', 'limit_source', 'growth']);
   const cpuAt = Date.parse(t.last_window.cpu);
   assert.match(t.last_window.cpu, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
   assert.ok(Math.abs(cpuAt - Date.now()) < 60000, `last cpu window ${t.last_window.cpu} is recent`);
@@ -142,7 +145,7 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
     assert.ok(Number.isInteger(st.counters[k]), `counters.${k}`);
   }
   assert.ok(st.counters.windows_stored >= 1 && st.counters.sessions_attached === 1, JSON.stringify(st.counters));
-  assert.deepStrictEqual(Object.keys(st.counters.anomalies), ['memory_near_limit', 'oom_suspected', 'latency_p999_spike']);
+  assert.deepStrictEqual(Object.keys(st.counters.anomalies), ['memory_near_limit', 'oom_suspected', 'latency_p999_spike', 'memory_growth']);
 
   // /metrics twice, some seconds apart: both clean, the window counters moved, none went back.
   const first = await get({ socketPath: sock, p: '/metrics' });
@@ -155,7 +158,7 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
   for (const f of Object.keys(m1.types)) assert.ok(m1.helps[f], `${f} has HELP`);
   assert.strictEqual(m1.samples['isoprof_build_info{version="0.1.0"}'], 1);
   assert.strictEqual(m1.samples['isoprof_targets{state="ready"}'], 1);
-  for (const k of ['memory_near_limit', 'oom_suspected', 'latency_p999_spike']) assert.ok(`isoprof_anomalies_total{kind="${k}"}` in m1.samples, k);
+  for (const k of ['memory_near_limit', 'oom_suspected', 'latency_p999_spike', 'memory_growth']) assert.ok(`isoprof_anomalies_total{kind="${k}"}` in m1.samples, k);
   assert.ok(m1.samples.isoprof_resident_memory_bytes > 1 << 20);
   assert.ok(m1.samples['isoprof_windows_stored_total{type="cpu"}'] >= 1);
   assert.ok(m1.samples['isoprof_windows_stored_total{type="heap"}'] >= 1);

@@ -24,6 +24,12 @@ test('workerd: per-service targets, hot function, eviction backs off then resume
     const names = d.lines.filter((l) => l.msg === 'target attached').map((l) => l.worker).sort();
     assert.deepStrictEqual(names, ['alpha', 'beta']);
     assert.ok(d.lines.filter((l) => l.msg === 'target attached').every((l) => l.runtime === 'workerd'));
+    // memory_limit auto: workerd's isolate limit, 128 MiB.
+    await L.waitFor(() => d.count((l) => l.msg === 'heap limit') >= 2, 30000, 'both limits');
+    for (const l of d.lines.filter((x) => x.msg === 'heap limit')) {
+      assert.strictEqual(l.source, 'auto:workerd', l.raw);
+      assert.strictEqual(Number(l.limit), 128 * 1024 * 1024, l.raw);
+    }
     await L.waitFor(() => ['alpha', 'beta'].every((w) => d.count((l) => l.msg === 'window stored' && l.worker === w) >= 2),
       60000, 'windows of each service');
 
