@@ -54,6 +54,11 @@ enum srcmap_reason {
                              and its source_maps dirs: refused */
     SRCMAP_E_FILE_TOOBIG, /* the file is larger than source_maps_max_file */
     SRCMAP_E_DATA_URL,    /* a data: URL that is not base64 or URL-encoded JSON */
+    SRCMAP_E_SCRIPT_OUTSIDE, /* the script lies outside the target's tree: not opened */
+    SRCMAP_E_NOT_FILE,       /* the script or the map is not a regular file (a FIFO, a
+                                device, a socket, a directory): not opened for reading */
+    SRCMAP_E_ALLOWANCE,      /* the target's CPU allowance ran out (counted each time
+                                it does; its frames stay unmapped until it refills) */
     SRCMAP_NREASONS
 };
 
