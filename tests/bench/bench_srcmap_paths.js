@@ -56,8 +56,11 @@ async function main() {
   const app = path.join(dir, 'app');
   fs.mkdirSync(app);
 
-  // The app: its scripts under its own directory (its working directory).
-  const paths = common.start(process.execPath, ['--inspect=127.0.0.1:0', path.join(WORKLOADS, 'node-many-paths.js'), app, String(npaths), String(mib)], { cwd: app });
+  // The app: its main script and the paths beneath one directory, so that
+  // they are in its tree (the directory of its main script) and looked at.
+  const main = path.join(app, 'main.js');
+  fs.copyFileSync(path.join(WORKLOADS, 'node-many-paths.js'), main);
+  const paths = common.start(process.execPath, ['--inspect=127.0.0.1:0', main, app, String(npaths), String(mib)], { cwd: app });
   await common.waitFor(() => {
     if (paths.exitCode !== null) throw new Error(`the app exited: ${paths.err.slice(-2000)}`);
     return /ready/.test(paths.out);
@@ -72,12 +75,14 @@ async function main() {
     'targets:',
     `  - {inspector: "127.0.0.1:${paths.port}", worker: paths}`,
     `  - {inspector: "127.0.0.1:${ok.port}", worker: ok}`,
-    'sampling: {cpu: {duration: 2s, period: 3s, interval: 1ms}, heap: {period: 1d}, budget: {pause_share: 100%}}',
+    'sampling: {cpu: {duration: 2s, period: 3s, interval: 1ms}, heap: {period: 24h}, budget: {pause_share: 100%}}',
     'anomaly: {latency: {listen: ""}}',
     'log: {level: info}',
     '',
   ].join('\n'));
   const d = common.start(bin.isoprofd, ['--config', cfg]);
+  await common.sleep(500);
+  if (d.exitCode !== null) throw new Error(`isoprofd exited: ${d.err.slice(-2000)}`);
   const cpu0 = common.procCpu(d.pid);
   const t0 = Date.now();
   await common.sleep(seconds * 1000);

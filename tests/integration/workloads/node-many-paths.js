@@ -10,8 +10,8 @@
 // them: each path is the filename of a small script compiled with
 // vm.Script, so that V8 names the path in its frames while the process
 // holds only a few KiB of source a path. Then it runs the COUNT functions
-// round robin, about 1 ms each, for ever. Prints "ready" when the scripts
-// are compiled.
+// round robin, about 1 ms each, for ever. Prints "ready" and makes
+// DIR/ready when the scripts are compiled.
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
@@ -59,6 +59,7 @@ for (let i = 0; i < count; i++) {
 })`;
   fns.push(new vm.Script(code, { filename: p }).runInThisContext());
 }
+fs.writeFileSync(path.join(dir, 'ready'), '');
 process.stdout.write('ready\n');
 
 let i = 0;
