@@ -62,8 +62,9 @@ before(async () => {
   const app = path.join(dir, 'paths');
   fs.mkdirSync(app);
   const main = path.join(app, 'main.js');
-  fs.copyFileSync(path.join(__dirname, 'workloads', 'node-many-paths.js'), main);
-  S.paths = await L.startNode(main, { args: [app, String(PATHS), String(MIB)] });
+  fs.writeFileSync(main, `process.argv.splice(2, 0, ${JSON.stringify(app)}, '${PATHS}', '${MIB}');\n` +
+    `require(${JSON.stringify(path.join(__dirname, 'workloads', 'node-many-paths.js'))});\n`);
+  S.paths = await L.startNode(main);
   await L.waitFor(() => fs.existsSync(path.join(app, 'ready')), 180000, 'the paths app to make and compile its scripts');
 
   S.ok = await L.startNode(path.join(__dirname, 'workloads', 'node-light.js'));
@@ -137,8 +138,10 @@ test('FIFOs and /dev/zero as scripts and maps, and /etc/passwd: refused by reaso
   };
   // fifo-in.js and h.js.map: FIFOs in the tree, never opened
   assert.strictEqual(refused('not_a_file'), 2, metrics);
-  // zero.js (/dev/zero is out of the tree), /etc/passwd
-  assert.strictEqual(refused('script_outside'), 2, metrics);
+  // zero.js (/dev/zero is out of the tree) and /etc/passwd; and the
+  // scripts of this suite that the apps load from outside their own
+  // directories (the workloads, parent-guard.js)
+  assert.ok(refused('script_outside') >= 2, metrics);
   // zero.map (/dev/zero) and pipe.map (the FIFO outside)
   assert.strictEqual(refused('outside'), 2, metrics);
   const said = (reason, what) => S.d.count((l) => l.msg === 'source map not used: frames stay as V8 named them' &&
