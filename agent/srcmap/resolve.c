@@ -503,9 +503,12 @@ static void allowance_charge(struct srcmap_session *s, uint64_t cpu_ns)
 {
     struct srcmap_cache *c = s->c;
     pthread_mutex_lock(&c->mu);
-    int64_t floor = -(int64_t)c->burst_ns; /* one overshoot is paid back, not more */
-    int64_t t = s->owner->tokens_ns - (int64_t)(cpu_ns > (uint64_t)INT64_MAX ? INT64_MAX : cpu_ns);
-    s->owner->tokens_ns = t < floor ? floor : t;
+    /* The debt of a frame that cost more than the bucket held (a large
+     * map parsed) is paid back in full before the next frame is served:
+     * what the target cost is what it waits for. */
+    uint64_t debt = cpu_ns > (uint64_t)INT64_MAX / 4 ? (uint64_t)INT64_MAX / 4 : cpu_ns;
+    int64_t t = s->owner->tokens_ns - (int64_t)debt;
+    s->owner->tokens_ns = t < INT64_MIN / 2 ? INT64_MIN / 2 : t;
     c->st.cpu_ns += cpu_ns;
     pthread_mutex_unlock(&c->mu);
 }

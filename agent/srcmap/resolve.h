@@ -178,8 +178,11 @@ enum { SRCMAP_FRAME_NA = -1, SRCMAP_FRAME_UNMAPPED = 0, SRCMAP_FRAME_MAPPED = 1 
  * filled (strings valid until srcmap_session_free), SRCMAP_FRAME_UNMAPPED
  * for a script that could have a map but gave no mapping, SRCMAP_FRAME_NA
  * for a frame with nothing to map (no url, node:internal, unknown line).
- * Each script is resolved once per session. Never fails: an allocation
- * failure leaves the frame unmapped.
+ * Each script is resolved once per session. A frame that needs work (a
+ * script not resolved yet, a lookup in its map) is charged its thread CPU
+ * time to the session's owner, and while the owner's allowance is spent
+ * it is SRCMAP_FRAME_UNMAPPED without any work. Never fails: an
+ * allocation failure leaves the frame unmapped.
  */
 int srcmap_session_frame(struct srcmap_session *s, const char *url, size_t url_len, int32_t line,
                          int32_t column, struct srcmap_pos *out);

@@ -1892,9 +1892,9 @@ TEST(allowance)
     for (int i = 0; i < 20; i++)
         EXPECT_A(s, url[i], src);
     srcmap_session_free(s);
-    /* a whole core: full again at once */
+    /* a whole core: served again once the debt is paid */
     srcmap_cache_allowance(c, 1000000, 1000000000);
-    usleep(20000);
+    usleep(100000); /* pays back what url[0] cost */
     s = session(c, &wa);
     for (int i = 0; i < 20; i++)
         EXPECT_A(s, url[i], src);
