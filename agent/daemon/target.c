@@ -347,8 +347,8 @@ static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
         .container = t->ep->container,
         .root = root,
         .source_maps = t->ep->cfg ? &t->ep->cfg->source_maps : NULL,
-        .root_is_tree = root != NULL && root != proc_root && strcmp(root, "") != 0 &&
-                        strcmp(root, "/") != 0,
+        .root_is_tree =
+            root != NULL && root != proc_root && strcmp(root, "") != 0 && strcmp(root, "/") != 0,
         .main_url = main->main_url,
         .owner = t->ep->cfg ? t->ep->cfg->inspector : NULL,
         .deno_pid = deno_pid,

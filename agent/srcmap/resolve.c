@@ -303,9 +303,9 @@ static int open_read(int pfd)
 /* What a file that is not regular is, for a refusal's why. */
 static const char *file_kind(const struct stat *st)
 {
-    return S_ISFIFO(st->st_mode)  ? "a FIFO"
-           : S_ISCHR(st->st_mode) ? "a character device"
-           : S_ISBLK(st->st_mode) ? "a block device"
+    return S_ISFIFO(st->st_mode)   ? "a FIFO"
+           : S_ISCHR(st->st_mode)  ? "a character device"
+           : S_ISBLK(st->st_mode)  ? "a block device"
            : S_ISSOCK(st->st_mode) ? "a socket"
            : S_ISDIR(st->st_mode)  ? "a directory"
                                    : "not a regular file";
@@ -1296,7 +1296,8 @@ static bool b64_ends_object(const char *t, size_t n)
                 return false;
             }
         }
-        uint32_t acc = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        uint32_t acc =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         out[o++] = (unsigned char)(acc >> 16);
         if (pad < 2)
             out[o++] = (unsigned char)(acc >> 8);
@@ -1412,7 +1413,8 @@ static bool find_comment(struct srcmap_session *s, int fd, off_t size, size_t ma
             return long_data_url(s, fd, base + (off_t)end, win, end, max_scan, url_off, url_len);
         while (start < end && (win[start] == ' ' || win[start] == '\t'))
             start++;
-        if (end - start >= pl && (memcmp(win + start, a, pl) == 0 || memcmp(win + start, b, pl) == 0)) {
+        if (end - start >= pl &&
+            (memcmp(win + start, a, pl) == 0 || memcmp(win + start, b, pl) == 0)) {
             *url_off = base + (off_t)(start + pl);
             *url_len = (int64_t)(end - start - pl);
             return true;

@@ -69,9 +69,9 @@
  * comment: the prefix and a URL of PATH_MAX bytes fit, with room for the
  * line after it (Deno's "// denoCacheMetadata=..."). */
 #define SRCMAP_TAIL_BYTES 8192
-#define SRCMAP_MAX_DIR_MAPS 256 /* *.map files of a source_maps dir read for `file` */
-#define SRCMAP_MAX_SCRIPTS 4096 /* scripts remembered (found map or failure) */
-#define SRCMAP_MAX_OWNERS 1024  /* targets' allowances remembered */
+#define SRCMAP_MAX_DIR_MAPS 256       /* *.map files of a source_maps dir read for `file` */
+#define SRCMAP_MAX_SCRIPTS 4096       /* scripts remembered (found map or failure) */
+#define SRCMAP_MAX_OWNERS 1024        /* targets' allowances remembered */
 #define SRCMAP_DEFAULT_CPU_PPM 20000u /* source_maps_cpu: 2 % of a core a target */
 /* An allowance holds what its share earns in this span: at 2 %, 2 s of CPU,
  * enough for a cold start that parses a few large maps. */

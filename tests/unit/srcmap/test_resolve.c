@@ -789,7 +789,7 @@ TEST(refusals)
         {"json", SRCMAP_E_JSON, false},         {"version", SRCMAP_E_VERSION, false},
         {"vlq", SRCMAP_E_VLQ, false},           {"index", SRCMAP_E_INDEX, false},
         {"sections", SRCMAP_E_SECTIONS, false}, {"format", SRCMAP_E_FORMAT, false},
-        {"dir", SRCMAP_E_NOT_FILE, false},          {"b64", SRCMAP_E_DATA_URL, true},
+        {"dir", SRCMAP_E_NOT_FILE, false},      {"b64", SRCMAP_E_DATA_URL, true},
         {"comma", SRCMAP_E_DATA_URL, true},     {"pctesc", SRCMAP_E_DATA_URL, true},
         {"b64json", SRCMAP_E_JSON, true},
     };
