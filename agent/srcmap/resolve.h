@@ -36,8 +36,9 @@
  * The CPU the lookups cost (thread CPU time, measured around each frame
  * that needs a file looked at or a map consulted) is charged to the
  * target's allowance (srcmap_where.owner): a token bucket that fills at
- * share of one core and holds SRCMAP_ALLOWANCE_SPAN of it. While it is
- * empty, the target's frames are left unmapped without any work
+ * a share of one core and holds what SRCMAP_ALLOWANCE_SPAN_NS earns. While
+ * it is empty (a frame that cost more than it held leaves it in debt, paid
+ * back in full), the target's frames are left unmapped without any work
  * (counted: frames_over_allowance), so a target whose maps cost more is
  * served fewer lookups and the other targets do not pay.
  *
