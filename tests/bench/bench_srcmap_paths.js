@@ -14,8 +14,13 @@
 // daemon (SIGKILL after --kill-after seconds). Works against any build
 // (--build DIR), so that one command measures before and after.
 //
+// --fill b64 makes the big file base64 letters that end like an inline
+// map's data, which the daemon follows back as far as source_maps_max_file:
+// each path then costs real work, and the target's CPU allowance
+// (source_maps_cpu) is what bounds it.
+//
 //   node tests/bench/bench_srcmap_paths.js [--build DIR] [--paths 2000] [--mib 60]
-//        [--seconds 60] [--kill-after 20] [--json FILE]
+//        [--fill x|b64] [--seconds 60] [--kill-after 20] [--json FILE]
 //
 // It measures; it asserts nothing.
 'use strict';
@@ -25,7 +30,7 @@ const { spawnSync } = require('node:child_process');
 const common = require('./common');
 
 if (process.argv.includes('--help')) {
-  console.log(fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 20).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  console.log(fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 25).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 
@@ -60,7 +65,8 @@ async function main() {
   // they are in its tree (the directory of its main script) and looked at.
   const main = path.join(app, 'main.js');
   fs.copyFileSync(path.join(WORKLOADS, 'node-many-paths.js'), main);
-  const paths = common.start(process.execPath, ['--inspect=127.0.0.1:0', main, app, String(npaths), String(mib)], { cwd: app });
+  const fill = common.arg('fill', 'x');
+  const paths = common.start(process.execPath, ['--inspect=127.0.0.1:0', main, app, String(npaths), String(mib), fill], { cwd: app });
   await common.waitFor(() => {
     if (paths.exitCode !== null) throw new Error(`the app exited: ${paths.err.slice(-2000)}`);
     return /ready/.test(paths.out);
@@ -99,7 +105,7 @@ async function main() {
   await common.stop(ok);
 
   const out = {
-    paths: npaths, mib, seconds: wall,
+    paths: npaths, mib, fill, seconds: wall,
     daemon_cpu_s: cpu, daemon_cpu_share: cpu / wall,
     windows_due: due, windows_paths: wp, windows_ok: wo,
     sigterm_ms: stopMs, sigterm_exit: r.signal ? `signal ${r.signal}` : `code ${r.code}`,

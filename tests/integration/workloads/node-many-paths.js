@@ -2,11 +2,14 @@
 // big file without a newline, so that every path, looked up on disk, is
 // that file.
 //
-//   node node-many-paths.js DIR COUNT MIB
+//   node node-many-paths.js DIR COUNT MIB [FILL]
 //
 // Makes DIR/big.js (MIB MiB on one line, valid JavaScript: a comment body
 // and a small function) and COUNT hard links to it, DIR/s/p<i>.js, once
-// (an existing DIR/big.js of the right size is kept). Node never reads
+// (an existing DIR/big.js of the right size is kept). FILL "b64" makes it
+// base64 letters ending like an inline map's data instead ("fQ==", a
+// JSON object's "}"), which the daemon follows back as far as
+// source_maps_max_file: every path then costs it real work. Node never reads
 // them: each path is the filename of a small script compiled with
 // vm.Script, so that V8 names the path in its frames while the process
 // holds only a few KiB of source a path. Then it runs the COUNT functions
@@ -17,19 +20,21 @@ const fs = require('node:fs');
 const path = require('node:path');
 const vm = require('node:vm');
 
-const [dir, countArg, mibArg] = process.argv.slice(2);
+const [dir, countArg, mibArg, fill] = process.argv.slice(2);
 const count = Number(countArg || 2000);
 const size = Number(mibArg || 60) * 1024 * 1024;
+const b64 = fill === 'b64';
 
 const big = path.join(dir, 'big.js');
-const tailCode = '*/function bigFile(){return 1}';
+const head = b64 ? '' : '/*';
+const tailCode = b64 ? 'fQ==' : '*/function bigFile(){return 1}';
 let ok = false;
 try { ok = fs.statSync(big).size === size; } catch (_) { /* not made yet */ }
 if (!ok) {
   const fd = fs.openSync(big, 'w');
-  fs.writeSync(fd, '/*');
-  const chunk = Buffer.alloc(1 << 20, 'x');
-  let left = size - 2 - tailCode.length;
+  fs.writeSync(fd, head);
+  const chunk = Buffer.alloc(1 << 20, b64 ? 'A' : 'x');
+  let left = size - head.length - tailCode.length;
   while (left > 0) {
     const n = Math.min(left, chunk.length);
     fs.writeSync(fd, chunk, 0, n);
