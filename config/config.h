@@ -157,6 +157,7 @@ struct cfg {
     } store;
     uint64_t source_maps_cache;    /* bytes of parsed source maps, all targets */
     uint64_t source_maps_max_file; /* larger map files are refused */
+    double source_maps_cpu;        /* each target's share of a core for its lookups */
     struct cfg_target *targets; /* ntargets entries; NULL when ntargets is 0 */
     size_t ntargets;
     struct {

@@ -356,6 +356,17 @@ const struct cfg_option cfg_options[] = {
      .reloadable = 1,
      .offset = G(source_maps_max_file),
      .help = "source map files larger than this are refused"},
+    {.name = "source_maps_cpu",
+     .type = CFG_T_FRACTION,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "2%",
+     .min = 100,
+     .max = PPM,
+     .reloadable = 1,
+     .offset = G(source_maps_cpu),
+     .help = "each target's share of one core for its source-map lookups (reading scripts and "
+             "maps, parsing, lookups), holding 100 s of it at most; past it the target's frames "
+             "stay unmapped until it refills"},
 
     {.name = "discovery.interval",
      .type = CFG_T_DURATION,

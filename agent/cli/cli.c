@@ -2025,8 +2025,9 @@ static void print_status(yajl_val root)
     putchar('\n');
     yajl_val sm = jget(root, "source_maps");
     if (sm != NULL && YAJL_IS_OBJECT(sm)) {
-        uint64_t maps = 0, fm = 0, fu = 0;
+        uint64_t maps = 0, fm = 0, fu = 0, fo = 0;
         jnum(sm, "maps", &maps);
+        jnum(sm, "frames_over_allowance", &fo);
         jnum(sm, "bytes", &v);
         jnum(sm, "budget", &w);
         jnum(sm, "frames_mapped", &fm);
@@ -2036,6 +2037,8 @@ static void print_status(yajl_val root)
         printf("srcmaps   %" PRIu64 " map%s cached, %s of %s; frames %" PRIu64 " mapped, %" PRIu64
                " not",
                maps, maps == 1 ? "" : "s", a, b, fm, fu);
+        if (fo > 0)
+            printf(" (%" PRIu64 " over the CPU allowance)", fo);
         yajl_val rf = jget(sm, "refused");
         int any = 0;
         for (size_t i = 0; rf && YAJL_IS_OBJECT(rf) && i < rf->u.object.len; i++) {

@@ -322,6 +322,8 @@ static void status_srcmaps(struct isoprof_buf *b, struct srcmap_cache *c)
     json_u64(b, "evictions", sm.evictions, 0);
     json_u64(b, "frames_mapped", sm.mapped, 0);
     json_u64(b, "frames_unmapped", sm.unmapped, 0);
+    json_u64(b, "frames_over_allowance", sm.over_allowance, 0);
+    json_u64(b, "cpu_ms", sm.cpu_ns / 1000000u, 0);
     json_key(b, "refused", 0);
     isoprof_buf_putc(b, '{');
     for (int r = 1; r < SRCMAP_NREASONS; r++)
@@ -823,6 +825,13 @@ char *report_metrics(struct agent *a, size_t *len)
     for (int r = 1; r < SRCMAP_NREASONS; r++)
         prom_u64(&b, "isoprof_source_maps_refused_total", "reason", srcmap_reason(r),
                  sm.refused[r]);
+    prom_counter(&b, "isoprof_source_map_frames_over_allowance_total",
+                 "Frames left unmapped because their target's source-map CPU allowance "
+                 "(source_maps_cpu) was spent; counted among the unmapped too.",
+                 sm.over_allowance);
+    prom_family(&b, "isoprof_source_map_cpu_seconds_total", "counter",
+                "Thread CPU time the targets' source-map lookups were charged (all targets).");
+    prom_sec(&b, "isoprof_source_map_cpu_seconds_total", sm.cpu_ns / 1000000u);
     prom_counter(&b, "isoprof_source_maps_loaded_total", "Source maps read and parsed.", sm.loads);
     prom_counter(&b, "isoprof_source_maps_evicted_total",
                  "Parsed source maps evicted to keep within source_maps_cache.", sm.evictions);

@@ -163,6 +163,13 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     agent_stop(a, signum);
 }
 
+/* source_maps_cpu (a share of a core) as resolve.h's parts per million. */
+static uint32_t cpu_ppm(double share)
+{
+    double ppm = share * 1e6 + 0.5;
+    return ppm < 1 ? 1 : ppm > 1e6 ? 1000000u : (uint32_t)ppm;
+}
+
 /* One log line per line of a loader or reload message. */
 static void log_lines(enum cfg_log_level level, const char *msg, const char *text)
 {
@@ -229,6 +236,7 @@ static void agent_reload(struct agent *a)
         log_error("reload: out of memory adding endpoints", "");
     procs_reload(a);
     srcmap_cache_limits(a->srcmaps, next->source_maps_cache, next->source_maps_max_file);
+    srcmap_cache_allowance(a->srcmaps, cpu_ppm(next->source_maps_cpu), 0);
     win_reconfigure(&a->wins, next, isoprof_now_mono_ns());
     if (agent_upload_reload(a, old) != 0)
         log_error("reload: the uploader did not restart; windows stay queued", "");
@@ -472,6 +480,7 @@ int agent_run(struct cfg *cfg)
     rc = srcmap_cache_new(cfg->source_maps_cache, cfg->source_maps_max_file, &a->srcmaps);
     if (rc != 0)
         goto fail_srcmaps;
+    srcmap_cache_allowance(a->srcmaps, cpu_ppm(cfg->source_maps_cpu), 0);
     rc = writer_init(a, &agent_writer_hooks, &a->writer);
     if (rc != 0)
         goto fail_writer;

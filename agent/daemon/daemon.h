@@ -105,6 +105,8 @@ struct target {
     char *thread;  /* label: "main", the Worker's name, or "worker-<workerId>" */
     uint32_t isolate;
     uint32_t title_pid; /* a Deno main thread's pid, from its title; 0 unknown */
+    char *main_url;     /* a main thread's script as /json/list names it (file://...), or
+                           NULL: where its own tree is (resolve.h) */
     /* worker threads (threads.c) */
     struct target *parent;     /* a worker's main thread; NULL for a main thread */
     char *session;             /* a worker's NodeWorker session id */
@@ -429,6 +431,13 @@ struct writer_meta {
      * source_maps directories (NULL: none); copied. */
     const char *root;
     const struct cfg_strlist *source_maps;
+    /* The target's own tree, where its scripts may be read (resolve.h):
+     * the root whole when one is configured for it, else the working
+     * directory of pid and the directory of main_url (NULL: unknown);
+     * copied. owner keys its CPU allowance (its endpoint); copied. */
+    int root_is_tree;
+    const char *main_url;
+    const char *owner;
     uint32_t deno_pid;            /* a Deno isolate's process (resolve.h), 0: none */
     const struct cfg_map *labels; /* the target's labels (NULL: none); copied */
     int raw_nested;               /* the raw reply is a worker session's envelope (cdp.h) */

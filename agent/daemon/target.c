@@ -171,6 +171,7 @@ void target_free_if_closed(struct target *t)
     isoprof_free(t->version);
     isoprof_free(t->thread);
     isoprof_free(t->session);
+    isoprof_free(t->main_url);
     isoprof_free(t);
 }
 
@@ -346,6 +347,10 @@ static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
         .container = t->ep->container,
         .root = root,
         .source_maps = t->ep->cfg ? &t->ep->cfg->source_maps : NULL,
+        .root_is_tree =
+            root != NULL && root != proc_root && strcmp(root, "") != 0 && strcmp(root, "/") != 0,
+        .main_url = main->main_url,
+        .owner = t->ep->cfg ? t->ep->cfg->inspector : NULL,
         .deno_pid = deno_pid,
         .labels = t->ep->cfg ? &t->ep->cfg->labels : NULL,
         .raw_nested = nested,
@@ -724,6 +729,10 @@ static struct target *target_new(struct endpoint *ep, const struct discovered *d
     isoprof_free(version);
     if (t != NULL) {
         t->title_pid = title_pid(d->title);
+        /* Where its scripts are: without it (no memory) only its working
+         * directory, when known, is its tree. */
+        if (d->url != NULL && strncmp(d->url, "file://", 7) == 0)
+            t->main_url = isoprof_strdup(d->url);
         target_link(t);
     }
     return t;

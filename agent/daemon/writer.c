@@ -83,6 +83,7 @@ struct writer_job {
     /* where its source maps are read (srcmap_where points into these) */
     char *root;
     char **dirs;
+    char *main_url, *owner;
     struct srcmap_where where;
     struct srcmap_session *sms; /* the conversion's; freed once its events are logged */
     struct store_label *labels; /* the target's labels, strings owned */
@@ -226,6 +227,8 @@ static void job_free(struct writer *w, struct writer_job *j)
     isoprof_free(j->runtime);
     isoprof_free(j->thread);
     isoprof_free(j->root);
+    isoprof_free(j->main_url);
+    isoprof_free(j->owner);
     writer_labels_free(j->labels, j->nlabels);
     for (size_t i = 0; j->dirs && i < j->where.ndirs; i++)
         isoprof_free(j->dirs[i]);
@@ -335,6 +338,20 @@ static struct writer_job *job_new(struct writer *w, const struct writer_meta *m)
         for (size_t i = 0; j->dirs && i < m->source_maps->n; i++, j->where.ndirs++)
             nomem |= (j->dirs[i] = isoprof_strdup(m->source_maps->v[i])) == NULL;
     }
+    if (m->main_url != NULL)
+        nomem |= (j->main_url = isoprof_strdup(m->main_url)) == NULL;
+    if (m->owner != NULL)
+        nomem |= (j->owner = isoprof_strdup(m->owner)) == NULL;
+    /* A root configured for the target holds its files only: all of it
+     * is its tree. */
+    static const char *const whole[] = {"/"};
+    if (m->root_is_tree) {
+        j->where.trees = whole;
+        j->where.ntrees = 1;
+    }
+    j->where.cwd_pid = m->pid;
+    j->where.main_url = j->main_url;
+    j->where.owner = j->owner;
     j->where.root = j->root;
     j->where.deno_pid = m->deno_pid;
     nomem |= writer_labels_dup(m->labels, &j->labels, &j->nlabels) != 0;

@@ -13,11 +13,26 @@
  * drops its copy: conversions run one at a time in the daemon, so this
  * costs nothing in practice and keeps the lock off every read and parse.
  *
- * Every file is opened with openat2 beneath a directory fd: the target's
- * root (RESOLVE_IN_ROOT, so an absolute symlink inside a container stays
- * inside it) and, for a map a script names, the tree it must lie in
- * (RESOLVE_BENEATH, so a symlink out is EXDEV). Magic links (/proc/self/..)
- * are never followed.
+ * A script's answer is kept until its file changes: the first look reads
+ * at most SRCMAP_TAIL_BYTES of it (find_comment), every later one is an
+ * O_PATH lookup and an fstat. So one script path costs a few system calls
+ * a window however large the file, and a path named again and again costs
+ * nothing new.
+ *
+ * Every path is resolved with openat2 beneath a directory fd before
+ * anything is opened: the target's root (RESOLVE_IN_ROOT, so an absolute
+ * symlink inside a container stays inside it) and the tree the file must
+ * lie in (RESOLVE_BENEATH, so a symlink out is EXDEV), as O_PATH, which
+ * opens nothing. Only a regular file is then opened for reading, through
+ * that O_PATH fd (the same inode) and O_NONBLOCK. Magic links
+ * (/proc/self/..) are never followed.
+ *
+ * The allowances (one per target process, keyed by srcmap_where.owner)
+ * live in the cache under its lock: a session charges its owner's bucket
+ * the thread CPU time of each frame it had to work for, and serves no
+ * frame while the bucket is empty. The bucket fills with wall time
+ * (CLOCK_MONOTONIC), so an idle target's allowance is full again after
+ * SRCMAP_ALLOWANCE_SPAN_NS.
  */
 #include "resolve.h"
 
@@ -26,6 +41,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -38,7 +54,6 @@
 
 #define READ_CHUNK 65536
 #define MAX_PATH 4096
-#define NONE_RECHECK_NS (30ull * 1000000000ull) /* "no map" is looked for again after */
 #define SCRIPT_BUCKETS 1024
 
 /* A file's identity: a change of any field means "read it again". */
@@ -71,9 +86,17 @@ struct cscript {
     char *map_key;    /* S_MAP, S_REFUSED: the map's key (root \0 path) */
     struct fid mid;   /* the map file's identity when resolved */
     bool has_mid;     /* mid is a file's (else the map was refused unopened) */
-    bool no_comment;  /* the script (sid) ends without a sourceMappingURL comment */
     int reason;       /* S_REFUSED */
-    uint64_t when_ns; /* S_NONE, and a refusal without mid: when it was looked for */
+};
+
+/* One target's CPU allowance: a token bucket of thread CPU ns. */
+struct owner {
+    struct owner *prev, *next; /* LRU */
+    char *key;
+    int64_t tokens_ns; /* may go below zero: the last frame served overshot */
+    uint64_t last_ns;  /* CLOCK_MONOTONIC of the last refill */
+    unsigned refs;     /* sessions using it: never evicted while > 0 */
+    bool dry;          /* ran out, not full again yet: said once until it refills */
 };
 
 struct srcmap_cache {
@@ -84,6 +107,10 @@ struct srcmap_cache {
     struct cscript *buckets[SCRIPT_BUCKETS];
     struct cscript *shead, *stail;
     size_t nscripts;
+    struct owner *ohead, *otail;
+    size_t nowners;
+    uint32_t share_ppm;
+    uint64_t burst_ns;
     struct srcmap_stats st;
 };
 
@@ -93,6 +120,15 @@ static uint64_t mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* This thread's CPU time: what a lookup cost, whatever else the host runs. */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -200,39 +236,14 @@ static long sys_openat2(int dirfd, const char *path, int flags, uint64_t resolve
 }
 
 /*
- * A readable fd of the regular file that the O_PATH fd pfd (consumed)
- * names, or -1 with errno set (EISDIR, EINVAL for anything else). A FIFO,
- * a socket or a device is never opened for reading: opening a FIFO blocks
- * until a writer comes, and a device's open can act (a tty, a watchdog).
- * The reopen goes through the fd itself, so it is the same file.
- */
-static int reopen_file(long pfd)
-{
-    struct stat st;
-    int e = fstat((int)pfd, &st) != 0 ? errno
-            : S_ISREG(st.st_mode)     ? 0
-            : S_ISDIR(st.st_mode)     ? EISDIR
-                                      : EINVAL;
-    int fd = -1;
-    if (e == 0) {
-        char link[64];
-        snprintf(link, sizeof(link), "/proc/self/fd/%d", (int)pfd);
-        fd = open(link, O_RDONLY | O_NOCTTY | O_CLOEXEC);
-        e = errno;
-    }
-    close((int)pfd);
-    errno = e;
-    return fd;
-}
-
-/*
- * Opens path (absolute, normalized, inside the root rootfd) for reading.
- * With tree (absolute, normalized, path beneath it): resolved beneath tree,
- * so that no symlink leads out of it. Returns the fd, or -reason:
+ * The O_PATH fd of path (absolute, normalized, inside the root rootfd).
+ * With tree (absolute, normalized, path beneath it): resolved beneath
+ * tree, so that no symlink leads out of it. O_PATH opens nothing: a FIFO,
+ * a device or a socket is only looked up. Returns the fd, or -reason:
  * SRCMAP_E_OUTSIDE for an escape, SRCMAP_E_READ for anything else, with
  * *enoent set when the file does not exist.
  */
-static int open_in(int rootfd, const char *path, const char *tree, bool *enoent)
+static int path_fd(int rootfd, const char *path, const char *tree, bool *enoent)
 {
     *enoent = false;
     const uint64_t in_root = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
@@ -260,8 +271,44 @@ static int open_in(int rootfd, const char *path, const char *tree, bool *enoent)
         *enoent = errno == ENOENT || errno == ENOTDIR;
         return -SRCMAP_E_READ;
     }
-    int rfd = reopen_file(fd);
-    return rfd >= 0 ? rfd : -SRCMAP_E_READ;
+    return (int)fd;
+}
+
+/* fstat of the O_PATH fd pfd into *st: 0 for a regular file,
+ * -SRCMAP_E_NOT_FILE for anything else (*st filled), -SRCMAP_E_READ when
+ * it cannot be read. */
+static int stat_file(int pfd, struct stat *st)
+{
+    if (fstat(pfd, st) != 0)
+        return -SRCMAP_E_READ;
+    return S_ISREG(st->st_mode) ? 0 : -SRCMAP_E_NOT_FILE;
+}
+
+/*
+ * A readable fd of the regular file that the O_PATH fd pfd names (pfd
+ * kept), or -1 with errno. Reopened through the fd itself, so it is the
+ * inode that was checked, whatever the path names now; O_NONBLOCK so that
+ * even a file that is not what stat_file saw could not block the read
+ * open. (O_NOFOLLOW cannot apply here: /proc/self/fd/N is the magic link
+ * to follow; the path's own symlinks were resolved by openat2 beneath its
+ * tree.)
+ */
+static int open_read(int pfd)
+{
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", pfd);
+    return open(link, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+}
+
+/* What a file that is not regular is, for a refusal's why. */
+static const char *file_kind(const struct stat *st)
+{
+    return S_ISFIFO(st->st_mode)   ? "a FIFO"
+           : S_ISCHR(st->st_mode)  ? "a character device"
+           : S_ISBLK(st->st_mode)  ? "a block device"
+           : S_ISSOCK(st->st_mode) ? "a socket"
+           : S_ISDIR(st->st_mode)  ? "a directory"
+                                   : "not a regular file";
 }
 
 static ssize_t pread_full(int fd, void *buf, size_t n, off_t off)
@@ -288,6 +335,7 @@ struct memo {
     uint32_t hash;
     struct cmap *map; /* a reference, or NULL: nothing to map with */
     bool file;        /* the script could have had a map (counts as unmapped) */
+    bool resolved;    /* resolve() ran (not while the allowance was spent) */
 };
 
 struct srcmap_session {
@@ -299,10 +347,18 @@ struct srcmap_session {
     size_t nmemo, memocap;
     struct srcmap_event *ev;
     size_t nev, evcap;
-    uint64_t mapped, unmapped;
+    uint64_t mapped, unmapped, over;
     int deno_state; /* 0: DENO_DIR not looked for yet; 1 found; -1 none */
     char deno_dir[MAX_PATH];
     char *scratch; /* 2 * READ_CHUNK bytes: what is read, what it decodes to */
+    /* Where scripts may be read (normalized, inside root): the trees of
+     * srcmap_where, the process's working directory, the main script's
+     * directory, the source_maps dirs (the last ndirs). Found at the first
+     * file frame. */
+    int trees_state; /* 0: not yet; 1: found; -1: an allocation failed (no refusal then) */
+    char **trees;
+    size_t ntrees, ndirs;
+    struct owner *owner; /* a reference; NULL: nothing charged */
 };
 
 static void add_event(struct srcmap_session *s, int reason, const char *path, const char *script,
@@ -330,6 +386,149 @@ static void add_event(struct srcmap_session *s, int reason, const char *path, co
     s->nev++;
 }
 
+/* --- the allowances --- */
+
+static void owner_unlink(struct srcmap_cache *c, struct owner *o)
+{
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        c->ohead = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    else
+        c->otail = o->prev;
+    o->prev = o->next = NULL;
+}
+
+static void owner_front(struct srcmap_cache *c, struct owner *o)
+{
+    o->next = c->ohead;
+    o->prev = NULL;
+    if (c->ohead)
+        c->ohead->prev = o;
+    else
+        c->otail = o;
+    c->ohead = o;
+}
+
+/* Under the lock: fills o's bucket for the wall time since its last fill. */
+static void owner_fill(struct srcmap_cache *c, struct owner *o, uint64_t now)
+{
+    if (now > o->last_ns) {
+        uint64_t dt = now - o->last_ns;
+        /* dt * ppm / 1e6 without overflow for any dt below ~584 years */
+        uint64_t add = dt / 1000000u * c->share_ppm + dt % 1000000u * c->share_ppm / 1000000u;
+        int64_t cap = (int64_t)c->burst_ns;
+        o->tokens_ns = add >= (uint64_t)(cap - o->tokens_ns) ? cap : o->tokens_ns + (int64_t)add;
+        o->last_ns = now;
+    }
+    if (o->tokens_ns >= (int64_t)c->burst_ns)
+        o->dry = false; /* full again: a new run dry is said again */
+}
+
+/* The allowance of key, made full when new; a reference for a session.
+ * Returns 0 or -ENOMEM. */
+static int owner_get(struct srcmap_cache *c, const char *key, struct owner **out)
+{
+    pthread_mutex_lock(&c->mu);
+    struct owner *o = c->ohead;
+    while (o && strcmp(o->key, key) != 0)
+        o = o->next;
+    if (o != NULL) {
+        owner_unlink(c, o);
+    } else {
+        /* Forget the least recently used idle ones: a target that comes
+         * back after that starts full, as a new one does. */
+        for (struct owner *v = c->otail, *p; v && c->nowners >= SRCMAP_MAX_OWNERS; v = p) {
+            p = v->prev;
+            if (v->refs == 0) {
+                owner_unlink(c, v);
+                c->nowners--;
+                isoprof_free(v->key);
+                isoprof_free(v);
+            }
+        }
+        o = isoprof_calloc(1, sizeof(*o));
+        if (o == NULL || (o->key = isoprof_strdup(key)) == NULL) {
+            isoprof_free(o);
+            pthread_mutex_unlock(&c->mu);
+            return -ENOMEM;
+        }
+        o->tokens_ns = (int64_t)c->burst_ns;
+        o->last_ns = mono_ns();
+        c->nowners++;
+    }
+    owner_front(c, o);
+    o->refs++;
+    *out = o;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+/*
+ * May the session work for a frame now? True while its owner's bucket
+ * holds anything; the first time it finds it empty (since it was last
+ * full), counts it and adds the event that says so.
+ */
+static void add_event(struct srcmap_session *s, int reason, const char *path, const char *script,
+                      const char *why);
+static bool allowance_left(struct srcmap_session *s, const char *url)
+{
+    struct srcmap_cache *c = s->c;
+    pthread_mutex_lock(&c->mu);
+    struct owner *o = s->owner;
+    owner_fill(c, o, mono_ns());
+    bool ok = o->tokens_ns > 0, say = !ok && !o->dry;
+    if (say) {
+        o->dry = true;
+        c->st.refused[SRCMAP_E_ALLOWANCE]++;
+    }
+    uint32_t ppm = c->share_ppm;
+    uint64_t burst = c->burst_ns;
+    pthread_mutex_unlock(&c->mu);
+    if (say) {
+        char why[200];
+        snprintf(why, sizeof(why),
+                 "the target's source-map lookups used their CPU allowance (%u.%02u%% of a core, "
+                 "%" PRIu64 " ms at most): its frames stay unmapped until it refills",
+                 ppm / 10000u, ppm / 100u % 100u, burst / 1000000u);
+        add_event(s, SRCMAP_E_ALLOWANCE, o->key, url, why);
+    }
+    return ok;
+}
+
+/* Charges the session's owner cpu_ns of thread CPU time. */
+static void allowance_charge(struct srcmap_session *s, uint64_t cpu_ns)
+{
+    struct srcmap_cache *c = s->c;
+    pthread_mutex_lock(&c->mu);
+    /* The debt of a frame that cost more than the bucket held (a large
+     * map parsed) is paid back in full before the next frame is served:
+     * what the target cost is what it waits for. */
+    uint64_t debt = cpu_ns > (uint64_t)INT64_MAX / 4 ? (uint64_t)INT64_MAX / 4 : cpu_ns;
+    int64_t t = s->owner->tokens_ns - (int64_t)debt;
+    s->owner->tokens_ns = t < INT64_MIN / 2 ? INT64_MIN / 2 : t;
+    c->st.cpu_ns += cpu_ns;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void srcmap_cache_allowance(struct srcmap_cache *c, uint32_t share_ppm, uint64_t burst_ns)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t now = mono_ns();
+    for (struct owner *o = c->ohead; o; o = o->next)
+        owner_fill(c, o, now); /* what the old share earned so far */
+    c->share_ppm = share_ppm ? share_ppm : SRCMAP_DEFAULT_CPU_PPM;
+    if (c->share_ppm > 1000000u)
+        c->share_ppm = 1000000u;
+    c->burst_ns = burst_ns ? burst_ns : SRCMAP_ALLOWANCE_SPAN_NS / 1000000u * c->share_ppm;
+    for (struct owner *o = c->ohead; o; o = o->next)
+        if (o->tokens_ns > (int64_t)c->burst_ns)
+            o->tokens_ns = (int64_t)c->burst_ns;
+    pthread_mutex_unlock(&c->mu);
+}
+
 int srcmap_session_new(struct srcmap_cache *c, const struct srcmap_where *w,
                        struct srcmap_session **out)
 {
@@ -349,6 +548,10 @@ int srcmap_session_new(struct srcmap_cache *c, const struct srcmap_where *w,
     /* A root that cannot be opened (the process is gone) leaves every
      * frame unmapped. */
     s->rootfd = open(s->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (w && w->owner && w->owner[0] && owner_get(c, w->owner, &s->owner) != 0) {
+        srcmap_session_free(s);
+        return -ENOMEM;
+    }
     *out = s;
     return 0;
 }
@@ -366,6 +569,8 @@ int srcmap_cache_new(size_t budget, size_t max_file, struct srcmap_cache **out)
     }
     c->budget = budget ? budget : SRCMAP_DEFAULT_BUDGET;
     c->max_file = max_file ? max_file : SRCMAP_DEFAULT_MAX_FILE;
+    c->share_ppm = SRCMAP_DEFAULT_CPU_PPM;
+    c->burst_ns = SRCMAP_ALLOWANCE_SPAN_NS / 1000000u * c->share_ppm;
     *out = c;
     return 0;
 }
@@ -517,10 +722,14 @@ void srcmap_cache_limits(struct srcmap_cache *c, size_t budget, size_t max_file)
     c->max_file = max_file;
     evict(c, 0);
     /* Maps refused for their size are looked at again under the new
-     * limits (counted and said again if still too big). */
-    for (struct cscript *s = c->shead; raised && s; s = s->next)
-        if (s->state == S_REFUSED &&
-            (s->reason == SRCMAP_E_TOOBIG || s->reason == SRCMAP_E_FILE_TOOBIG))
+     * limits (counted and said again if still too big); scripts that had
+     * no map (or were refused unopened: the tree may be another now) are
+     * looked at again too, so a reload finds a map added beside a script
+     * that did not change. */
+    for (struct cscript *s = c->shead; s; s = s->next)
+        if ((raised && s->state == S_REFUSED &&
+             (s->reason == SRCMAP_E_TOOBIG || s->reason == SRCMAP_E_FILE_TOOBIG)) ||
+            s->state == S_NONE || (s->state == S_REFUSED && !s->has_mid))
             memset(&s->sid, 0xff, sizeof(s->sid));
     pthread_mutex_unlock(&c->mu);
 }
@@ -545,6 +754,12 @@ void srcmap_cache_free(struct srcmap_cache *c)
         n = e->next;
         ISOPROF_ASSERT(e->refs == 0);
         map_destroy(e);
+    }
+    for (struct owner *o = c->ohead, *n; o; o = n) {
+        n = o->next;
+        ISOPROF_ASSERT(o->refs == 0);
+        isoprof_free(o->key);
+        isoprof_free(o);
     }
     pthread_mutex_destroy(&c->mu);
     isoprof_free(c);
@@ -703,7 +918,6 @@ struct found {
     char map_path[MAX_PATH]; /* inside root */
     struct fid mid;
     bool has_mid;     /* mid was read off the map file (or the script, inline) */
-    bool no_comment;  /* in: the script is known to have no comment; out: it has none */
     struct srcmap *m; /* a fresh parse, or NULL when the cache had it */
     bool inline_map;
     char why[320];
@@ -805,29 +1019,102 @@ static bool in_dir(const struct srcmap_session *s, const char *where, const char
     return ok;
 }
 
-/*
- * open_in for a map that must lie in tree or a source_maps dir.
- * RESOLVE_BENEATH refuses every absolute symlink (EXDEV), even one that
- * stays in the tree, and one that leads into a source_maps dir: such a
- * path is opened again within the root (RESOLVE_IN_ROOT) and accepted
- * when the file the kernel reached lies in the tree or a dir.
- */
-static int open_allowed(struct srcmap_session *s, const char *path, const char *tree, bool *enoent)
+/* Adds a tree (normalized) to the session's. */
+static void tree_add(struct srcmap_session *s, const char *p)
 {
-    int fd = open_in(s->rootfd, path, tree, enoent);
+    for (size_t i = 0; i < s->ntrees; i++)
+        if (strcmp(s->trees[i], p) == 0)
+            return;
+    char *d = isoprof_strdup(p);
+    if (d != NULL)
+        s->trees[s->ntrees++] = d;
+    else
+        s->trees_state = -1;
+}
+
+/* The session's trees (struct srcmap_session), found at its first file
+ * frame. A working directory or a main script's directory of "/" is no
+ * tree: it would make every file on the host the target's own. */
+static void trees_init(struct srcmap_session *s)
+{
+    if (s->trees_state)
+        return;
+    s->trees_state = 1;
+    const struct srcmap_where *w = s->w;
+    size_t cap = (w ? w->ntrees + w->ndirs : 0) + 2;
+    if ((s->trees = isoprof_calloc(cap, sizeof(char *))) == NULL) {
+        s->trees_state = -1;
+        return;
+    }
+    char p[MAX_PATH];
+    for (size_t i = 0; w && i < w->ntrees; i++)
+        if (w->trees[i] != NULL && path_norm(w->trees[i], p) == 0)
+            tree_add(s, p);
+    if (w && w->cwd_pid != 0 && s->rootfd >= 0) {
+        /* the directory itself, and where it is inside the root (a
+         * process in a container sees its own paths) */
+        char link[40];
+        snprintf(link, sizeof(link), "/proc/%u/cwd", (unsigned)w->cwd_pid);
+        int fd = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (fd_where(s, fd, p) == 0 && strcmp(p, "/") != 0)
+                tree_add(s, p);
+            close(fd);
+        }
+    }
+    if (w && w->main_url && strncmp(w->main_url, "file://", 7) == 0) {
+        char dec[MAX_PATH], n[MAX_PATH];
+        if (pct_decode(w->main_url + 7, strlen(w->main_url + 7), dec) == 0 && dec[0] == '/' &&
+            path_norm(dec, n) == 0) {
+            dir_of(n, p);
+            if (strcmp(p, "/") != 0)
+                tree_add(s, p);
+        }
+    }
+    size_t before = s->ntrees;
+    for (size_t i = 0; w && i < w->ndirs; i++)
+        if (path_norm(w->dirs[i], p) == 0)
+            tree_add(s, p);
+    s->ndirs = s->ntrees - before;
+}
+
+/* The deepest of the session's trees that path (normalized) lies beneath
+ * by its name, or NULL. */
+static const char *pick_tree(const struct srcmap_session *s, const char *path)
+{
+    const char *best = NULL;
+    for (size_t i = 0; i < s->ntrees; i++)
+        if (path_under(path, s->trees[i]) && (best == NULL || strlen(s->trees[i]) > strlen(best)))
+            best = s->trees[i];
+    return best;
+}
+
+/*
+ * The O_PATH fd of path, which must lie beneath tree or one of the
+ * session's trees from first on (s->trees[first..ntrees)). RESOLVE_BENEATH
+ * refuses every absolute symlink (EXDEV), even one that stays in the tree,
+ * and one that leads into another allowed tree: such a path is resolved
+ * again within the root (RESOLVE_IN_ROOT, O_PATH: still nothing opened)
+ * and accepted when the file the kernel reached lies in tree or one of
+ * those. Returns the fd or -reason (path_fd's).
+ */
+static int path_fd_allowed(struct srcmap_session *s, const char *path, const char *tree,
+                           size_t first, bool *enoent)
+{
+    int fd = path_fd(s->rootfd, path, tree, enoent);
     if (fd != -SRCMAP_E_OUTSIDE)
         return fd;
     bool e2;
-    int rfd = open_in(s->rootfd, path, NULL, &e2);
-    if (rfd < 0)
+    int pfd = path_fd(s->rootfd, path, NULL, &e2);
+    if (pfd < 0)
         return -SRCMAP_E_OUTSIDE;
-    char where[MAX_PATH], dn[MAX_PATH];
-    bool ok = fd_where(s, rfd, where) == 0 && in_dir(s, where, tree);
-    for (size_t i = 0; !ok && s->w && i < s->w->ndirs; i++)
-        ok = path_norm(s->w->dirs[i], dn) == 0 && in_dir(s, where, dn);
+    char where[MAX_PATH];
+    bool ok = fd_where(s, pfd, where) == 0 && tree != NULL && in_dir(s, where, tree);
+    for (size_t i = first; !ok && i < s->ntrees; i++)
+        ok = in_dir(s, where, s->trees[i]);
     if (ok)
-        return rfd;
-    close(rfd);
+        return pfd;
+    close(pfd);
     return -SRCMAP_E_OUTSIDE;
 }
 
@@ -836,21 +1123,42 @@ static int open_allowed(struct srcmap_session *s, const char *path, const char *
 static bool try_path(struct srcmap_session *s, const char *path, const char *tree, struct found *f)
 {
     bool enoent;
-    int fd = open_allowed(s, path, tree, &enoent);
-    if (fd == -SRCMAP_E_OUTSIDE) {
+    int pfd = path_fd_allowed(s, path, tree, s->ntrees - s->ndirs, &enoent);
+    if (pfd == -SRCMAP_E_OUTSIDE) {
         f->state = S_REFUSED;
         f->reason = SRCMAP_E_OUTSIDE;
         snprintf(f->map_path, sizeof(f->map_path), "%s", path);
         snprintf(f->why, sizeof(f->why), "a symlink leads outside %s", tree ? tree : "the root");
         return true;
     }
-    if (fd < 0) {
+    if (pfd < 0) {
         if (enoent)
             return false;
         f->state = S_REFUSED;
         f->reason = SRCMAP_E_READ;
         snprintf(f->map_path, sizeof(f->map_path), "%s", path);
         snprintf(f->why, sizeof(f->why), "open: %s", strerror(errno));
+        return true;
+    }
+    struct stat st;
+    int rc = stat_file(pfd, &st);
+    int fd = rc == 0 ? open_read(pfd) : -1;
+    int e = errno;
+    close(pfd);
+    if (rc == -SRCMAP_E_NOT_FILE) {
+        f->state = S_REFUSED;
+        f->reason = SRCMAP_E_NOT_FILE;
+        fid_of(&st, &f->mid);
+        f->has_mid = true;
+        snprintf(f->map_path, sizeof(f->map_path), "%s", path);
+        snprintf(f->why, sizeof(f->why), "%s, not a regular file: not opened", file_kind(&st));
+        return true;
+    }
+    if (fd < 0) {
+        f->state = S_REFUSED;
+        f->reason = SRCMAP_E_READ;
+        snprintf(f->map_path, sizeof(f->map_path), "%s", path);
+        snprintf(f->why, sizeof(f->why), "open: %s", strerror(rc != 0 ? EIO : e));
         return true;
     }
     load_file(s, fd, path, f);
@@ -925,7 +1233,11 @@ static bool try_dirs(struct srcmap_session *s, const char *base, struct found *f
             looked++;
             long pfd =
                 sys_openat2(dirfd(d), de->d_name, O_PATH, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
-            long fd = pfd < 0 ? -1 : reopen_file(pfd);
+            if (pfd < 0)
+                continue;
+            struct stat pst;
+            long fd = stat_file((int)pfd, &pst) == 0 ? open_read((int)pfd) : -1;
+            close((int)pfd);
             if (fd < 0)
                 continue;
             struct stat st;
@@ -944,86 +1256,170 @@ static bool try_dirs(struct srcmap_session *s, const char *base, struct found *f
     return false;
 }
 
-/* Moves *end back past blank bytes (newlines, spaces, tabs). False when
- * nothing else is left, or the blanks run past max_scan from size. */
-static bool trim_blanks(struct srcmap_session *s, int fd, off_t size, size_t max_scan, off_t *end)
+static bool is_blank(char c)
 {
-    char *buf = s->scratch;
-    for (;;) {
-        if (*end == 0)
-            return false;
-        size_t n = *end > SRCMAP_TAIL_BYTES ? SRCMAP_TAIL_BYTES : (size_t)*end;
-        if (pread_full(fd, buf, n, *end - (off_t)n) != (ssize_t)n)
-            return false;
-        size_t k = n;
-        while (k > 0 && (buf[k - 1] == '\n' || buf[k - 1] == '\r' || buf[k - 1] == ' ' ||
-                         buf[k - 1] == '\t'))
-            k--;
-        *end -= (off_t)(n - k);
-        if (k > 0)
-            return true;
-        if ((size_t)(size - *end) > max_scan)
-            return false;
-    }
+    return c == '\n' || c == '\r' || c == ' ' || c == '\t';
 }
 
-/* The start of the line that ends at end: after the '\n' before it, read
- * backwards in chunks (a minified bundle's one line runs to megabytes),
- * at most max_scan bytes. */
-static bool line_start(struct srcmap_session *s, int fd, off_t end, size_t max_scan, off_t *start)
+/* The value of a base64 digit (either alphabet), or -1. */
+static int b64_value(unsigned char ch)
 {
-    char *buf = s->scratch;
-    off_t pos = end;
-    while (pos > 0) {
-        if ((size_t)(end - pos) > max_scan)
-            return false;
-        size_t n = pos > READ_CHUNK ? READ_CHUNK : (size_t)pos;
-        if (pread_full(fd, buf, n, pos - (off_t)n) != (ssize_t)n)
-            return false;
-        for (size_t k = n; k > 0; k--) {
-            if (buf[k - 1] == '\n') {
-                *start = pos - (off_t)n + (off_t)k;
-                return true;
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9')
+        return ch - '0' + 52;
+    if (ch == '+' || ch == '-')
+        return 62;
+    if (ch == '/' || ch == '_')
+        return 63;
+    return -1;
+}
+
+/* Do the base64 characters t[0..n) (n >= 4, their data's end) decode to
+ * the end of a JSON object: '}', maybe followed by blanks? Decoded from
+ * the last whole groups of four, as the data is padded. */
+static bool b64_ends_object(const char *t, size_t n)
+{
+    size_t g = n / 4 < 4 ? n / 4 : 4; /* the last groups, at most 12 bytes */
+    const char *p = t + n - g * 4;
+    unsigned char out[12];
+    size_t o = 0;
+    for (size_t k = 0; k < g; k++, p += 4) {
+        int v[4], pad = 0;
+        for (int j = 0; j < 4; j++) {
+            if (p[j] == '=' && k == g - 1 && j >= 2) {
+                v[j] = 0;
+                pad++;
+            } else if ((v[j] = b64_value((unsigned char)p[j])) < 0 || pad) {
+                return false;
             }
         }
-        pos -= (off_t)n;
+        uint32_t acc =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        out[o++] = (unsigned char)(acc >> 16);
+        if (pad < 2)
+            out[o++] = (unsigned char)(acc >> 8);
+        if (pad < 1)
+            out[o++] = (unsigned char)acc;
     }
-    *start = 0;
+    while (o > 0 && is_blank((char)out[o - 1]))
+        o--;
+    return o > 0 && out[o - 1] == '}';
+}
+
+/*
+ * The start of a base64 data: URL comment whose line ends at line_end and
+ * began before the tail window: win[0..end) (the window's bytes up to
+ * line_end) holds only base64 data. Looks back over base64 characters
+ * alone, at most max_scan bytes from line_end (as much as the map it is
+ * about to read whole), then checks the comment's head. Sets *url_off to
+ * "data:" and *url_len.
+ */
+static bool long_data_url(struct srcmap_session *s, int fd, off_t line_end, const char *win,
+                          size_t end, size_t max_scan, off_t *url_off, int64_t *url_len)
+{
+    static const char a[] = "//# sourceMappingURL=", b[] = "//@ sourceMappingURL=";
+    const size_t pl = sizeof(a) - 1;
+    size_t pad = 0;
+    while (pad < 2 && pad < end && win[end - 1 - pad] == '=')
+        pad++;
+    for (size_t i = 0; i < end - pad; i++)
+        if (b64_value((unsigned char)win[i]) < 0)
+            return false; /* code, not a data URL's tail */
+    if (end < 4 || !b64_ends_object(win, end))
+        return false;
+    /* back over the data to the byte before it (the data URL's comma) */
+    char *buf = s->scratch + READ_CHUNK; /* win is at most SRCMAP_TAIL_BYTES at scratch */
+    off_t pos = line_end - (off_t)end, comma = -1;
+    while (comma < 0) {
+        if (pos == 0 || (uint64_t)(line_end - pos) > max_scan)
+            return false;
+        size_t k = pos > READ_CHUNK ? READ_CHUNK : (size_t)pos;
+        if (pread_full(fd, buf, k, pos - (off_t)k) != (ssize_t)k)
+            return false;
+        size_t i = k;
+        while (i > 0 && b64_value((unsigned char)buf[i - 1]) >= 0)
+            i--;
+        if (i > 0)
+            comma = pos - (off_t)k + (off_t)i - 1;
+        pos -= (off_t)(k - i);
+    }
+    /* "<indent>//# sourceMappingURL=data:<media type>[;param]*;base64," */
+    char head[256];
+    off_t hs = comma + 1 > (off_t)sizeof(head) ? comma + 1 - (off_t)sizeof(head) : 0;
+    size_t hn = (size_t)(comma + 1 - hs);
+    if (pread_full(fd, head, hn, hs) != (ssize_t)hn || hn < 8 ||
+        memcmp(head + hn - 8, ";base64,", 8) != 0)
+        return false;
+    size_t at = hn; /* the last "//# sourceMappingURL=data:" before ";base64," */
+    for (size_t i = hn >= 8 + pl + 5 ? hn - 8 - pl - 5 + 1 : 0; i-- > 0;) {
+        if ((memcmp(head + i, a, pl) == 0 || memcmp(head + i, b, pl) == 0) &&
+            memcmp(head + i + pl, "data:", 5) == 0) {
+            at = i;
+            break;
+        }
+    }
+    if (at >= hn || memchr(head + at, '\n', hn - at) != NULL)
+        return false;
+    size_t ls = at; /* the comment starts its line, after indentation */
+    while (ls > 0 && (head[ls - 1] == ' ' || head[ls - 1] == '\t'))
+        ls--;
+    if (!(ls > 0 ? head[ls - 1] == '\n' : hs == 0))
+        return false;
+    *url_off = hs + (off_t)(at + pl);
+    *url_len = (int64_t)(line_end - *url_off);
     return true;
 }
 
 /*
- * The script's "//# sourceMappingURL=" (or "//@") comment: its last
- * non-blank line, or the line before it when the last is another line
- * comment (Deno's emit cache ends with "// denoCacheMetadata=..." after
- * the map). Sets *url_off and *url_len to the URL's place in the file.
+ * The script's "//# sourceMappingURL=" (or "//@") comment, from the last
+ * SRCMAP_TAIL_BYTES of the file after its trailing blanks. What a comment
+ * must satisfy to be found:
+ *   - it starts its line (after spaces or tabs);
+ *   - its line is the last non-blank one, or the one before when the last
+ *     is another "//" comment (Deno's emit cache ends with
+ *     "// denoCacheMetadata=..." after the map);
+ *   - it starts within the window (any path URL does), or it is a base64
+ *     data: URL that runs to the end of its line and whose data ends with
+ *     the end of a JSON object, at most max_scan bytes long: then its start
+ *     is looked for backwards over base64 characters only (a run that the
+ *     map's own read covers anyway).
+ * Anything else, such as a last line of code longer than the window, is
+ * decided on the window alone: the cost of a script is O(window), never
+ * O(file). Sets *url_off and *url_len to the URL's place in the file.
  */
 static bool find_comment(struct srcmap_session *s, int fd, off_t size, size_t max_scan,
                          off_t *url_off, int64_t *url_len)
 {
     static const char a[] = "//# sourceMappingURL=", b[] = "//@ sourceMappingURL=";
     const size_t pl = sizeof(a) - 1;
-    off_t end = size;
+    char *win = s->scratch;
+    size_t n = size > SRCMAP_TAIL_BYTES ? SRCMAP_TAIL_BYTES : (size_t)size;
+    off_t base = size - (off_t)n;
+    if (n == 0 || pread_full(fd, win, n, base) != (ssize_t)n)
+        return false;
+    size_t end = n;
     for (int line = 0; line < 2; line++) {
-        off_t start;
-        if (!trim_blanks(s, fd, size, max_scan, &end) || !line_start(s, fd, end, max_scan, &start))
-            return false;
-        char head[64];
-        size_t hn = end - start < (off_t)sizeof(head) ? (size_t)(end - start) : sizeof(head);
-        if (pread_full(fd, head, hn, start) != (ssize_t)hn)
-            return false;
-        size_t ws = 0; /* indentation before the comment */
-        while (ws < hn && (head[ws] == ' ' || head[ws] == '\t'))
-            ws++;
-        start += (off_t)ws;
-        hn -= ws;
-        memmove(head, head + ws, hn);
-        if (hn >= pl && (memcmp(head, a, pl) == 0 || memcmp(head, b, pl) == 0)) {
-            *url_off = start + (off_t)pl;
-            *url_len = (int64_t)(end - *url_off);
+        while (end > 0 && is_blank(win[end - 1]))
+            end--;
+        if (end == 0)
+            return false; /* blank back to the window's start */
+        size_t start = end;
+        while (start > 0 && win[start - 1] != '\n')
+            start--;
+        if (start == 0 && base > 0) /* the line began before the window */
+            return long_data_url(s, fd, base + (off_t)end, win, end, max_scan, url_off, url_len);
+        while (start < end && (win[start] == ' ' || win[start] == '\t'))
+            start++;
+        if (end - start >= pl &&
+            (memcmp(win + start, a, pl) == 0 || memcmp(win + start, b, pl) == 0)) {
+            *url_off = base + (off_t)(start + pl);
+            *url_len = (int64_t)(end - start - pl);
             return true;
         }
-        if (hn < 2 || memcmp(head, "//", 2) != 0)
+        if (end - start < 2 || memcmp(win + start, "//", 2) != 0)
             return false; /* code: no comment at the end */
         end = start;
     }
@@ -1041,11 +1437,7 @@ static void find_for_file(struct srcmap_session *s, int sfd, const struct stat *
     pthread_mutex_unlock(&s->c->mu);
     off_t uoff;
     int64_t ulen;
-    /* A script without the comment is not read again (a minified bundle's
-     * last line is read back to its start to know) until it changes. */
-    if (!f->no_comment && !find_comment(s, sfd, sst->st_size, max_file, &uoff, &ulen))
-        f->no_comment = true;
-    if (!f->no_comment) {
+    if (find_comment(s, sfd, sst->st_size, max_file, &uoff, &ulen)) {
         char head[256]; /* "data:" and its media type, up to the comma */
         size_t hn = ulen < (int64_t)sizeof(head) - 1 ? (size_t)ulen : sizeof(head) - 1;
         if (pread_full(sfd, head, hn, uoff) != (ssize_t)hn)
@@ -1271,8 +1663,6 @@ static struct cmap *publish(struct srcmap_session *s, const char *key, size_t ke
         sc->reason = f->reason;
         sc->mid = f->mid;
         sc->has_mid = f->has_mid;
-        sc->no_comment = f->no_comment;
-        sc->when_ns = mono_ns();
         if (ret) {
             ret->refs++;
             sc->map = ret;
@@ -1311,13 +1701,13 @@ static bool cached(struct srcmap_session *s, const char *key, size_t keylen, uin
         pthread_mutex_unlock(&c->mu);
         return false;
     }
-    /* Nothing found, or a map refused before it was opened (its path
-     * leads out, a data: URL that does not decode): looked for again
-     * after a while, never opened to check. */
+    /* Nothing found, or a refusal decided without a map file (the
+     * script lies outside the tree, its comment's path leads out, a data:
+     * URL that does not decode): the answer holds until the script
+     * changes (or a reload). */
     if (state == S_NONE || (state == S_REFUSED && !sc->has_mid)) {
-        bool ok = mono_ns() - sc->when_ns < NONE_RECHECK_NS;
         pthread_mutex_unlock(&c->mu);
-        return ok;
+        return true;
     }
     char *mkey = sc->map_key ? isoprof_strdup(sc->map_key) : NULL;
     /* map_key is root \0 path[#inline]: the path is after the NUL */
@@ -1331,7 +1721,7 @@ static bool cached(struct srcmap_session *s, const char *key, size_t keylen, uin
     /* an inline map changes with its script, which is unchanged */
     if (!is_inline) {
         bool enoent;
-        int fd = open_in(s->rootfd, path, NULL, &enoent);
+        int fd = path_fd(s->rootfd, path, NULL, &enoent);
         if (fd < 0)
             return false;
         struct stat st;
@@ -1448,6 +1838,23 @@ static bool deno_transpiled(const char *path)
     return false;
 }
 
+/* A script refused before it was read: published like a map's refusal,
+ * so that it is counted and said once, until the script changes. */
+static void refuse_script(struct srcmap_session *s, const char *key, size_t keylen, uint32_t h,
+                          const struct fid *sid, const char *script, int reason, const char *why)
+{
+    struct found *f = isoprof_calloc(1, sizeof(*f));
+    if (f == NULL)
+        return;
+    f->state = S_REFUSED;
+    f->reason = reason;
+    snprintf(f->map_path, sizeof(f->map_path), "%s", script);
+    snprintf(f->why, sizeof(f->why), "%s", why);
+    struct cmap *m = publish(s, key, keylen, h, sid, f, script);
+    ISOPROF_ASSERT(m == NULL);
+    isoprof_free(f);
+}
+
 /* Resolves one script URL for the session. */
 static void resolve(struct srcmap_session *s, struct memo *mm)
 {
@@ -1465,19 +1872,6 @@ static void resolve(struct srcmap_session *s, struct memo *mm)
     }
     if (is_file && path_norm(path, npath) != 0)
         is_file = false;
-    /* Deno: the JavaScript V8 runs is in the emit cache, with its map */
-    char dd[MAX_PATH], emitted[2 * MAX_PATH + 16];
-    if (is_file && s->w && s->w->deno_pid != 0 && deno_transpiled(npath) && deno_dir(s, dd)) {
-        snprintf(emitted, sizeof(emitted), "%s/gen/file%s.js", dd, npath);
-        bool enoent;
-        int efd = s->rootfd >= 0 && strlen(emitted) < MAX_PATH
-                      ? open_in(s->rootfd, emitted, NULL, &enoent)
-                      : -1;
-        if (efd >= 0) {
-            close(efd);
-            memcpy(npath, emitted, strlen(emitted) + 1);
-        }
-    }
     bool has_dirs = s->w && s->w->ndirs > 0;
     bool bare = !is_file && strchr(url, ':') == NULL && url[0] != '\0';
     if (!is_file && !(has_dirs && bare))
@@ -1485,48 +1879,121 @@ static void resolve(struct srcmap_session *s, struct memo *mm)
     if (s->rootfd < 0)
         return;
     mm->file = true;
+    trees_init(s);
     size_t keylen;
     char *key = key2(s->root, is_file ? npath : url, NULL, &keylen);
     if (key == NULL)
         return;
     uint32_t h = fnv(key, keylen);
     struct fid sid = {0};
+    struct cmap *map = NULL;
+    /* The script's own tree, by its name: nothing outside it is looked at. */
+    const char *tree = is_file ? pick_tree(s, npath) : NULL;
+    if (is_file && tree == NULL) {
+        /* the trees are not all known (no memory): the agent's trouble,
+         * not the script's, so nothing is remembered */
+        if (s->trees_state < 0) {
+            isoprof_free(key);
+            return;
+        }
+        if (!cached(s, key, keylen, h, &sid, &map))
+            refuse_script(s, key, keylen, h, &sid, npath, SRCMAP_E_SCRIPT_OUTSIDE,
+                          "not beneath the target's root, working directory, main script's "
+                          "directory or source_maps dirs: not read");
+        isoprof_free(key);
+        return;
+    }
+    /* Deno: the JavaScript V8 runs is in the emit cache, with its map. The
+     * module is in the tree; the cache is where the agent itself looks. */
+    char dd[MAX_PATH], emitted[2 * MAX_PATH + 16];
+    size_t first = 0; /* the trees a symlink may lead into */
+    if (is_file && s->w && s->w->deno_pid != 0 && deno_transpiled(npath) && deno_dir(s, dd)) {
+        snprintf(emitted, sizeof(emitted), "%s/gen/file%s.js", dd, npath);
+        bool enoent;
+        int efd = strlen(emitted) < MAX_PATH ? path_fd(s->rootfd, emitted, dd, &enoent) : -1;
+        if (efd >= 0) {
+            close(efd);
+            memcpy(npath, emitted, strlen(emitted) + 1);
+            tree = s->deno_dir;
+            first = s->ntrees;
+        }
+    }
     int sfd = -1;
     struct stat sst;
     if (is_file) {
         bool enoent;
-        sfd = open_in(s->rootfd, npath, NULL, &enoent);
-        if (sfd < 0 || fstat(sfd, &sst) != 0) {
+        int pfd = path_fd_allowed(s, npath, tree, first, &enoent);
+        if (pfd == -SRCMAP_E_OUTSIDE) {
+            if (!cached(s, key, keylen, h, &sid, &map))
+                refuse_script(s, key, keylen, h, &sid, npath, SRCMAP_E_SCRIPT_OUTSIDE,
+                              "a symlink leads outside the target's tree: not read");
+            isoprof_free(key);
+            return;
+        }
+        if (pfd < 0) {
             /* the script is gone: no map for it (not a refusal) */
-            if (sfd >= 0)
-                close(sfd);
+            isoprof_free(key);
+            return;
+        }
+        int rc = stat_file(pfd, &sst);
+        if (rc == -SRCMAP_E_NOT_FILE) {
+            fid_of(&sst, &sid);
+            if (!cached(s, key, keylen, h, &sid, &map)) {
+                char why[96];
+                snprintf(why, sizeof(why), "%s, not a regular file: not opened", file_kind(&sst));
+                refuse_script(s, key, keylen, h, &sid, npath, SRCMAP_E_NOT_FILE, why);
+            }
+            close(pfd);
+            isoprof_free(key);
+            return;
+        }
+        if (rc != 0) {
+            close(pfd);
             isoprof_free(key);
             return;
         }
         fid_of(&sst, &sid);
-    }
-    struct cmap *map = NULL;
-    if (!cached(s, key, keylen, h, &sid, &map)) {
-        struct found *f = isoprof_calloc(1, sizeof(*f));
-        if (f != NULL) {
-            if (is_file) {
-                /* what a look at this very script found before */
-                pthread_mutex_lock(&s->c->mu);
-                struct cscript *sc = script_find(s->c, key, keylen, h);
-                f->no_comment = sc != NULL && sc->no_comment && fid_eq(&sc->sid, &sid);
-                pthread_mutex_unlock(&s->c->mu);
-                find_for_file(s, sfd, &sst, npath, f);
-            } else if (!try_dirs(s, base_of(url), f))
-                f->state = S_NONE;
-            map = publish(s, key, keylen, h, &sid, f, is_file ? npath : url);
-            srcmap_free(f->m);
-            isoprof_free(f);
+        /* opened for reading only when its answer is not known yet */
+        if (cached(s, key, keylen, h, &sid, &map)) {
+            close(pfd);
+            isoprof_free(key);
+            mm->map = map;
+            return;
         }
+        sfd = open_read(pfd);
+        close(pfd);
+        if (sfd < 0) {
+            isoprof_free(key);
+            return;
+        }
+    } else if (cached(s, key, keylen, h, &sid, &map)) {
+        isoprof_free(key);
+        mm->map = map;
+        return;
+    }
+    struct found *f = isoprof_calloc(1, sizeof(*f));
+    if (f != NULL) {
+        if (is_file)
+            find_for_file(s, sfd, &sst, npath, f);
+        else if (!try_dirs(s, base_of(url), f))
+            f->state = S_NONE;
+        map = publish(s, key, keylen, h, &sid, f, is_file ? npath : url);
+        srcmap_free(f->m);
+        isoprof_free(f);
     }
     if (sfd >= 0)
         close(sfd);
     isoprof_free(key);
     mm->map = map;
+}
+
+/* Could url name a script with a map (a file, or a module name the
+ * source_maps dirs may have)? What resolve() would try, without a look. */
+static bool maybe_file(const struct srcmap_session *s, const char *url)
+{
+    if (strncmp(url, "file://", 7) == 0 || url[0] == '/')
+        return true;
+    return s->w && s->w->ndirs > 0 && strchr(url, ':') == NULL;
 }
 
 int srcmap_session_frame(struct srcmap_session *s, const char *url, size_t url_len, int32_t line,
@@ -1560,17 +2027,40 @@ int srcmap_session_frame(struct srcmap_session *s, const char *url, size_t url_l
         mm->len = url_len;
         mm->hash = h;
         s->nmemo++;
+    }
+    if (mm->resolved && !mm->file)
+        return SRCMAP_FRAME_NA;
+    if (mm->resolved && mm->map == NULL) {
+        s->unmapped++; /* known to have no map: no work */
+        return SRCMAP_FRAME_UNMAPPED;
+    }
+    /* Work to do (a script to look at, or a map to look up in): charged
+     * to the target's allowance, and not done while it is spent. */
+    bool charged = s->owner != NULL && (mm->resolved || maybe_file(s, mm->url));
+    if (charged && !allowance_left(s, mm->url)) {
+        s->unmapped++;
+        s->over++;
+        return SRCMAP_FRAME_UNMAPPED;
+    }
+    uint64_t t0 = charged ? thread_cpu_ns() : 0;
+    if (!mm->resolved) {
+        mm->resolved = true;
         resolve(s, mm);
     }
-    if (!mm->file)
-        return SRCMAP_FRAME_NA;
-    if (mm->map &&
-        srcmap_lookup(mm->map->m, (uint32_t)line, column < 0 ? 0 : (uint32_t)column, out)) {
-        s->mapped++;
-        return SRCMAP_FRAME_MAPPED;
+    int r = SRCMAP_FRAME_NA;
+    if (mm->file) {
+        r = mm->map && srcmap_lookup(mm->map->m, (uint32_t)line, column < 0 ? 0 : (uint32_t)column,
+                                     out)
+                ? SRCMAP_FRAME_MAPPED
+                : SRCMAP_FRAME_UNMAPPED;
+        if (r == SRCMAP_FRAME_MAPPED)
+            s->mapped++;
+        else
+            s->unmapped++;
     }
-    s->unmapped++;
-    return SRCMAP_FRAME_UNMAPPED;
+    if (charged)
+        allowance_charge(s, thread_cpu_ns() - t0);
+    return r;
 }
 
 size_t srcmap_session_events(const struct srcmap_session *s, const struct srcmap_event **ev)
@@ -1595,6 +2085,9 @@ void srcmap_session_free(struct srcmap_session *s)
             map_put(s->c, s->memo[i].map);
     s->c->st.mapped += s->mapped;
     s->c->st.unmapped += s->unmapped;
+    s->c->st.over_allowance += s->over;
+    if (s->owner)
+        s->owner->refs--;
     evict(s->c, 0);
     pthread_mutex_unlock(&s->c->mu);
     for (size_t i = 0; i < s->nmemo; i++)
@@ -1608,6 +2101,9 @@ void srcmap_session_free(struct srcmap_session *s)
     isoprof_free(s->ev);
     if (s->rootfd >= 0)
         close(s->rootfd);
+    for (size_t i = 0; i < s->ntrees; i++)
+        isoprof_free(s->trees[i]);
+    isoprof_free(s->trees);
     isoprof_free(s->scratch);
     isoprof_free(s);
 }

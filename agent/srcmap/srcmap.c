@@ -133,6 +133,9 @@ static const char *const reasons[SRCMAP_NREASONS] = {
     [SRCMAP_E_OUTSIDE] = "outside",
     [SRCMAP_E_FILE_TOOBIG] = "file_too_big",
     [SRCMAP_E_DATA_URL] = "data_url",
+    [SRCMAP_E_SCRIPT_OUTSIDE] = "script_outside",
+    [SRCMAP_E_NOT_FILE] = "not_a_file",
+    [SRCMAP_E_ALLOWANCE] = "cpu_allowance",
 };
 
 const char *srcmap_reason(int reason)

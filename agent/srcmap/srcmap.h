@@ -48,12 +48,17 @@ enum srcmap_reason {
     SRCMAP_E_TOOBIG,   /* the compact form would pass max_bytes */
     SRCMAP_E_NOMEM,    /* an allocation failed */
     /* found on disk (resolve.h) */
-    SRCMAP_E_READ,        /* the map could not be read: gone, unreadable, cut short,
-                             or it changed while it was read */
-    SRCMAP_E_OUTSIDE,     /* its path leaves the script's tree, the target's root
-                             and its source_maps dirs: refused */
-    SRCMAP_E_FILE_TOOBIG, /* the file is larger than source_maps_max_file */
-    SRCMAP_E_DATA_URL,    /* a data: URL that is not base64 or URL-encoded JSON */
+    SRCMAP_E_READ,           /* the map could not be read: gone, unreadable, cut short,
+                                or it changed while it was read */
+    SRCMAP_E_OUTSIDE,        /* its path leaves the script's tree, the target's root
+                                and its source_maps dirs: refused */
+    SRCMAP_E_FILE_TOOBIG,    /* the file is larger than source_maps_max_file */
+    SRCMAP_E_DATA_URL,       /* a data: URL that is not base64 or URL-encoded JSON */
+    SRCMAP_E_SCRIPT_OUTSIDE, /* the script lies outside the target's tree: not opened */
+    SRCMAP_E_NOT_FILE,       /* the script or the map is not a regular file (a FIFO, a
+                                device, a socket, a directory): not opened for reading */
+    SRCMAP_E_ALLOWANCE,      /* the target's CPU allowance ran out (counted each time
+                                it does; its frames stay unmapped until it refills) */
     SRCMAP_NREASONS
 };
 

@@ -868,7 +868,9 @@ struct window {
  * not NULL. Dies if the conversion fails. */
 static void convert(const char *json, size_t len, struct srcmap_cache *c, struct window *w)
 {
-    static const struct srcmap_where where = {0};
+    /* the bundle is written under a scratch dir: the host's tree whole */
+    static const char *const trees[] = {"/"};
+    static const struct srcmap_where where = {.trees = trees, .ntrees = 1};
     struct pprof_result r;
     memset(&r, 0, sizeof(r));
     char *why = NULL;

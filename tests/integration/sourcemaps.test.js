@@ -143,7 +143,7 @@ const BAD = [
   ['index', 'index.js.map', (f) => fs.writeFileSync(f, '{"version":3,"sources":["a.ts"],"names":[],"mappings":"AKAA"}'), 'index'],
   ['sections', 'sections.js.map', (f) => fs.writeFileSync(f, '{"version":3,"sections":[{"offset":{"line":0,"column":0},"map":{}}]}'), 'sections'],
   ['big', 'big.js.map', (f) => fs.writeFileSync(f, `{"version":3,"sources":["a.ts"],"names":[],"mappings":"${'AAAA,'.repeat(420000)}AAAA"}`), 'file_too_big'],
-  ['isdir', 'isdir.js.map', (f) => fs.mkdirSync(f), 'read'],
+  ['isdir', 'isdir.js.map', (f) => fs.mkdirSync(f), 'not_a_file'],
   ['dataurl', 'data:application/json;base64,e30*!', null, 'data_url'],
   ['up', '../../../../../../../../etc/shadow', null, 'outside'],
   ['abs', '/etc/passwd', null, 'outside'],
@@ -334,8 +334,16 @@ function topLines(args, file) {
   return L.pprofTop(path.join(S.dir, file), ['-lines']).map((r) => r.name);
 }
 
-// The windows of a store that may not exist yet.
-const windowsOf = (args) => (fs.existsSync(S.store) ? L.windows(S.store, args) : []);
+// The windows of a store that may not exist yet (or is being made: its
+// directory is there before its first transaction).
+const windowsOf = (args) => {
+  try {
+    return fs.existsSync(S.store) ? L.windows(S.store, args) : [];
+  } catch (e) {
+    if (/not initialised yet/.test(e.message)) return [];
+    throw e;
+  }
+};
 const cpuWindows = (worker) => windowsOf(['--worker', worker, '--type', 'cpu']);
 // Waits for n windows of worker (args: more filters); on a time-out says
 // what the daemon did.

@@ -1,8 +1,8 @@
 /*
  * The source-map options: a target's root, source_maps (a list) and labels
- * (a mapping), the global source_maps_cache and source_maps_max_file. Their
- * defaults, values as written, every problem with its exact line:col, and
- * reloads: all five change without a restart.
+ * (a mapping), the global source_maps_cache, source_maps_max_file and
+ * source_maps_cpu. Their defaults, values as written, every problem with
+ * its exact line:col, and reloads: all six change without a restart.
  */
 #include "../test.h"
 #include "helpers.h"
@@ -17,6 +17,7 @@ TEST(defaults)
     CHECK_EQ_INT(c->targets[0].labels.n, 0);
     CHECK_EQ_INT(c->source_maps_cache, 32ull << 20);
     CHECK_EQ_INT(c->source_maps_max_file, 64ull << 20);
+    CHECK(c->source_maps_cpu > 0.0199 && c->source_maps_cpu < 0.0201);
     cfg_free(c);
 }
 
@@ -25,6 +26,7 @@ TEST(values)
     char *why;
     struct cfg *c = load("source_maps_cache: 8MiB\n"
                          "source_maps_max_file: 2MiB\n"
+                         "source_maps_cpu: 0.5%\n"
                          "targets:\n"
                          "  - inspector: 127.0.0.1:9229\n"
                          "    root: /proc/1234/root\n"
@@ -41,6 +43,7 @@ TEST(values)
     REQUIRE(c != NULL);
     CHECK_EQ_INT(c->source_maps_cache, 8ull << 20);
     CHECK_EQ_INT(c->source_maps_max_file, 2ull << 20);
+    CHECK(c->source_maps_cpu > 0.00499 && c->source_maps_cpu < 0.00501);
     const struct cfg_target *t = &c->targets[0];
     CHECK(t->root != NULL && strcmp(t->root, "/proc/1234/root") == 0);
     REQUIRE(t->source_maps.n == 2);
@@ -83,6 +86,8 @@ TEST(problems)
          "t.yaml:1:20: source_maps_cache must be between 1MiB and 4GiB, not '512KiB'"},
         {"source_maps_max_file: 2GiB\n",
          "t.yaml:1:23: source_maps_max_file must be between 1MiB and 1GiB, not '2GiB'"},
+        {"source_maps_cpu: 0.001%\n",
+         "t.yaml:1:18: source_maps_cpu must be between 0.01% and 100%, not '0.001%'"},
     };
     int failed = one_errors_failed(cases, ISOPROF_ARRAY_SIZE(cases));
     CHECK_EQ_INT(failed, 0);
@@ -108,6 +113,7 @@ TEST(reloadable)
     char *why;
     struct cfg *a = load("targets:\n  - inspector: 127.0.0.1:9229\n", &why);
     struct cfg *b = load("source_maps_cache: 4MiB\nsource_maps_max_file: 1MiB\n"
+                         "source_maps_cpu: 10%\n"
                          "targets:\n  - inspector: 127.0.0.1:9229\n    root: /r\n"
                          "    source_maps: [/m]\n    labels: {service_git_ref: main}\n",
                          &why);
