@@ -76,7 +76,9 @@ test('processes found, activated, ignored and followed through /proc', { timeout
 
   // optin: SIGUSR1, then its inspector found, then a window with its pid.
   await d.waitLog(seen(d, 'inspector opened with SIGUSR1', optin.pid), 30000, 'optin activated');
-  assert.match(optin.stderrText, /Debugger listening on ws:\/\/127\.0\.0\.1:\d+\//);
+  // Node writes its line once the inspector listens, which on a loaded
+  // machine may come after the daemon logged the signal: wait for it.
+  await L.waitFor(() => /Debugger listening on ws:\/\/127\.0\.0\.1:\d+\//.test(optin.stderrText), 30000, 'optin to say its inspector listens');
   await d.waitLog(seen(d, 'inspector found on the host', optin.pid), 30000, 'optin found');
   await d.waitLog(seen(d, 'inspector found on the host', open.pid), 30000, 'open found');
   await L.waitFor(() => {
