@@ -2,7 +2,8 @@
  * procs.c - host process discovery (discovery.processes; see daemon.h).
  *
  * Every discovery.interval one thread-pool job runs procscan_run over
- * /proc (or $ISOPROFD_PROC, see PROCS_ROOT_ENV); its result comes back to the loop, which owns everything else:
+ * /proc (or $ISOPROFD_PROC, see PROCS_ROOT_ENV); its result comes back
+ * to the loop, which owns everything else:
  *   - each loopback listener of a matching process that is neither a
  *     configured target's port (the config wins) nor known not to be an
  *     inspector becomes a found endpoint (discover_found_add), probed with

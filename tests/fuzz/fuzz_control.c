@@ -121,8 +121,8 @@ static void check_query(const char *q, size_t n)
         o += encode_param(canon + o, "&version", r.version);
     if (r.has_thread)
         o += encode_param(canon + o, "&thread", r.thread);
-    static const char *const types[] = {[STORE_TYPE_CPU] = "cpu", [STORE_TYPE_HEAP] = "heap",
-                                        [STORE_TYPE_SNAPSHOT] = "snapshot"};
+    static const char *const types[] = {
+        [STORE_TYPE_CPU] = "cpu", [STORE_TYPE_HEAP] = "heap", [STORE_TYPE_SNAPSHOT] = "snapshot"};
     o += (size_t)sprintf(canon + o, "&type=%s", types[r.type]);
     if (r.has_isolate)
         o += (size_t)sprintf(canon + o, "&isolate=%u", (unsigned)r.isolate);
