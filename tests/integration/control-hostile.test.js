@@ -14,6 +14,8 @@
 //     and control.group's with control.group.
 // And against a daemon profiling real Node targets, the routes that act
 // (POST /profile: cpu, heap, snapshot) and the pages that report:
+//   - a target whose /json/list is hostile (300-byte titles, quotes,
+//     control characters): /status stays JSON, /metrics valid exposition;
 //   - malformed requests (request line, headers, Content-Length, chunked
 //     bodies, upgrades) and malformed /profile parameters each get their
 //     4xx with a reason, and the daemon keeps profiling;
@@ -37,6 +39,7 @@ const net = require('node:net');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const L = require('./lib');
+const F = require('./fake-inspector');
 
 after(L.cleanup);
 
@@ -383,6 +386,9 @@ test('real targets: hot, a bystander and a big heap attached', { timeout: 120000
     L.startNode(path.join(L.WORKLOADS, 'node-big-heap.js'), { env: { BIG_HEAP_ITEMS: '100000' } }),
   ]);
   await L.waitFor(() => /heap built/.test(big.stderrText), 60000, 'the big heap built');
+  // and an inspector whose /json/list is hostile: labels of 300 bytes,
+  // quotes, control characters, a forged log line
+  const hostile = await F.startFakeInspector({ mode: 'hostile-list' });
   // The socket's directory is one others may traverse, so a refused peer
   // is refused by the socket's own mode.
   const dir = L.tmpdir();
@@ -393,15 +399,42 @@ test('real targets: hot, a bystander and a big heap attached', { timeout: 120000
   const metricsPort = await L.freePort();
   const d = await L.startDaemon(L.yamlConfig({
     store, level: 'info', duration: '1s', period: '2s', memoryPoll: '200ms',
-    targets: [{ port: hot.port, worker: 'hot' }, { port: bystander.port, worker: 'bystander' }, { port: big.port, worker: 'big' }],
+    targets: [{ port: hot.port, worker: 'hot' }, { port: bystander.port, worker: 'bystander' }, { port: big.port, worker: 'big' }, { port: hostile.port }],
     extra: `metrics: {listen: "127.0.0.1:${metricsPort}"}`,
   }), { dir });
-  Object.assign(tctx, { d, dir, store, sock: path.join(store, 'control.sock'), metricsPort, hot, bystander, big });
+  Object.assign(tctx, { d, dir, store, sock: path.join(store, 'control.sock'), metricsPort, hot, bystander, big, hostile });
   await d.waitLog((l) => l.msg === 'control socket listening', 20000, 'the control socket');
   await L.waitFor(async () => {
-    const st = await tstatus();
-    return st.targets.length === 3 && st.targets.every((t) => t.state === 'ready' && t.memory.used !== null);
+    const mine = (await tstatus()).targets.filter((t) => ['hot', 'bystander', 'big'].includes(t.worker));
+    return mine.length === 3 && mine.every((t) => t.state === 'ready' && t.memory.used !== null);
   }, 60000, 'three ready targets with their heap measured');
+});
+
+test('GET /status and /metrics with a hostile target\'s labels: valid JSON, valid exposition lines', { timeout: 60000 }, async () => {
+  await L.waitFor(async () => (await tstatus()).targets.some((t) => t.endpoint === tctx.hostile.inspector && t.state === 'ready'), 30000, 'a target of the hostile list attached');
+  const r = await request(tctx.sock, 'GET', '/status');
+  assert.strictEqual(r.status, 200);
+  const st = JSON.parse(r.body); // throws on anything but JSON
+  const theirs = st.targets.filter((t) => t.endpoint === tctx.hostile.inspector);
+  assert.ok(theirs.length >= 2, JSON.stringify(theirs.map((t) => t.worker)));
+  for (const t of theirs) {
+    assert.strictEqual(typeof t.worker, 'string');
+    assert.ok(Buffer.byteLength(t.worker) <= 255, `a label of ${Buffer.byteLength(t.worker)} bytes`);
+    assert.match(t.worker, /^[\x20-\x7e]+$/, `label ${JSON.stringify(t.worker)}`);
+  }
+  assert.ok(theirs.some((t) => /^T{200,255}$/.test(t.worker)), 'the huge title, cut');
+  // the fields the newer routes added are there, of their types
+  assert.strictEqual(typeof st.counters.control_requests, 'number');
+  assert.strictEqual(typeof st.discovery.enabled, 'boolean');
+  for (const t of st.targets) assert.ok('used' in t.memory && typeof t.memory.limit === 'number', JSON.stringify(t));
+  const m = await request(tctx.metricsPort, 'GET', '/metrics');
+  assert.strictEqual(m.status, 200);
+  const label = '[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\\\\n]|\\\\.)*"';
+  const sample = new RegExp(`^[a-zA-Z_:][a-zA-Z0-9_:]*(\\{${label}(,${label})*\\})? (-?[0-9.e+-]+|NaN|[+-]Inf)$`);
+  for (const line of m.body.split('\n').filter((x) => x !== '')) {
+    if (line.startsWith('#')) assert.match(line, /^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$/, line);
+    else assert.match(line, sample, line);
+  }
 });
 
 test('malformed requests on every route: a 4xx with its reason, the connection closed, the daemon profiling on', { timeout: 120000 }, async () => {
