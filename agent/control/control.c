@@ -6,10 +6,16 @@
  *
  *   GET  /status    report_status(): JSON
  *   GET  /metrics   report_metrics(): Prometheus text format 0.0.4
- *   POST /profile?worker=W[&version=V][&isolate=I]&type=cpu|heap|snapshot
- *        [&seconds=N][&interval=DUR][&all=1]
+ *   POST /profile?worker=W[&version=V][&isolate=I][&thread=T]
+ *        &type=cpu|heap|snapshot[&seconds=N][&interval=DUR][&all=1]
  *                   one on-demand window (ondemand.c); the gzip'd pprof is
- *                   the answer, sent when the window ended
+ *                   the answer, sent when the window ended. seconds and
+ *                   interval are for cpu only, all=1 not for a snapshot;
+ *                   409 when a snapshot of the isolate is being taken
+ *
+ * The GET pages take no parameters: a query on them is ignored. A body is
+ * read (within CTL_BODY_MAX) and dropped: /profile's parameters are its
+ * query.
  *
  * and, when metrics.listen is set, GET /metrics alone on a loopback TCP
  * address for Prometheus. Requests are parsed with http-parser (nodejs's,
@@ -38,10 +44,13 @@
  * gets a 408. So neither an idle keep-alive connection nor a slowloris
  * holds a slot for more than a few seconds. At the connection limit a new
  * connection evicts the oldest that has no request in progress (idle, else
- * lingering after its answer, else one still sending its request), so a
- * scraper always gets in however many idle connections a local user
- * opens; only when every slot holds a request being answered is the new
- * one closed. Evicted and refused connections are both counted in
+ * lingering after its answer, else one still sending its request, else
+ * one not reading its answer), so a scraper always gets in however many
+ * idle, slow or deaf connections a local user opens; only when every slot
+ * holds a request being answered is the new one closed. At most
+ * CTL_WAITING_MAX of them wait for on-demand windows (a POST /profile past
+ * it gets a 503), so that never lasts longer than building a page. Evicted
+ * and refused connections are both counted in
  * control_rejected_connections. One request at a time per connection:
  * bytes that arrive while one is answered (pipelining) wait in a capped
  * buffer and are parsed after the answer is written. Reads go through one
@@ -83,6 +92,11 @@
 #include <unistd.h>
 
 #define CTL_MAX_CONNS 64
+/* Connections of a listener that may wait for on-demand windows at once.
+ * The rest of CTL_MAX_CONNS is kept for requests answered at once (GET
+ * /status, /metrics, a refusal), so however many windows are asked for,
+ * the daemon still answers those: past it, POST /profile gets a 503. */
+#define CTL_WAITING_MAX (CTL_MAX_CONNS - 8)
 #define CTL_PENDING_MAX (CTL_HEAD_MAX + CTL_BODY_MAX) /* pipelined bytes kept */
 /* From waiting for a request (accepted, last answer written) to the whole
  * request read. Local clients send theirs at once; 5 s leaves a loaded
@@ -488,6 +502,11 @@ int ctl_req_feed(struct ctl_req *r, const char *data, size_t n, size_t *used)
             r->head_bytes += took;
         off += took;
         enum http_errno e = HTTP_PARSER_ERRNO(&r->p);
+        /* An upgrade (Upgrade: websocket, CONNECT) is refused whether or
+         * not the parser stopped at its end: answered as HTTP, what the
+         * client sends next would be another protocol's bytes. */
+        if (r->p.upgrade && (e == HPE_OK || e == HPE_PAUSED))
+            return req_refuse(r, 400, "bad request: protocol upgrades are not supported");
         if (e == HPE_PAUSED && r->msg_done) {
             http_parser_pause(&r->p, 0);
             *used = off;
@@ -500,12 +519,19 @@ int ctl_req_feed(struct ctl_req *r, const char *data, size_t n, size_t *used)
                 snprintf(why, sizeof(why), "the request body exceeds %d bytes", CTL_BODY_MAX);
             else if (status == 414)
                 snprintf(why, sizeof(why), "the request target exceeds %d bytes", CTL_URL_MAX - 1);
+            else if (e == HPE_INVALID_CONTENT_LENGTH && r->headers_done)
+                /* http-parser says content-length for a chunk size too */
+                snprintf(why, sizeof(why), "bad request: invalid chunk size");
+            else if (e == HPE_INVALID_CONTENT_LENGTH)
+                snprintf(why, sizeof(why),
+                         "bad request: invalid content-length header (not a decimal number, or "
+                         "too large)");
             else
                 snprintf(why, sizeof(why), "bad request: %s", http_errno_description(e));
             r->status = 0;
             return req_refuse(r, status ? status : 400, why);
         }
-        if (r->p.upgrade || took != slice)
+        if (took != slice)
             return req_refuse(r, 400, "bad request: protocol upgrades are not supported");
     }
     *used = n;
@@ -850,6 +876,14 @@ int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct c
         return query_refuse(why, cap, "worker is required (POST /profile?worker=W&type=cpu)");
     if (r->type == 0)
         return query_refuse(why, cap, "type is required: cpu, heap or snapshot");
+    /* What a heap or snapshot window would not use is refused rather than
+     * ignored, as isoprof profile refuses it: the caller meant something. */
+    if (r->type != STORE_TYPE_CPU && (seen & ((1u << P_SECONDS) | (1u << P_INTERVAL))))
+        return query_refuse(why, cap, "seconds and interval are for type=cpu, not %s",
+                            store_type_name(r->type));
+    if (r->type == STORE_TYPE_SNAPSHOT && r->all)
+        return query_refuse(why, cap,
+                            "all=1: a heap snapshot is of one isolate (name it with isolate=ID)");
     return 0;
 }
 
@@ -873,8 +907,10 @@ static void conn_on_profile(int err, const char *why, uint8_t *gz, size_t len, v
         status = 503;
     else if (err == -EBUSY)
         status = 409; /* a heap snapshot refused (skip rules, one already asked for) */
-    log_warn("on-demand profile failed", "err=%e why=%s", err, why ? why : "");
-    conn_error(c, status, 0, "%s", why ? why : isoprof_strerror(err));
+    if (why == NULL || why[0] == '\0')
+        why = isoprof_strerror(err);
+    log_warn("on-demand profile failed", "err=%e why=%s", err, why);
+    conn_error(c, status, 0, "%s", why);
 }
 
 static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
@@ -882,6 +918,16 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
     struct agent *a = c->ctl->a;
     struct ctl_profile_req r;
     char why[CTL_LABEL_MAX + 100];
+    unsigned waiting = 0;
+    for (const struct ctl_conn *o = c->ctl->conns; o; o = o->next)
+        waiting += o->l == c->l && o->waiter != NULL;
+    if (waiting >= CTL_WAITING_MAX) {
+        conn_error(c, 503, 0,
+                   "%u requests are waiting for on-demand windows already; ask again when one "
+                   "is answered",
+                   waiting);
+        return;
+    }
     if (ctl_profile_parse(q, qlen, a->cfg->sampling.cpu.interval_ns, &r, why, sizeof(why)) != 0) {
         conn_error(c, 400, 0, "%s", why);
         return;
@@ -982,6 +1028,11 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
         else if (rc == -EAGAIN)
             conn_error(c, 503, 0, "target not attached: worker %s is not ready for a %s window",
                        r.worker, store_type_name(r.type));
+        else if (rc == -EBUSY)
+            conn_error(c, 409, 0,
+                       "worker %s: too many on-demand windows already queued for this isolate; "
+                       "ask again when one has ended",
+                       r.worker);
         else if (rc == -EINVAL)
             conn_error(c, 400, 0, "the window asked for is not valid");
         else
@@ -1064,12 +1115,13 @@ static void conn_dispatch(struct ctl_conn *c)
  * The connection of l to close for a new one at the limit: the oldest
  * idle one (no request since it was accepted or answered), else the oldest
  * lingering after its answer, else the oldest still sending its request
- * (a slowloris); NULL if every one holds a request being answered. The
- * list is newest first, so the last match is the oldest.
+ * (a slowloris), else the oldest whose answer is not read yet; NULL if
+ * every one holds a request being answered. The list is newest first, so
+ * the last match is the oldest.
  */
 static struct ctl_conn *conn_victim(struct ctl_listener *l)
 {
-    static const enum conn_state order[] = {C_IDLE, C_LINGER, C_READING};
+    static const enum conn_state order[] = {C_IDLE, C_LINGER, C_READING, C_WRITING};
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
         struct ctl_conn *victim = NULL;
         for (struct ctl_conn *c = l->ctl->conns; c; c = c->next)

@@ -34,7 +34,9 @@ static void usage(FILE *f)
             "  -h, --help               this text, followed by every configuration option\n"
             "\n"
             "Environment: NOTIFY_SOCKET and RUNTIME_DIRECTORY (systemd); ISOPROFD_MEMINFO, a\n"
-            "file read instead of /proc/meminfo for MemAvailable (heap snapshots; tests).\n"
+            "file read instead of /proc/meminfo for MemAvailable (heap snapshots; tests);\n"
+            "ISOPROFD_PROC, a directory laid out as /proc that process discovery scans\n"
+            "instead of /proc (tests: one holding only their own processes).\n"
             "\n"
             "Configuration options:\n");
     cfg_write_help(f);

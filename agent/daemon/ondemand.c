@@ -318,10 +318,13 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
             break;
         }
         w->reqs[i] = r;
-        if (r->state == OD_DONE) { /* failed at once */
+        if (r->state == OD_DONE) { /* failed at once: req_finish had no waiter to tell why */
             w->left--;
-            if (w->err == 0)
+            if (w->err == 0) {
                 w->err = r->err ? r->err : -EIO;
+                snprintf(w->why, sizeof(w->why), "%s",
+                         r->why[0] ? r->why : isoprof_strerror(w->err));
+            }
         }
     }
     if (err != 0) {

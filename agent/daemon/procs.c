@@ -2,7 +2,8 @@
  * procs.c - host process discovery (discovery.processes; see daemon.h).
  *
  * Every discovery.interval one thread-pool job runs procscan_run over
- * /proc; its result comes back to the loop, which owns everything else:
+ * /proc (or $ISOPROFD_PROC, see PROCS_ROOT_ENV); its result comes back
+ * to the loop, which owns everything else:
  *   - each loopback listener of a matching process that is neither a
  *     configured target's port (the config wins) nor known not to be an
  *     inspector becomes a found endpoint (discover_found_add), probed with
@@ -37,7 +38,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* The kernel's: the start time checked before a SIGUSR1 is always read
+ * here, whatever directory the scan reads. */
 #define PROCS_ROOT "/proc"
+/* A directory scanned instead of /proc ($ISOPROFD_PROC), laid out as
+ * /proc: a test makes one that holds only its own processes (symlinks to
+ * /proc/PID, and net and self), so a scan never sees the host's. */
+#define PROCS_ROOT_ENV "ISOPROFD_PROC"
 /* After a SIGUSR1, the next scan comes this soon (Node opens the port in
  * a few ms). */
 #define PROCS_RESCAN_MS 300
@@ -64,6 +71,7 @@ enum {
 
 struct procs {
     struct agent *a;
+    char *root; /* the directory scanned: /proc, or $ISOPROFD_PROC */
     uv_timer_t timer;
     uv_work_t work;
     int working;  /* a scan is in the thread pool */
@@ -143,7 +151,7 @@ static void procs_work(uv_work_t *w)
         .nuids = p->nuids,
         .self_pid = p->self_pid,
     };
-    p->rc = procscan_run(PROCS_ROOT, &f, &p->res, p->why, sizeof(p->why));
+    p->rc = procscan_run(p->root, &f, &p->res, p->why, sizeof(p->why));
 }
 
 static struct proc_rec *rec_find(struct proc_rec *r, size_t n, uint32_t pid, uint64_t start)
@@ -375,6 +383,7 @@ static void procs_apply(struct procs *p)
 static void procs_free(struct procs *p)
 {
     procscan_result_free(&p->res);
+    isoprof_free(p->root);
     isoprof_free(p->exe);
     isoprof_free(p->uids);
     isoprof_free(p->recs);
@@ -466,16 +475,19 @@ int procs_start(struct agent *a)
         return -ENOMEM;
     p->a = a;
     p->self_pid = (uint32_t)getpid();
-    if (procs_users(p) != 0) {
+    const char *root = getenv(PROCS_ROOT_ENV);
+    p->root = isoprof_strdup(root != NULL && root[0] != '\0' ? root : PROCS_ROOT);
+    if (p->root == NULL || procs_users(p) != 0) {
+        isoprof_free(p->root);
         isoprof_free(p);
         return -ENOMEM;
     }
     uv_timer_init(a->loop, &p->timer);
     p->timer.data = p;
     a->procs = p;
-    log_info("process discovery on", "interval_ms=%U activate=%d users=%U",
+    log_info("process discovery on", "interval_ms=%U activate=%d users=%U root=%s",
              a->cfg->discovery.interval_ns / 1000000u, a->cfg->discovery.processes.activate,
-             (uint64_t)a->cfg->discovery.processes.users.n);
+             (uint64_t)a->cfg->discovery.processes.users.n, p->root);
     procs_schedule(p, 0);
     return 0;
 }

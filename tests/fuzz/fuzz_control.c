@@ -20,9 +20,17 @@
  *   - read in small pieces the stream gives the same requests and
  *     refusals, in the same order, as read at once;
  *   - a request's path and query are slices of its url;
- *   - the query parser accepts only what it documents (a worker, cpu or
- *     heap, seconds in 1..3600, an interval in 100us..1s, NUL-free labels
- *     shorter than CTL_LABEL_MAX) and explains every refusal.
+ *   - the query parser accepts only what it documents (a worker; cpu,
+ *     heap or snapshot; seconds in 1..3600 and an interval in 100us..1s,
+ *     for cpu only; all=1 not for a snapshot; NUL-free labels shorter
+ *     than CTL_LABEL_MAX, the thread "main" unless one is named) and
+ *     explains every refusal; what it accepts it reads back the same from
+ *     a canonical re-encoding of its fields, and a parameter added twice
+ *     to an accepted query is refused.
+ *
+ * Bit 5 of the first byte also reads the rest as the query of a whole
+ * request, "POST /profile?<rest> HTTP/1.1", through the request reader
+ * first: what control.c does with it on a connection.
  */
 #include "base.h"
 #include "control.h"
@@ -31,6 +39,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +71,8 @@ static uint64_t fnv(const char *p, size_t n)
     return h;
 }
 
+static size_t encode_param(char *out, const char *name, const char *v);
+
 static void check_label(const char *s)
 {
     size_t n = strnlen(s, CTL_LABEL_MAX);
@@ -85,15 +96,61 @@ static void check_query(const char *q, size_t n)
     check_label(r.worker);
     if (r.has_version)
         check_label(r.version);
-    check(r.type == STORE_TYPE_CPU || r.type == STORE_TYPE_HEAP);
+    check_label(r.thread);
+    if (!r.has_thread)
+        check(strcmp(r.thread, "main") == 0);
+    check(r.type == STORE_TYPE_CPU || r.type == STORE_TYPE_HEAP || r.type == STORE_TYPE_SNAPSHOT);
     check(r.seconds >= 1 && r.seconds <= CFG_OD_SECONDS_MAX);
     check(r.interval_ns == dflt ||
           (r.interval_ns >= CFG_OD_INTERVAL_MIN_NS && r.interval_ns <= CFG_OD_INTERVAL_MAX_NS));
+    if (r.type != STORE_TYPE_CPU)
+        check(r.seconds == CTL_SECONDS_DEFAULT && r.interval_ns == dflt);
     check(r.all == 0 || r.all == 1);
+    check(!(r.all && r.type == STORE_TYPE_SNAPSHOT));
+    check(r.has_isolate || r.isolate == 0);
     /* the same query again: the same answer */
     static struct ctl_profile_req again;
     check(ctl_profile_parse(q, n, dflt, &again, why, sizeof(why)) == 0);
     check(memcmp(&r, &again, sizeof(r)) == 0);
+    /* its fields written back canonically (every byte of a label
+     * percent-encoded): the same request */
+    static char canon[16 * CTL_LABEL_MAX];
+    size_t o = 0;
+    o += encode_param(canon + o, "worker", r.worker);
+    if (r.has_version)
+        o += encode_param(canon + o, "&version", r.version);
+    if (r.has_thread)
+        o += encode_param(canon + o, "&thread", r.thread);
+    static const char *const types[] = {
+        [STORE_TYPE_CPU] = "cpu", [STORE_TYPE_HEAP] = "heap", [STORE_TYPE_SNAPSHOT] = "snapshot"};
+    o += (size_t)sprintf(canon + o, "&type=%s", types[r.type]);
+    if (r.has_isolate)
+        o += (size_t)sprintf(canon + o, "&isolate=%u", (unsigned)r.isolate);
+    if (r.type == STORE_TYPE_CPU)
+        o += (size_t)sprintf(canon + o, "&seconds=%llu&interval=%lluns",
+                             (unsigned long long)r.seconds, (unsigned long long)r.interval_ns);
+    if (r.all)
+        o += (size_t)sprintf(canon + o, "&all=1");
+    check(ctl_profile_parse(canon, o, dflt, &again, why, sizeof(why)) == 0);
+    check(memcmp(&r, &again, sizeof(r)) == 0);
+    /* a parameter given twice is refused, whichever */
+    o += encode_param(canon + o, "&worker", r.worker);
+    check(ctl_profile_parse(canon, o, dflt, &again, why, sizeof(why)) == -EINVAL);
+    check(strstr(why, "given twice") != NULL);
+}
+
+/* "name=" and every byte of v as %XX at out; the bytes written. */
+static size_t encode_param(char *out, const char *name, const char *v)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = (size_t)sprintf(out, "%s=", name);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        out[o++] = '%';
+        out[o++] = hex[*p >> 4];
+        out[o++] = hex[*p & 15];
+    }
+    out[o] = '\0';
+    return o;
 }
 
 static void check_req(const struct ctl_req *r)
@@ -167,6 +224,38 @@ static size_t run(const char *d, size_t n, size_t chunk, struct outcome *out)
     return nout;
 }
 
+/* q[0..n) as the query of a whole POST /profile: the reader takes it as
+ * one request (or refuses it with its status), and a request whose target
+ * is all of it has q as its query; whatever query it read is parsed. */
+static void check_request_query(const char *q, size_t n)
+{
+    static char text[CTL_URL_MAX + 64];
+    static struct ctl_req r;
+    if (n > CTL_URL_MAX)
+        return;
+    int len = snprintf(text, sizeof(text), "POST /profile?%.*s HTTP/1.1\r\n\r\n", (int)n, q);
+    if (len < 0 || (size_t)len >= sizeof(text) || memchr(q, '\0', n) != NULL)
+        return;
+    ctl_req_init(&r);
+    size_t used = 0;
+    int rc = ctl_req_feed(&r, text, (size_t)len, &used);
+    check_req(&r);
+    if (rc == -EBADMSG) {
+        /* bytes a target may not hold (400), too long a target (414), or
+         * a query that ends the target early and goes on as headers */
+        check(r.status == 400 || r.status == 413 || r.status == 414 || r.status == 431);
+        return;
+    }
+    if (rc != 1)
+        return; /* bytes that ended the request line early: waits for more */
+    struct ctl_target t;
+    if (ctl_req_target(&r, &t) != 0)
+        return;
+    if (t.path_len == 8 && memcmp(t.path, "/profile", 8) == 0 && t.query_len == n)
+        check(memcmp(t.query, q, n) == 0);
+    check_query(t.query, t.query_len);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct outcome whole[MAX_OUTCOMES], pieces[MAX_OUTCOMES];
@@ -192,5 +281,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (steer & 16)
         check_query(d, n);
+    if (steer & 32)
+        check_request_query(d, n);
     return 0;
 }

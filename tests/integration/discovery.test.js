@@ -18,9 +18,10 @@
 // Then optin is killed and a new opted-in process started: the first is
 // dropped and the second profiled, each within a few scans. A listener on
 // 0.0.0.0 is the unit test's (tests/unit/agent/test_procscan.c): tests
-// listen on loopback only. Other Node
-// processes on the host (the test runner) are seen too; the assertions
-// name only this file's processes, by pid.
+// listen on loopback only. The daemon scans a /proc of this test's own
+// processes ($ISOPROFD_PROC, L.procRoot), never the host's: it matches
+// exactly the processes started here, and no other Node or isoprofd of the
+// host (another test, another suite) is probed or signalled.
 'use strict';
 const { test, after } = require('node:test');
 const assert = require('node:assert');
@@ -70,11 +71,14 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   const namedPort = Number(/Debugger listening on ws:\/\/127\.0\.0\.1:(\d+)\//.exec(named.stderrText)[1]);
   const cfg = L.yamlConfig({ store, targets: [{ port: namedPort, worker: 'configured' }], duration: '1s', period: '2s', interval: '1ms', discovery: '500ms' })
     .replace('discovery: {interval: 500ms}', 'discovery: {interval: 500ms, processes: {enabled: true, activate: true, executables: [node, isoprofd]}}');
-  const d = await L.startDaemon(cfg);
+  const proc = L.procRoot([optin, open, plain, named, refused, other].map((c) => c.pid));
+  const d = await L.startDaemon(cfg, { env: proc.env });
 
   // optin: SIGUSR1, then its inspector found, then a window with its pid.
   await d.waitLog(seen(d, 'inspector opened with SIGUSR1', optin.pid), 30000, 'optin activated');
-  assert.match(optin.stderrText, /Debugger listening on ws:\/\/127\.0\.0\.1:\d+\//);
+  // Node writes its line once the inspector listens, which on a loaded
+  // machine may come after the daemon logged the signal: wait for it.
+  await L.waitFor(() => /Debugger listening on ws:\/\/127\.0\.0\.1:\d+\//.test(optin.stderrText), 30000, 'optin to say its inspector listens');
   await d.waitLog(seen(d, 'inspector found on the host', optin.pid), 30000, 'optin found');
   await d.waitLog(seen(d, 'inspector found on the host', open.pid), 30000, 'open found');
   await L.waitFor(() => {
@@ -110,7 +114,9 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   const scans0 = L.status(store).discovery.scans;
   await L.stop(optin, 'SIGKILL');
   await d.waitLog((l) => l.msg === 'endpoint gone' && Number(l.pid) === optin.pid && l.why === 'process exited', 30000, 'optin dropped');
+  proc.remove(optin.pid);
   const optin2 = node('optin2', ['--inspect-port=0'], path.join(L.WORKLOADS, 'node-light.js'));
+  proc.add(optin2.pid);
   await d.waitLog(seen(d, 'inspector found on the host', optin2.pid), 30000, 'optin2 found');
   const scans1 = L.status(store).discovery.scans;
   await L.waitFor(() => L.windows(store).some((x) => x.pid === optin2.pid), 60000, 'a window of optin2');
@@ -129,6 +135,10 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   }
   const st2 = L.status(store);
   assert.ok(st2.targets.every((t) => t.pid !== plain.pid && t.pid !== other.pid), JSON.stringify(st2.targets));
+  // Only this test's processes were there to match: the six it started
+  // (optin gone, optin2 in its place), none of the host's.
+  assert.strictEqual(st2.discovery.processes, 6, JSON.stringify(st2.discovery));
+  assert.strictEqual(st2.discovery.proc_entries, 6, JSON.stringify(st2.discovery));
   console.log(`scans from optin's death to optin2 found: ${scans1 - scans0}; scan CPU last ${st2.discovery.last_scan_cpu_us} us, ` +
     `processes matched ${st2.discovery.processes}`);
 

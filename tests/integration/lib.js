@@ -545,8 +545,29 @@ function encodePprof(profile) {
   return zlib.gzipSync(Buffer.concat([...parts, ...st, ...tail]));
 }
 
+// A directory laid out as /proc that holds only the processes a test
+// started, for the daemon's $ISOPROFD_PROC: host discovery then never
+// sees, probes or signals a process of the host (another test, another
+// user's Node). Each pid is a symlink to /proc/PID; net and self are the
+// daemon's own (/proc/net and /proc/self resolve in the reader).
+// {dir, env, add(pid), remove(pid)}.
+function procRoot(pids = []) {
+  const dir = path.join(tmpdir(), 'proc');
+  fs.mkdirSync(dir);
+  fs.symlinkSync('/proc/net', path.join(dir, 'net'));
+  fs.symlinkSync('/proc/self', path.join(dir, 'self'));
+  const root = {
+    dir,
+    env: { ISOPROFD_PROC: dir },
+    add(pid) { fs.symlinkSync(`/proc/${pid}`, path.join(dir, String(pid))); return root; },
+    remove(pid) { fs.rmSync(path.join(dir, String(pid)), { force: true }); return root; },
+  };
+  for (const pid of pids) root.add(pid);
+  return root;
+}
+
 module.exports = {
-  ROOT, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
+  procRoot, ROOT, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
   cleanup, getJson, waitFor, waitInspector, runtimes, runtimeBinary, startNode, startDeno, startWorkerd,
   loadLoop, connectWs, yamlConfig, parseLogfmt, startDaemon, stopDaemon, assertNoSanitizer, cli, cliAsync, windows, anomalies, status,
   exportTo, storeCheck, goPprof, parsePprofTop, pprofTop, parsePprofRaw, pprofRaw, encodePprof,

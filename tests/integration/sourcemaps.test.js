@@ -288,8 +288,9 @@ before(async () => {
 
   // A runtime in its own mount namespace: it runs /mnt/ns-host.js, which
   // exists only there (a bind mount of a directory of ours), as in a
-  // container. Host discovery finds it (by its executable's name, which
-  // nothing else here has) and reads its files through /proc/<pid>/root.
+  // container. Host discovery finds it (by its executable's name, in a
+  // /proc that holds only this process: $ISOPROFD_PROC, L.procRoot) and
+  // reads its files through /proc/<pid>/root.
   S.ns = await startInNamespace(dir);
 
   const targets = [
@@ -302,7 +303,7 @@ before(async () => {
     store: S.store, targets, duration: '1s', period: '1500ms', interval: '1ms', heap: '{period: 2s}', level: 'info',
     discovery: S.ns.node ? `500ms, processes: {enabled: true, executables: [${NS_EXE}]}` : '500ms',
     extra: 'source_maps_max_file: 1MiB',
-  }), { dir });
+  }), { dir, env: S.ns.node ? L.procRoot([S.ns.pid]).env : {} });
 });
 
 // Node in a private mount namespace (unshare, as root), run as
