@@ -103,13 +103,17 @@ int target_call(struct target *t, const char *method, const char *params, uint64
     return 0;
 }
 
-/* A measured call was answered: its round trip is the stall the isolate
- * took (V8 runs it on the isolate's thread, which does nothing else
- * meanwhile), reported to the budget. */
-static uint64_t target_pause(struct target *t, enum win_call call)
+/* A measured call was answered (r): its stall is the time from the
+ * request written to the reply's arrival at the socket (V8 runs the call on
+ * the isolate's thread, which does nothing else meanwhile), reported to
+ * the budget. The arrival is the kernel's (cdp_reply.arrival_ns), not the
+ * time the loop got to read it: a daemon busy elsewhere does not charge
+ * its own delay to the isolate. */
+static uint64_t target_pause(struct target *t, enum win_call call, const struct cdp_reply *r)
 {
     uint64_t now = isoprof_now_mono_ns(), sent = t->call_sent_ns[call];
-    uint64_t pause = sent != 0 && now > sent ? now - sent : 0;
+    uint64_t end = r->arrival_ns != 0 && r->arrival_ns < now ? r->arrival_ns : now;
+    uint64_t pause = sent != 0 && end > sent ? end - sent : 0;
     t->call_sent_ns[call] = 0;
     win_pause(&t->w, now, call, pause);
     return pause;
@@ -429,7 +433,7 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
     struct agent *a = t->a;
     struct win_tags tags;
     if (r->status == 0 && r->raw != NULL && t->state == TARGET_READY)
-        target_pause(t, WIN_CALL_HEAP);
+        target_pause(t, WIN_CALL_HEAP, r);
     win_heap_done(&t->w, &tags);
     struct od_req *od = tags.od;
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY) {
@@ -847,7 +851,7 @@ static void target_on_stopped(struct target *t, struct cdp_reply *r)
     int ok = r->status == 0 && r->raw != NULL;
     struct win_tags tags;
     if (ok && t->w.cpu == WIN_STOPPING)
-        target_pause(t, WIN_CALL_STOP);
+        target_pause(t, WIN_CALL_STOP, r);
     if (win_cpu_stopped(&t->w, isoprof_now_mono_ns(), ok, &tags) != 0)
         return; /* the session went away first; already accounted */
     if (!ok) {
@@ -880,7 +884,7 @@ static void target_on_started(struct target *t, struct cdp_reply *r)
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
         return;
     }
-    uint64_t pause = target_pause(t, WIN_CALL_START);
+    uint64_t pause = target_pause(t, WIN_CALL_START, r);
     log_debug("window started", "worker=%s isolate=%u interval_ns=%U start_us=%U", t->worker,
               t->isolate, t->w.tags.interval_ns, pause / 1000u);
     win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
