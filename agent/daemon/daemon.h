@@ -83,6 +83,10 @@ struct endpoint {
     uint64_t start_ticks; /* with pid, the process (procscan.h) */
     struct cfg_target own;
     char own_inspector[24], own_host[16];
+    /* Its isolates (main threads, worker threads) share the window slots
+     * as one (windows.h): one endpoint's many isolates cannot starve
+     * another's. */
+    struct win_group wins;
 };
 
 enum target_state {

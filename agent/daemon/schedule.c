@@ -116,11 +116,6 @@ uint64_t sched_heap_due(const struct cfg *c, const struct sched_plan *p, struct 
     return due <= (double)now ? now : to_ns(due);
 }
 
-int sched_slot_free(const struct cfg *c, unsigned slots)
-{
-    return slots < c->sampling.cpu.max_concurrent;
-}
-
 int sched_plan_stale(const struct cfg *c, const struct sched_plan *p, uint64_t now, uint64_t due)
 {
     double limit = (double)p->period_ns * (1.0 + c->sampling.cpu.jitter);

@@ -86,8 +86,6 @@ uint64_t sched_next_due(const struct cfg *c, const struct sched_plan *p, struct 
  * now while a memory episode is open. */
 uint64_t sched_heap_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,
                         uint64_t now, uint64_t base, int episode_open);
-/* Whether a scheduled window may take a slot now, with slots held. */
-int sched_slot_free(const struct cfg *c, unsigned slots);
 /* A plan made under an old config that a new one would not have made: due
  * further ahead than a period (plus jitter) of the new plan. */
 int sched_plan_stale(const struct cfg *c, const struct sched_plan *p, uint64_t now, uint64_t due);

@@ -690,7 +690,7 @@ struct target *target_alloc(struct agent *a, struct endpoint *ep, const char *id
     uv_timer_init(a->loop, &t->mem_timer);
     uv_timer_init(a->loop, &t->hold_timer);
     t->timer.data = t->win_timer.data = t->mem_timer.data = t->hold_timer.data = t;
-    win_iso_init(&t->w, &a->wins);
+    win_iso_init(&t->w, &a->wins, &ep->wins);
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
     return t;

@@ -20,10 +20,19 @@
  *   jitter x period; each later one a period (the plan's: see the cost
  *   budget below) after the previous start,
  *   moved by a uniform offset of +-jitter x period.
- * - At most max_concurrent windows hold a slot. A window due while every
- *   slot is taken joins a FIFO and starts as soon as one frees (counted
- *   windows_delayed, never dropped); its successor is planned from its
- *   actual start.
+ * - At most max_concurrent windows hold a slot, shared fairly between
+ *   groups of isolates (struct win_group: the driver makes one per
+ *   endpoint, i.e. per runtime process, whose main thread, worker threads
+ *   and isolates are its members). Each group is owed
+ *   min(its attached isolates, L) slots, L the largest level at which the
+ *   shares add up to max_concurrent; a group takes a slot beyond what it is
+ *   owed only when the free slots still cover what every other group is
+ *   owed and does not hold. So an endpoint with one isolate keeps its
+ *   schedule beside one with 64 worker threads, which shares the rest.
+ *   A window due when no slot is free for its group waits in its group's
+ *   FIFO (counted windows_delayed, never dropped); when a slot frees, the
+ *   groups with windows waiting are served in turn (round robin); its
+ *   successor is planned from its actual start.
  * - A slot is held from the start until the stop's answer, or
  *   WIN_STOP_GRACE_NS after the stop was sent, whichever is first.
  * - An anomaly's CPU window starts at once, at anomaly.cpu_interval,
@@ -71,6 +80,21 @@
 
 struct win_iso;
 struct win_sched;
+
+/* Isolates that share max_concurrent's slots as one (an endpoint: one
+ * runtime process). Embedded in its owner, which must outlive its members:
+ * win_group_free only once none is left. */
+struct win_group {
+    struct win_sched *s;
+    unsigned members;                /* isolates in it (win_iso_init .. win_iso_free) */
+    unsigned ready;                  /* ... of which attached */
+    unsigned slots;                  /* slots its windows hold */
+    unsigned nq;                     /* its windows waiting for a slot */
+    struct win_iso *q_head, *q_tail; /* ... first come first */
+    struct win_group *rr_next;       /* s's round robin of groups with windows waiting */
+    int in_rr;
+    struct win_group *prev, *next; /* s->groups */
+};
 
 enum win_state {
     WIN_NONE,
@@ -150,7 +174,8 @@ struct win_od {
 /* One isolate's windows. Zeroed by win_iso_init; owned by its driver. */
 struct win_iso {
     struct win_sched *s;
-    int ready; /* attached: windows are planned */
+    struct win_group *g; /* the group whose slots it shares */
+    int ready;           /* attached: windows are planned */
     /* the CPU window */
     enum win_state cpu;
     int slot;             /* holds one of max_concurrent's slots */
@@ -197,8 +222,11 @@ struct win_sched {
     struct agent_counters *n; /* windows_started, _delayed, _skipped, _lost */
     unsigned slots;           /* windows holding a slot */
     unsigned open;            /* windows starting, running or stopping */
-    struct win_iso *q_head, *q_tail;
-    struct win_iso *all; /* every isolate, attached or not */
+    struct win_group *groups; /* every group */
+    struct win_group solo;    /* the isolates given no group of their own */
+    struct win_group *rr_head, *rr_tail; /* groups with windows waiting, next to serve first */
+    unsigned nqueued;                    /* windows waiting, all groups */
+    struct win_iso *all;                 /* every isolate, attached or not */
     /* every isolate's stalls, by call: /metrics' histogram */
     uint64_t pause_hist[WIN_NCALLS][WIN_PAUSE_BUCKETS + 1];
     uint64_t pause_sum_ns[WIN_NCALLS];
@@ -208,8 +236,13 @@ struct win_sched {
 
 void win_sched_init(struct win_sched *s, const struct cfg *cfg, const struct win_ops *ops,
                     struct isoprof_rng *rng, struct agent_counters *n);
-/* w joins s (not attached yet). */
-void win_iso_init(struct win_iso *w, struct win_sched *s);
+/* g (embedded in its owner) joins s: its members will share slots as one. */
+void win_group_init(struct win_group *g, struct win_sched *s);
+/* g leaves s; it must have no member left. */
+void win_group_free(struct win_group *g);
+/* w joins s (not attached yet), as a member of g (NULL: s->solo, the
+ * group of every isolate given none). */
+void win_iso_init(struct win_iso *w, struct win_sched *s, struct win_group *g);
 /* w leaves s, detached first if it was not (win_detached). */
 void win_iso_free(struct win_iso *w, uint64_t now);
 
