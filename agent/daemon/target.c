@@ -519,6 +519,7 @@ static void target_on_heap_usage(struct target *t, struct cdp_reply *r)
 static void target_on_mem_timer(uv_timer_t *timer)
 {
     struct target *t = timer->data;
+    threads_tick(t);
     /* No poll while V8 writes a snapshot: it could only time out. */
     if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || snapshot_busy(t))
         return;
