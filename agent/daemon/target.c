@@ -189,6 +189,7 @@ static void target_on_timer_close(uv_handle_t *h)
  * waiting requests fail), heap sampling and memory polls stop with it. */
 static void target_session_ended(struct target *t)
 {
+    memset(t->call_sent_ns, 0, sizeof(t->call_sent_ns));
     win_detached(&t->w, isoprof_now_mono_ns());
     uv_timer_stop(&t->mem_timer);
     uv_timer_stop(&t->hold_timer);
@@ -434,6 +435,7 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
     struct win_tags tags;
     if (r->status == 0 && r->raw != NULL && t->state == TARGET_READY)
         target_pause(t, WIN_CALL_HEAP, r);
+    t->call_sent_ns[WIN_CALL_HEAP] = 0;
     win_heap_done(&t->w, &tags);
     struct od_req *od = tags.od;
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY) {
@@ -477,6 +479,7 @@ int target_win_heap_take(struct win_iso *w)
     t->call_sent_ns[WIN_CALL_HEAP] = isoprof_now_mono_ns();
     if (target_call(t, "HeapProfiler.getSamplingProfile", NULL, TARGET_HEAP_TIMEOUT_MS, CDP_RAW,
                     target_on_heap_profile) != 0) {
+        t->call_sent_ns[WIN_CALL_HEAP] = 0;
         log_error("HeapProfiler.getSamplingProfile not sent", "worker=%s isolate=%u", t->worker,
                   t->isolate);
         return -EAGAIN;
@@ -520,8 +523,14 @@ static void target_on_mem_timer(uv_timer_t *timer)
 {
     struct target *t = timer->data;
     threads_tick(t);
-    /* No poll while V8 writes a snapshot: it could only time out. */
-    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || snapshot_busy(t))
+    /* No poll while V8 writes a snapshot: it could only time out. None
+     * while a call whose stall is measured is out either: V8 would answer
+     * it only after that call, and its reply, arriving next, would move
+     * the arrival the kernel reports (ws_message_arrival_ns) past the
+     * measured call's own when the loop reads both late. */
+    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || snapshot_busy(t) ||
+        t->call_sent_ns[WIN_CALL_START] != 0 || t->call_sent_ns[WIN_CALL_STOP] != 0 ||
+        t->call_sent_ns[WIN_CALL_HEAP] != 0)
         return;
     t->mem_inflight = 1;
     if (target_call(t, "Runtime.getHeapUsage", NULL, TARGET_CALL_TIMEOUT_MS, 0,
@@ -853,6 +862,7 @@ static void target_on_stopped(struct target *t, struct cdp_reply *r)
     struct win_tags tags;
     if (ok && t->w.cpu == WIN_STOPPING)
         target_pause(t, WIN_CALL_STOP, r);
+    t->call_sent_ns[WIN_CALL_STOP] = 0;
     if (win_cpu_stopped(&t->w, isoprof_now_mono_ns(), ok, &tags) != 0)
         return; /* the session went away first; already accounted */
     if (!ok) {
@@ -871,16 +881,21 @@ int target_win_cpu_stop(struct win_iso *w)
     t->call_sent_ns[WIN_CALL_STOP] = isoprof_now_mono_ns();
     int rc =
         target_call(t, "Profiler.stop", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW, target_on_stopped);
-    if (rc != 0)
+    if (rc != 0) {
+        t->call_sent_ns[WIN_CALL_STOP] = 0;
         log_error("Profiler.stop not sent", "worker=%s err=%e", t->worker, rc);
+    }
     return rc;
 }
 
 static void target_on_started(struct target *t, struct cdp_reply *r)
 {
-    if (t->w.cpu != WIN_STARTING)
+    if (t->w.cpu != WIN_STARTING) {
+        t->call_sent_ns[WIN_CALL_START] = 0;
         return;
+    }
     if (r->status != 0) {
+        t->call_sent_ns[WIN_CALL_START] = 0;
         target_window_failed(t, "Profiler.start", r);
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
         return;
@@ -904,8 +919,10 @@ static void target_on_interval(struct target *t, struct cdp_reply *r)
         return;
     }
     t->call_sent_ns[WIN_CALL_START] = isoprof_now_mono_ns();
-    if (target_call(t, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started) != 0)
+    if (target_call(t, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started) != 0) {
+        t->call_sent_ns[WIN_CALL_START] = 0;
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
+    }
 }
 
 int target_win_cpu_start(struct win_iso *w, uint64_t interval_ns)

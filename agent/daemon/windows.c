@@ -504,8 +504,7 @@ void win_pause(struct win_iso *w, uint64_t now, enum win_call call, uint64_t pau
         b++;
     s->pause_hist[call][b]++;
     s->pause_sum_ns[call] += pause_ns;
-    sched_account_accrue(&w->acct, s->cfg, &w->plan, now);
-    sched_account_charge(&w->acct, pause_ns);
+    sched_account_charge(&w->acct, now, pause_ns);
     if (call == WIN_CALL_STOP && w->cpu == WIN_STOPPING && w->stop_sent_ns > w->start_ns &&
         w->tags.interval_ns / 1000u == s->cfg->sampling.cpu.interval_ns / 1000u) {
         /* A window at the scheduled interval: what the next scheduled
@@ -529,23 +528,74 @@ void win_pause_stat(const struct win_iso *w, enum win_call call, struct win_paus
     out->p50_ns = ring_median(p->us, p->count, WIN_PAUSE_KEEP, &out->max_ns);
 }
 
-int64_t win_credit(const struct win_iso *w, uint64_t now)
+/* The latest n of a ring's measures: the largest, in ns. */
+static uint64_t ring_max(const struct win_pauses *p, size_t n)
 {
-    struct sched_account a = w->acct;
-    sched_account_accrue(&a, w->s->cfg, &w->plan, now);
-    return a.credit_ns;
+    uint64_t max;
+    ring_median(p->us, p->count, n, &max);
+    return max;
 }
 
-/* A scheduled window (heap or CPU) is due: 0 if the isolate's account
- * lets it start now; else 1, and it is planned for when it will. */
+/* A scheduled window's stalls, as the horizon's account plans them: the
+ * largest of the latest measures of each call (not their median: the cap
+ * must hold for the window that costs more than usual), a CPU window's
+ * stop at the plan's length by the fitted line when that is more. */
+static uint64_t window_cost(const struct win_iso *w, int heap)
+{
+    if (heap && w->pause[WIN_CALL_HEAP].count == 0) {
+        /* Not measured yet: as costly as the isolate's costliest call. */
+        uint64_t a = ring_max(&w->pause[WIN_CALL_START], WIN_PAUSE_EST);
+        uint64_t b = ring_max(&w->pause[WIN_CALL_STOP], WIN_PAUSE_EST);
+        return a > b ? a : b;
+    }
+    if (heap)
+        return ring_max(&w->pause[WIN_CALL_HEAP], WIN_PAUSE_EST);
+    struct sched_cost k;
+    win_cost(w, &k);
+    double fit = (double)k.stop_ns + (double)k.stop_ns_s * (double)w->plan.duration_ns / 1e9;
+    uint64_t stop = ring_max(&w->pause[WIN_CALL_STOP], WIN_PAUSE_EST);
+    if (fit > (double)stop)
+        stop = fit < 1.8e19 ? (uint64_t)fit : UINT64_MAX;
+    return ring_max(&w->pause[WIN_CALL_START], WIN_PAUSE_EST) + stop;
+}
+
+/* The stalls still to come of w's windows open: what a CPU window that
+ * started will cost to stop (and to start, before its start answered), a
+ * heap window in flight. Not charged yet, but they fall in the horizon of a
+ * window that starts now. */
+static uint64_t reserved(const struct win_iso *w)
+{
+    uint64_t r = 0;
+    if (w->cpu == WIN_STARTING)
+        r += window_cost(w, 0);
+    else if (w->cpu == WIN_RUNNING || w->cpu == WIN_STOPPING)
+        r += window_cost(w, 0) - ring_max(&w->pause[WIN_CALL_START], WIN_PAUSE_EST);
+    if (w->heap_inflight)
+        r += window_cost(w, 1);
+    return r;
+}
+
+int64_t win_credit(const struct win_iso *w, uint64_t now)
+{
+    const struct cfg *c = w->s->cfg;
+    double cap = c->sampling.budget.pause_share * (double)c->sampling.budget.horizon_ns;
+    double left = cap - (double)sched_account_spent(&w->acct, c, now) - (double)reserved(w);
+    return left < -9e18 ? INT64_MIN : left > 9e18 ? INT64_MAX : (int64_t)left;
+}
+
+/* A scheduled window (heap or CPU) is due: 0 if its stalls fit the
+ * horizon's account now; else 1, and it is planned for when they will. */
 static int budget_defers(struct win_iso *w, uint64_t now, int heap)
 {
     struct win_sched *s = w->s;
     int *flag = heap ? &w->heap_deferred : &w->cpu_deferred;
-    sched_account_accrue(&w->acct, s->cfg, plan_now(w), now);
-    uint64_t ready = sched_account_ready(&w->acct, s->cfg, now);
+    plan_now(w);
+    uint64_t cost = window_cost(w, heap), held = reserved(w);
+    uint64_t all = cost > UINT64_MAX - held ? UINT64_MAX : cost + held;
+    uint64_t ready = sched_account_ready(&w->acct, s->cfg, now, all);
     if (ready <= now) {
         *flag = 0;
+        sched_account_admit(&w->acct, s->cfg, now, all);
         return 0;
     }
     if (!*flag) {
@@ -556,8 +606,10 @@ static int budget_defers(struct win_iso *w, uint64_t now, int heap)
         uint32_t isolate;
         label(w, &worker, &isolate);
         log_debug("window deferred by the pause budget",
-                  "worker=%s isolate=%u type=%s credit_ms=%I wait_ms=%U", worker, isolate,
-                  heap ? "heap" : "cpu", w->acct.credit_ns / 1000000, (ready - now) / 1000000u);
+                  "worker=%s isolate=%u type=%s spent_ms=%U cost_ms=%U wait_ms=%U", worker,
+                  isolate, heap ? "heap" : "cpu",
+                  sched_account_spent(&w->acct, s->cfg, now) / 1000000u, (cost + held) / 1000000u,
+                  (ready - now) / 1000000u);
     }
     if (heap)
         w->heap_due_ns = ready;

@@ -166,6 +166,7 @@ async function budget(isoprofd, seconds) {
     const st = JSON.parse(await get(d.sock, '/status'));
     const t = st.targets.find((x) => x.worker === 'healthy');
     const b = t && t.budget;
+    if (process.env.BENCH_DEBUG) console.error(JSON.stringify(t), d.err.split('\n').filter((l) => /healthy/.test(l) && !/window stored/.test(l)).slice(-30).join('\n'));
     return { scenario: 'budget', seconds: +elapsed.toFixed(1), healthy_due: Math.floor(elapsed / 3), healthy_windows: storedCpu(d, 'healthy'),
       factor: b && b.factor, start_p50_ms: b && b.pauses.start.p50_ms, start_max_ms: b && b.pauses.start.max_ms,
       stop_p50_ms: b && b.pauses.stop.p50_ms, stop_max_ms: b && b.pauses.stop.max_ms, deferred: b && b.deferred,
