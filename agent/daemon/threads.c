@@ -52,7 +52,7 @@
  * attachedToWorker costs the daemon a parse and, refused, two calls (the
  * release and the detach), so an endpoint that announces faster than
  * THREADS_ANNOUNCE_PER_S a second past a burst of THREADS_ANNOUNCE_BURST x
- * threads.max has its workers unwatched for a while (threads_capped): its
+ * threads.max (256 at least) has its workers unwatched for a while (threads_capped): its
  * attached workers are let go, the fence runs (a worker that waits shows up
  * in it and is released, nothing more), then NodeWorker.disable, so a real
  * Node announces nothing more; what a peer still announces after the fence
@@ -272,6 +272,15 @@ static void cap_off(struct target *t)
     fence_start(t); /* then NodeWorker.disable */
 }
 
+/* Announcements an endpoint may make at once: THREADS_ANNOUNCE_BURST x
+ * threads.max, and THREADS_ANNOUNCE_BURST_MIN at least (what they cost
+ * the daemon does not depend on how many it keeps). */
+static uint64_t announce_burst(const struct endpoint *ep)
+{
+    uint64_t b = (uint64_t)THREADS_ANNOUNCE_BURST * ep->cfg->threads.max;
+    return b > THREADS_ANNOUNCE_BURST_MIN ? b : THREADS_ANNOUNCE_BURST_MIN;
+}
+
 /* The endpoint's announcements went over the cap at now. */
 static void cap_hit(struct target *t, uint64_t now)
 {
@@ -289,7 +298,7 @@ static void cap_hit(struct target *t, uint64_t now)
     log_warn("worker announcements over the cap, worker threads not watched",
              "worker=%s inspector=%s pid=%u per_s=%u burst=%U off_ms=%U capped_total=%U", t->worker,
              ep->cfg->inspector, (unsigned)ep->pid, (unsigned)THREADS_ANNOUNCE_PER_S,
-             (uint64_t)THREADS_ANNOUNCE_BURST * ep->cfg->threads.max, ms, a->n.threads_capped);
+             announce_burst(ep), ms, a->n.threads_capped);
     for (struct target *k = a->targets; k; k = k->next)
         if (k->ep == ep && k->parent == NULL && !k->removing && k->state == TARGET_READY)
             cap_off(k);
@@ -303,7 +312,7 @@ static int announce_ok(struct target *t, uint64_t now)
     if (ep->threads_off_until_ns > now)
         return 0;
     const uint64_t step = 1000000000ull / THREADS_ANNOUNCE_PER_S;
-    uint64_t burst = (uint64_t)THREADS_ANNOUNCE_BURST * ep->cfg->threads.max * step;
+    uint64_t burst = announce_burst(ep) * step;
     if (ep->announce_tokens_ns < now)
         ep->announce_tokens_ns = now;
     if (ep->announce_tokens_ns - now < burst) {
