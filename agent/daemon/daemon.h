@@ -380,9 +380,9 @@ void target_free_if_closed(struct target *t);
 #define THREADS_ATTACH_PER_S 100
 /* Worker announcements (attachedToWorker) per endpoint, whatever becomes of
  * them: a burst of THREADS_ANNOUNCE_BURST x threads.max (at least
- * THREADS_ANNOUNCE_BURST_MIN), then this many a second. Past it the endpoint's workers go unwatched (NodeWorker.disable)
- * for THREADS_CAPPED_MS, doubled each time it comes back within the hour,
- * to at most THREADS_CAPPED_MAX_MS. */
+ * THREADS_ANNOUNCE_BURST_MIN), then this many a second. Past it the endpoint's workers go unwatched
+ * (NodeWorker.disable) for THREADS_CAPPED_MS, doubled each time it comes back within the hour, to
+ * at most THREADS_CAPPED_MAX_MS. */
 #define THREADS_ANNOUNCE_PER_S 100
 #define THREADS_ANNOUNCE_BURST 4
 #define THREADS_ANNOUNCE_BURST_MIN 256

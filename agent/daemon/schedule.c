@@ -176,9 +176,8 @@ uint64_t sched_account_ready(const struct sched_account *a, const struct cfg *c,
          * spent since the last such window started is share of the time
          * since (that window's own stalls with the rest). */
         uint64_t t = a->last_ns ? add_sat(a->last_ns, h) : 0;
-        uint64_t g = a->gate_ns ? add_sat(a->gate_ns, to_ns((double)spent_after(a, a->gate_ns) /
-                                                            share))
-                                : 0;
+        uint64_t g =
+            a->gate_ns ? add_sat(a->gate_ns, to_ns((double)spent_after(a, a->gate_ns) / share)) : 0;
         t = t > g ? t : g;
         return t > now ? t : now;
     }

@@ -21,7 +21,8 @@
 #include <stdint.h>
 
 /* What an isolate's windows cost it, as measured (windows.c keeps the
- * measures): the stall of each call as its CDP round trip, 0 while not
+ * measures): the stall of each call, from the request written to the
+ * reply's arrival at the socket, 0 while not
  * measured yet. A stop's stall is stop_ns + stop_ns_s x the window's
  * length in s: mostly fixed on a large app (V8 writes every node of the
  * profile, and which functions a window meets saturates quickly), growing
@@ -52,7 +53,7 @@ enum {
  * windows. */
 struct sched_plan {
     uint64_t period_ns, duration_ns, heap_period_ns;
-    double factor;          /* both periods x factor (1: the config's) */
+    double factor;  /* both periods x factor (1: the config's) */
     double share;   /* expected share of wall time stalled */
     unsigned flags; /* SCHED_* */
 };

@@ -606,10 +606,9 @@ static int budget_defers(struct win_iso *w, uint64_t now, int heap)
         uint32_t isolate;
         label(w, &worker, &isolate);
         log_debug("window deferred by the pause budget",
-                  "worker=%s isolate=%u type=%s spent_ms=%U cost_ms=%U wait_ms=%U", worker,
-                  isolate, heap ? "heap" : "cpu",
-                  sched_account_spent(&w->acct, s->cfg, now) / 1000000u, (cost + held) / 1000000u,
-                  (ready - now) / 1000000u);
+                  "worker=%s isolate=%u type=%s spent_ms=%U cost_ms=%U wait_ms=%U", worker, isolate,
+                  heap ? "heap" : "cpu", sched_account_spent(&w->acct, s->cfg, now) / 1000000u,
+                  (cost + held) / 1000000u, (ready - now) / 1000000u);
     }
     if (heap)
         w->heap_due_ns = ready;

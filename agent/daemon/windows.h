@@ -50,14 +50,18 @@
  *   new starts; win_ops.idle says when the last open window closed.
  * - The cost budget (sampling.budget): the driver reports how long each
  *   Profiler.start, Profiler.stop and heap window stalled the isolate
- *   (win_pause: the call's CDP round trip). From the recent ones the
- *   isolate's plan is made (schedule.h, sched_plan): an isolate that costs
- *   more than pause_share gets its periods stretched, its windows
- *   lengthened with them as far as max_duration and max_pause allow. Every
- *   stall is charged to the isolate's account (sched_account), whatever the
- *   window was for; a scheduled window (CPU or heap) due while the account
- *   is negative waits until it is not (counted windows_deferred). Anomaly
- *   and on-demand windows never wait: evidence first, paid for afterwards.
+ *   (win_pause: from the request written to the reply's arrival at the
+ *   socket). From the recent ones the isolate's plan is made (schedule.h,
+ *   sched_plan): an isolate that costs more than pause_share gets its
+ *   periods stretched, its windows lengthened with them as far as
+ *   max_duration and max_pause allow. Every stall is charged to the
+ *   isolate's account (sched_account), whatever the window was for; a
+ *   scheduled window (CPU or heap) starts only when it fits the horizon
+ *   beside the stalls charged in it and those still to come of the windows
+ *   open (its own cost: the dearest of the latest five of each call), else
+ *   it waits until it does (counted windows_deferred): pause_share is a cap
+ *   over every span of sampling.budget.horizon, not an average. Anomaly and
+ *   on-demand windows never wait: evidence first, paid for afterwards.
  *
  * DESIGN: loop thread only. A struct win_iso lives inside its driver's
  * object; the driver finds itself with container_of.
@@ -205,10 +209,10 @@ struct win_iso {
     uint64_t stop_sent_ns;           /* when the running window's stop was sent */
     struct sched_plan plan;          /* what the schedule follows */
     struct sched_plan logged;        /* the plan last logged */
-    struct sched_account acct;       /* stall credit */
+    struct sched_account acct;       /* the stalls of the horizon */
     uint64_t cpu_base_ns;            /* the last scheduled CPU window's start (0: none yet) */
     uint64_t heap_base_ns;           /* the last heap window's (0: none yet) */
-    int cpu_deferred, heap_deferred; /* the planned one waits for credit */
+    int cpu_deferred, heap_deferred; /* the planned one waits for room in the horizon */
     uint64_t deferred;               /* windows the budget made wait */
     uint64_t first_ns;               /* first attached (0: never) */
     struct win_iso *prev, *next;     /* s->all */
@@ -219,11 +223,11 @@ struct win_sched {
     const struct cfg *cfg; /* borrowed; replaced by win_reconfigure */
     const struct win_ops *ops;
     struct isoprof_rng *rng;
-    struct agent_counters *n; /* windows_started, _delayed, _skipped, _lost */
-    unsigned slots;           /* windows holding a slot */
-    unsigned open;            /* windows starting, running or stopping */
-    struct win_group *groups; /* every group */
-    struct win_group solo;    /* the isolates given no group of their own */
+    struct agent_counters *n;            /* windows_started, _delayed, _skipped, _lost */
+    unsigned slots;                      /* windows holding a slot */
+    unsigned open;                       /* windows starting, running or stopping */
+    struct win_group *groups;            /* every group */
+    struct win_group solo;               /* the isolates given no group of their own */
     struct win_group *rr_head, *rr_tail; /* groups with windows waiting, next to serve first */
     unsigned nqueued;                    /* windows waiting, all groups */
     struct win_iso *all;                 /* every isolate, attached or not */
@@ -283,8 +287,8 @@ void win_hold(struct win_iso *w, uint64_t now, int on);
  * anomaly.memory.heap_period and are pinned to it while it is open. */
 void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep);
 
-/* call stalled the isolate pause_ns (its round trip; measured only when
- * it succeeded): charged to its account, kept for /status and /metrics,
+/* call stalled the isolate pause_ns (measured only when it succeeded),
+ * ending now: charged to its account, kept for /status and /metrics,
  * and the plan made again from the latest. A stop's is reported before
  * win_cpu_stopped, a heap window's before win_heap_done. */
 void win_pause(struct win_iso *w, uint64_t now, enum win_call call, uint64_t pause_ns);
@@ -294,7 +298,9 @@ void win_pause_stat(const struct win_iso *w, enum win_call call, struct win_paus
 const char *win_call_name(enum win_call call);
 /* The costs w's plan is made from: the median of the latest measures. */
 void win_cost(const struct win_iso *w, struct sched_cost *k);
-/* w's account brought up to now (for /status). */
+/* The room left in w's horizon at now (for /status): pause_share x
+ * horizon less the stalls charged in it and those still to come of its
+ * open windows; negative when an anomaly or on-demand window overdrew it. */
 int64_t win_credit(const struct win_iso *w, uint64_t now);
 
 /* --- what others ask for --- */
