@@ -22,7 +22,7 @@
 // Prints one JSON line per scenario and a table.
 //
 //   node tests/bench/bench_fairness.js [--build DIR | --isoprofd FILE]
-//        [--seconds 60] [--only workers,announce,budget] [--json FILE]
+//        [--seconds 60] [--only workers,announce,budget] [--busy 6] [--json FILE]
 //
 // It measures; it asserts nothing.
 'use strict';
@@ -150,7 +150,8 @@ async function budget(isoprofd, seconds) {
   const app = await common.startNode(path.join(WORKLOADS, 'node-light.js'));
   const event = F.frame(1, JSON.stringify({ method: 'Runtime.consoleAPICalled', params: { type: 'log', args: Array.from({ length: 2000 }, (_, i) => ({ type: 'string', value: `v${i}`.padEnd(90, 'x') })) } }));
   const busy = [];
-  for (let i = 0; i < 6; i++) {
+  const nbusy = Number(arg('busy', '6'));
+  for (let i = 0; i < nbusy; i++) {
     busy.push(await F.startFakeInspector({ onOpen: (sock) => {
       const pump = () => { while (!sock.destroyed && sock.write(event)); };
       sock.on('drain', pump);
