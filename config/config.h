@@ -16,7 +16,7 @@
  *   discovery.interval, discovery.processes.{enabled, executables, activate,
  *   users}
  *   sampling.cpu.{duration, period, interval, jitter, max_concurrent}
- *   sampling.budget.{pause_share, max_pause, max_duration}
+ *   sampling.budget.{pause_share, max_pause, max_duration, horizon}
  *   sampling.heap.{interval, period}, sampling.memory_poll
  *   anomaly.memory.{threshold, heap_period}, anomaly.{cpu_interval,
  *   cooldown, retention}, anomaly.latency.{listen, window, factor, min,
@@ -194,6 +194,7 @@ struct cfg {
             double pause_share;       /* of wall time, 1e-6..1 */
             uint64_t max_pause_ns;    /* one planned stall */
             uint64_t max_duration_ns; /* a lengthened CPU window */
+            uint64_t horizon_ns;      /* pause_share holds over any span this long */
         } budget;
         uint64_t memory_poll_ns;
     } sampling;

@@ -77,6 +77,8 @@ enum agent_drop_reason {
       "Worker threads that ended (detachedFromWorker).")                                           \
     X(threads_refused, "threads_refused", "isoprof_threads_refused_total", "",                     \
       "Worker threads released unwatched: over threads.max or the attach rate, or bad ids.")       \
+    X(threads_capped, "threads_capped", "isoprof_threads_capped_total", "",                        \
+      "Worker announcements past the endpoint's cap (its workers unwatched for a while).")         \
     X(threads_dropped, "threads_dropped", "isoprof_threads_dropped_total", "",                     \
       "Worker threads dropped by the agent (bad messages, a stalled window, a failed attach).")    \
     X(discovery_errors, "discovery_errors", "isoprof_discovery_errors_total", "",                  \

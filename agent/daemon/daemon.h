@@ -84,6 +84,16 @@ struct endpoint {
     uint64_t start_ticks; /* with pid, the process (procscan.h) */
     struct cfg_target own;
     char own_inspector[24], own_host[16];
+    /* Its isolates (main threads, worker threads) share the window slots
+     * as one (windows.h): one endpoint's many isolates cannot starve
+     * another's. */
+    struct win_group wins;
+    /* Worker announcements (threads.c): the bucket of the cap, and while
+     * over it, no worker of its targets is watched until off_until. */
+    uint64_t announce_tokens_ns;
+    uint64_t threads_off_until_ns; /* monotonic; 0: not capped */
+    uint64_t threads_capped_at_ns; /* when the cap was last hit */
+    unsigned threads_caps;         /* caps hit in a row (each an hour or less apart) */
 };
 
 enum target_state {
@@ -116,6 +126,7 @@ struct target {
                                   a main thread: ends its fence after THREADS_FENCE_MS */
     unsigned nworkers;         /* a main thread: its workers attached now */
     int threads_on;            /* a main thread: NodeWorker.enable sent (and not refused) */
+    int threads_capped;        /* a main thread: its workers unwatched for its endpoint's cap */
     int fencing;               /* a main thread: no new worker waits; late attaches let go
                                   (then NodeWorker.disable if threads_on is 0: a reload) */
     uint64_t attach_tokens_ns; /* a main thread: the attach rate's bucket (threads.c) */
@@ -382,6 +393,19 @@ void target_free_if_closed(struct target *t);
 #define THREADS_FENCE_MS 500
 /* Attaches per main thread: a burst of threads.max, then this many a second. */
 #define THREADS_ATTACH_PER_S 100
+/* Worker announcements (attachedToWorker) per endpoint, whatever becomes of
+ * them: a burst of THREADS_ANNOUNCE_BURST x threads.max (at least
+ * THREADS_ANNOUNCE_BURST_MIN), then this many a second. Past it the endpoint's workers go unwatched
+ * (NodeWorker.disable) for THREADS_CAPPED_MS, doubled each time it comes back within the hour, to
+ * at most THREADS_CAPPED_MAX_MS. */
+#define THREADS_ANNOUNCE_PER_S 100
+#define THREADS_ANNOUNCE_BURST 4
+#define THREADS_ANNOUNCE_BURST_MIN 256
+#define THREADS_CAPPED_MS 60000
+#define THREADS_CAPPED_MAX_MS 960000
+/* Called every memory poll of a main thread: its workers are watched again
+ * once its endpoint's cap is over. */
+void threads_tick(struct target *t);
 /* The main thread t is READY: ask for its workers (targets[].threads.enabled). */
 void threads_enable(struct target *t);
 /* An event of t's session: NodeWorker.attachedToWorker / detachedFromWorker

@@ -540,6 +540,7 @@ static struct endpoint *ep_new(struct agent *a, const struct cfg_target *tc)
         return NULL;
     ep->a = a;
     ep->cfg = tc;
+    win_group_init(&ep->wins, &a->wins);
     uv_timer_init(a->loop, &ep->timer);
     uv_timer_start(&ep->timer, ep_on_timer, 0, 0);
     return ep;
@@ -592,6 +593,7 @@ void discover_close(struct agent *a)
 
 static void ep_free(struct endpoint *ep)
 {
+    win_group_free(&ep->wins);
     isoprof_free(ep->runtime);
     isoprof_free(ep);
 }
@@ -618,6 +620,7 @@ struct endpoint *discover_found_add(struct agent *a, uint16_t port, const struct
         return NULL;
     ep->a = a;
     ep->found = 1;
+    win_group_init(&ep->wins, &a->wins);
     ep->pid = p->pid;
     ep->start_ticks = p->start_ticks;
     memcpy(ep->container, p->container, sizeof(ep->container));

@@ -77,8 +77,6 @@ void sched_plan(const struct cfg *c, const struct sched_cost *k, struct sched_pl
     out->heap_period_ns = to_ns(h * f);
     double window = start + t + r * d * g; /* one CPU window's stall */
     out->share = window / (p * f) + heap / (h * f);
-    double cap = 2.0 * (window + heap);
-    out->credit_cap_ns = to_ns(cap > maxp ? cap : maxp);
     if (f > 1.0 + 1e-9)
         out->flags |= SCHED_LIMITED;
     if (f > 1.0 + 1e-9 && g < f * (1.0 - 1e-9))
@@ -116,45 +114,86 @@ uint64_t sched_heap_due(const struct cfg *c, const struct sched_plan *p, struct 
     return due <= (double)now ? now : to_ns(due);
 }
 
-int sched_slot_free(const struct cfg *c, unsigned slots)
-{
-    return slots < c->sampling.cpu.max_concurrent;
-}
-
 int sched_plan_stale(const struct cfg *c, const struct sched_plan *p, uint64_t now, uint64_t due)
 {
     double limit = (double)p->period_ns * (1.0 + c->sampling.cpu.jitter);
     return (double)due > (double)now + limit;
 }
 
-void sched_account_accrue(struct sched_account *a, const struct cfg *c, const struct sched_plan *p,
-                          uint64_t now)
+void sched_account_charge(struct sched_account *a, uint64_t now, uint64_t pause_ns)
 {
-    if (a->at_ns == 0 || now < a->at_ns) {
-        a->at_ns = now;
+    if (pause_ns == 0)
         return;
+    if (now < a->last_ns)
+        now = a->last_ns; /* in order: the ring's times never go back */
+    if (a->n == SCHED_ACCOUNT_EVENTS) {
+        /* Full: the oldest joins the next, at the next one's (later) time. */
+        unsigned i = a->first, j = (a->first + 1) % SCHED_ACCOUNT_EVENTS;
+        a->ns[j] = a->ns[j] > UINT64_MAX - a->ns[i] ? UINT64_MAX : a->ns[j] + a->ns[i];
+        a->first = j;
+        a->n--;
     }
-    double credit =
-        (double)a->credit_ns + c->sampling.budget.pause_share * (double)(now - a->at_ns);
-    double cap = (double)p->credit_cap_ns;
-    if (credit > cap)
-        credit = cap;
-    a->credit_ns = credit < -9e18 ? INT64_MIN : (int64_t)credit;
-    a->at_ns = now;
+    unsigned k = (a->first + a->n) % SCHED_ACCOUNT_EVENTS;
+    a->at[k] = now;
+    a->ns[k] = pause_ns;
+    a->n++;
+    a->last_ns = now;
 }
 
-void sched_account_charge(struct sched_account *a, uint64_t pause_ns)
+void sched_account_admit(struct sched_account *a, const struct cfg *c, uint64_t now, uint64_t cost)
 {
-    if (pause_ns > (uint64_t)INT64_MAX)
-        pause_ns = (uint64_t)INT64_MAX;
-    int64_t v = (int64_t)pause_ns;
-    a->credit_ns = a->credit_ns < INT64_MIN + v ? INT64_MIN : a->credit_ns - v;
+    double cap = c->sampling.budget.pause_share * (double)c->sampling.budget.horizon_ns;
+    if ((double)cost > cap)
+        a->gate_ns = now;
 }
 
-uint64_t sched_account_ready(const struct sched_account *a, const struct cfg *c, uint64_t now)
+/* Stalls ended after t (t == 0: all). */
+static uint64_t spent_after(const struct sched_account *a, uint64_t t)
 {
-    if (a->credit_ns >= 0)
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < a->n; i++) {
+        unsigned k = (a->first + i) % SCHED_ACCOUNT_EVENTS;
+        if (a->at[k] > t)
+            sum = sum > UINT64_MAX - a->ns[k] ? UINT64_MAX : sum + a->ns[k];
+    }
+    return sum;
+}
+
+uint64_t sched_account_spent(const struct sched_account *a, const struct cfg *c, uint64_t now)
+{
+    uint64_t h = c->sampling.budget.horizon_ns;
+    return spent_after(a, now > h ? now - h : 0);
+}
+
+uint64_t sched_account_ready(const struct sched_account *a, const struct cfg *c, uint64_t now,
+                             uint64_t cost)
+{
+    double share = c->sampling.budget.pause_share;
+    uint64_t h = c->sampling.budget.horizon_ns;
+    uint64_t cap = to_ns(share * (double)h);
+    if (cost > cap) {
+        /* Over the cap on its own: alone in the horizon, and once what was
+         * spent since the last such window started is share of the time
+         * since (that window's own stalls with the rest). */
+        uint64_t t = a->last_ns ? add_sat(a->last_ns, h) : 0;
+        uint64_t g =
+            a->gate_ns ? add_sat(a->gate_ns, to_ns((double)spent_after(a, a->gate_ns) / share)) : 0;
+        t = t > g ? t : g;
+        return t > now ? t : now;
+    }
+    uint64_t spent = sched_account_spent(a, c, now);
+    if (spent <= cap - cost)
         return now;
-    double wait = -(double)a->credit_ns / c->sampling.budget.pause_share;
-    return to_ns((double)now + wait + 1.0);
+    /* Wait for the oldest stalls to leave the horizon until the rest and
+     * cost fit: the k-th leaves at its time + horizon. */
+    for (unsigned i = 0; i < a->n; i++) {
+        unsigned k = (a->first + i) % SCHED_ACCOUNT_EVENTS;
+        uint64_t leaves = add_sat(a->at[k], h); /* out of (t - h, t] from t = leaves */
+        if (leaves <= now)
+            continue; /* already out: not in spent */
+        spent = spent > a->ns[k] ? spent - a->ns[k] : 0;
+        if (spent <= cap - cost)
+            return leaves;
+    }
+    return add_sat(a->last_ns, h);
 }

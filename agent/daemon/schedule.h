@@ -8,7 +8,7 @@
  * can call them with any time and a seeded generator. The cost budget
  * (sampling.budget: how much of an isolate's time its windows may stall it)
  * is here too: the plan that stretches a costly isolate's periods, and the
- * account that holds it to its share.
+ * account that holds it to its share over every span of the horizon.
  *
  * Times are CLOCK_MONOTONIC ns.
  */
@@ -21,7 +21,8 @@
 #include <stdint.h>
 
 /* What an isolate's windows cost it, as measured (windows.c keeps the
- * measures): the stall of each call as its CDP round trip, 0 while not
+ * measures): the stall of each call, from the request written to the
+ * reply's arrival at the socket, 0 while not
  * measured yet. A stop's stall is stop_ns + stop_ns_s x the window's
  * length in s: mostly fixed on a large app (V8 writes every node of the
  * profile, and which functions a window meets saturates quickly), growing
@@ -52,10 +53,9 @@ enum {
  * windows. */
 struct sched_plan {
     uint64_t period_ns, duration_ns, heap_period_ns;
-    double factor;          /* both periods x factor (1: the config's) */
-    double share;           /* expected share of wall time stalled */
-    uint64_t credit_cap_ns; /* the most stall credit an idle isolate saves */
-    unsigned flags;         /* SCHED_* */
+    double factor;  /* both periods x factor (1: the config's) */
+    double share;   /* expected share of wall time stalled */
+    unsigned flags; /* SCHED_* */
 };
 
 /* The plan for an isolate of cost k under c (k all 0: the config's own).
@@ -86,29 +86,46 @@ uint64_t sched_next_due(const struct cfg *c, const struct sched_plan *p, struct 
  * now while a memory episode is open. */
 uint64_t sched_heap_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,
                         uint64_t now, uint64_t base, int episode_open);
-/* Whether a scheduled window may take a slot now, with slots held. */
-int sched_slot_free(const struct cfg *c, unsigned slots);
 /* A plan made under an old config that a new one would not have made: due
  * further ahead than a period (plus jitter) of the new plan. */
 int sched_plan_stale(const struct cfg *c, const struct sched_plan *p, uint64_t now, uint64_t due);
 
-/* The stall credit of one isolate: it grows at pause_share of wall time up
- * to the plan's cap, and every measured stall is taken from it, whatever
- * the window was for. A scheduled window starts only while it is not
- * negative, so over any span T an isolate is stalled by its windows at most
- * pause_share x T + credit_cap + one window's cost. */
+/* What an isolate's windows stalled it, as the app itself would count it:
+ * each measured stall at the time it ended, kept for the budget's horizon
+ * (sampling.budget.horizon). pause_share is a cap over every span of that
+ * length, counted from attach, not an average: a scheduled window starts
+ * only when the stalls of the horizon before it, those still to come of
+ * the windows open (reserved), and its own (estimated) fit in
+ * pause_share x horizon. So any span of one horizon holds at most that,
+ * as long as the estimates hold, beside the anomaly and on-demand windows,
+ * which never wait but are charged. A window whose own estimate is over
+ * the cap starts only once a whole horizon passed without any stall, and
+ * once the stalls since the last such window started are pause_share of
+ * the time since: it stands alone in every span of one horizon, and its
+ * share over longer spans stays pause_share. At most SCHED_ACCOUNT_EVENTS stalls are kept; a
+ * stall past that is added to the next oldest, counted later than it
+ * happened, which only keeps it in the sums longer. */
+#define SCHED_ACCOUNT_EVENTS 32
 struct sched_account {
-    int64_t credit_ns;
-    uint64_t at_ns; /* when credit_ns was last brought up to date (0: never) */
+    uint64_t at[SCHED_ACCOUNT_EVENTS]; /* when each stall ended, a ring, oldest first */
+    uint64_t ns[SCHED_ACCOUNT_EVENTS];
+    unsigned first, n;
+    uint64_t last_ns; /* the latest stall's end (0: none yet) */
+    uint64_t gate_ns; /* the latest window over the cap let start (sched_account_admit; 0: none) */
 };
 
-/* Bring a's credit up to now. */
-void sched_account_accrue(struct sched_account *a, const struct cfg *c, const struct sched_plan *p,
-                          uint64_t now);
-/* Take a measured stall. */
-void sched_account_charge(struct sched_account *a, uint64_t pause_ns);
-/* When a scheduled window may start: now if the credit is not negative,
- * else when it will be back to 0. a must be up to date. */
-uint64_t sched_account_ready(const struct sched_account *a, const struct cfg *c, uint64_t now);
+/* Take a stall of pause_ns that ended at now. */
+void sched_account_charge(struct sched_account *a, uint64_t now, uint64_t pause_ns);
+/* A scheduled window of cost starts at now (sched_account_ready said it
+ * may). */
+void sched_account_admit(struct sched_account *a, const struct cfg *c, uint64_t now, uint64_t cost);
+/* The stall charged in the horizon up to now: (now - horizon, now]. */
+uint64_t sched_account_spent(const struct sched_account *a, const struct cfg *c, uint64_t now);
+/* When a scheduled window whose stalls (its own, estimated, and those
+ * still to come of the windows open) add up to cost may start: now if
+ * they fit the horizon, else the first time they will, as the stalls
+ * charged leave it. */
+uint64_t sched_account_ready(const struct sched_account *a, const struct cfg *c, uint64_t now,
+                             uint64_t cost);
 
 #endif

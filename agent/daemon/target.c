@@ -103,13 +103,17 @@ int target_call(struct target *t, const char *method, const char *params, uint64
     return 0;
 }
 
-/* A measured call was answered: its round trip is the stall the isolate
- * took (V8 runs it on the isolate's thread, which does nothing else
- * meanwhile), reported to the budget. */
-static uint64_t target_pause(struct target *t, enum win_call call)
+/* A measured call was answered (r): its stall is the time from the
+ * request written to the reply's arrival at the socket (V8 runs the call on
+ * the isolate's thread, which does nothing else meanwhile), reported to
+ * the budget. The arrival is the kernel's (cdp_reply.arrival_ns), not the
+ * time the loop got to read it: a daemon busy elsewhere does not charge
+ * its own delay to the isolate. */
+static uint64_t target_pause(struct target *t, enum win_call call, const struct cdp_reply *r)
 {
     uint64_t now = isoprof_now_mono_ns(), sent = t->call_sent_ns[call];
-    uint64_t pause = sent != 0 && now > sent ? now - sent : 0;
+    uint64_t end = r->arrival_ns != 0 && r->arrival_ns < now ? r->arrival_ns : now;
+    uint64_t pause = sent != 0 && end > sent ? end - sent : 0;
     t->call_sent_ns[call] = 0;
     win_pause(&t->w, now, call, pause);
     return pause;
@@ -186,6 +190,7 @@ static void target_on_timer_close(uv_handle_t *h)
  * waiting requests fail), heap sampling and memory polls stop with it. */
 static void target_session_ended(struct target *t)
 {
+    memset(t->call_sent_ns, 0, sizeof(t->call_sent_ns));
     win_detached(&t->w, isoprof_now_mono_ns());
     uv_timer_stop(&t->mem_timer);
     uv_timer_stop(&t->hold_timer);
@@ -435,7 +440,8 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
     struct win_tags tags;
     uint64_t pause = 0;
     if (r->status == 0 && r->raw != NULL && t->state == TARGET_READY)
-        pause = target_pause(t, WIN_CALL_HEAP);
+        pause = target_pause(t, WIN_CALL_HEAP, r);
+    t->call_sent_ns[WIN_CALL_HEAP] = 0;
     win_heap_done(&t->w, &tags);
     if (pause > 0 && tags.pin != NULL)
         anomaly_heap_cost(t, tags.pin, pause);
@@ -481,6 +487,7 @@ int target_win_heap_take(struct win_iso *w)
     t->call_sent_ns[WIN_CALL_HEAP] = isoprof_now_mono_ns();
     if (target_call(t, "HeapProfiler.getSamplingProfile", NULL, TARGET_HEAP_TIMEOUT_MS, CDP_RAW,
                     target_on_heap_profile) != 0) {
+        t->call_sent_ns[WIN_CALL_HEAP] = 0;
         log_error("HeapProfiler.getSamplingProfile not sent", "worker=%s isolate=%u", t->worker,
                   t->isolate);
         return -EAGAIN;
@@ -523,8 +530,15 @@ static void target_on_heap_usage(struct target *t, struct cdp_reply *r)
 static void target_on_mem_timer(uv_timer_t *timer)
 {
     struct target *t = timer->data;
-    /* No poll while V8 writes a snapshot: it could only time out. */
-    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || snapshot_busy(t))
+    threads_tick(t);
+    /* No poll while V8 writes a snapshot: it could only time out. None
+     * while a call whose stall is measured is out either: V8 would answer
+     * it only after that call, and its reply, arriving next, would move
+     * the arrival the kernel reports (ws_message_arrival_ns) past the
+     * measured call's own when the loop reads both late. */
+    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || snapshot_busy(t) ||
+        t->call_sent_ns[WIN_CALL_START] != 0 || t->call_sent_ns[WIN_CALL_STOP] != 0 ||
+        t->call_sent_ns[WIN_CALL_HEAP] != 0)
         return;
     t->mem_inflight = 1;
     if (target_call(t, "Runtime.getHeapUsage", NULL, TARGET_CALL_TIMEOUT_MS, 0,
@@ -693,7 +707,7 @@ struct target *target_alloc(struct agent *a, struct endpoint *ep, const char *id
     uv_timer_init(a->loop, &t->mem_timer);
     uv_timer_init(a->loop, &t->hold_timer);
     t->timer.data = t->win_timer.data = t->mem_timer.data = t->hold_timer.data = t;
-    win_iso_init(&t->w, &a->wins);
+    win_iso_init(&t->w, &a->wins, &ep->wins);
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
     return t;
@@ -858,7 +872,8 @@ static void target_on_stopped(struct target *t, struct cdp_reply *r)
     int ok = r->status == 0 && r->raw != NULL;
     struct win_tags tags;
     if (ok && t->w.cpu == WIN_STOPPING)
-        target_pause(t, WIN_CALL_STOP);
+        target_pause(t, WIN_CALL_STOP, r);
+    t->call_sent_ns[WIN_CALL_STOP] = 0;
     if (win_cpu_stopped(&t->w, isoprof_now_mono_ns(), ok, &tags) != 0)
         return; /* the session went away first; already accounted */
     if (!ok) {
@@ -877,21 +892,26 @@ int target_win_cpu_stop(struct win_iso *w)
     t->call_sent_ns[WIN_CALL_STOP] = isoprof_now_mono_ns();
     int rc =
         target_call(t, "Profiler.stop", NULL, TARGET_STOP_TIMEOUT_MS, CDP_RAW, target_on_stopped);
-    if (rc != 0)
+    if (rc != 0) {
+        t->call_sent_ns[WIN_CALL_STOP] = 0;
         log_error("Profiler.stop not sent", "worker=%s err=%e", t->worker, rc);
+    }
     return rc;
 }
 
 static void target_on_started(struct target *t, struct cdp_reply *r)
 {
-    if (t->w.cpu != WIN_STARTING)
+    if (t->w.cpu != WIN_STARTING) {
+        t->call_sent_ns[WIN_CALL_START] = 0;
         return;
+    }
     if (r->status != 0) {
+        t->call_sent_ns[WIN_CALL_START] = 0;
         target_window_failed(t, "Profiler.start", r);
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
         return;
     }
-    uint64_t pause = target_pause(t, WIN_CALL_START);
+    uint64_t pause = target_pause(t, WIN_CALL_START, r);
     log_debug("window started", "worker=%s isolate=%u interval_ns=%U start_us=%U", t->worker,
               t->isolate, t->w.tags.interval_ns, pause / 1000u);
     win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
@@ -910,8 +930,10 @@ static void target_on_interval(struct target *t, struct cdp_reply *r)
         return;
     }
     t->call_sent_ns[WIN_CALL_START] = isoprof_now_mono_ns();
-    if (target_call(t, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started) != 0)
+    if (target_call(t, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started) != 0) {
+        t->call_sent_ns[WIN_CALL_START] = 0;
         win_cpu_started(&t->w, isoprof_now_mono_ns(), 0);
+    }
 }
 
 int target_win_cpu_start(struct win_iso *w, uint64_t interval_ns)

@@ -47,6 +47,19 @@
  * (threads_refused). A worker that sends what is not CDP, or stalls a
  * window, is dropped alone (threads_dropped); the main thread and the
  * other workers carry on.
+ *
+ * The announcements themselves are capped per endpoint: every
+ * attachedToWorker costs the daemon a parse and, refused, two calls (the
+ * release and the detach), so an endpoint that announces faster than
+ * THREADS_ANNOUNCE_PER_S a second past a burst of THREADS_ANNOUNCE_BURST x
+ * threads.max (256 at least) has its workers unwatched for a while (threads_capped): its
+ * attached workers are let go, the fence runs (a worker that waits shows up
+ * in it and is released, nothing more), then NodeWorker.disable, so a real
+ * Node announces nothing more; what a peer still announces after the fence
+ * is counted and nothing is sent for it. Measured with the fake inspector:
+ * 20,000 announcements on one session cost the daemon 28.5 s of CPU before
+ * (each call armed the session's timer by walking every call pending) and
+ * 0.14 s since (tests/bench/bench_fairness.js, scenario announce).
  */
 #include "daemon.h"
 #include "log.h"
@@ -165,6 +178,10 @@ void threads_enable(struct target *t)
 {
     if (!threads_wanted(t) || t->threads_on || t->a->stopping)
         return;
+    if (t->ep->threads_off_until_ns > isoprof_now_mono_ns()) {
+        t->threads_capped = 1; /* threads_tick turns them on at the end of the cap */
+        return;
+    }
     if (target_call(t, "NodeWorker.enable", "{\"waitForDebuggerOnStart\":true}",
                     THREADS_CALL_TIMEOUT_MS, 0, on_threads_enabled) != 0) {
         log_warn("worker threads not watched", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
@@ -241,6 +258,84 @@ void threads_reload(struct target *t)
     log_info("worker threads no longer watched", "worker=%s isolate=%u", t->worker, t->isolate);
 }
 
+/* t's workers go unwatched for its endpoint's cap: let go, then the fence
+ * and NodeWorker.disable. threads_tick turns them on again. */
+static void cap_off(struct target *t)
+{
+    t->threads_capped = 1;
+    if (!t->threads_on)
+        return;
+    for (struct target *k = t->a->targets; k; k = k->next)
+        if (k->parent == t && !k->removing)
+            target_remove(k); /* released and detached */
+    t->threads_on = 0;
+    fence_start(t); /* then NodeWorker.disable */
+}
+
+/* Announcements an endpoint may make at once: THREADS_ANNOUNCE_BURST x
+ * threads.max, and THREADS_ANNOUNCE_BURST_MIN at least (what they cost
+ * the daemon does not depend on how many it keeps). */
+static uint64_t announce_burst(const struct endpoint *ep)
+{
+    uint64_t b = (uint64_t)THREADS_ANNOUNCE_BURST * ep->cfg->threads.max;
+    return b > THREADS_ANNOUNCE_BURST_MIN ? b : THREADS_ANNOUNCE_BURST_MIN;
+}
+
+/* The endpoint's announcements went over the cap at now. */
+static void cap_hit(struct target *t, uint64_t now)
+{
+    struct endpoint *ep = t->ep;
+    struct agent *a = t->a;
+    if (ep->threads_capped_at_ns == 0 || now - ep->threads_capped_at_ns > 3600ull * 1000000000ull)
+        ep->threads_caps = 0;
+    ep->threads_caps++;
+    ep->threads_capped_at_ns = now;
+    unsigned shift = ep->threads_caps - 1 < 8 ? ep->threads_caps - 1 : 8;
+    uint64_t ms = (uint64_t)THREADS_CAPPED_MS << shift;
+    if (ms > THREADS_CAPPED_MAX_MS)
+        ms = THREADS_CAPPED_MAX_MS;
+    ep->threads_off_until_ns = now + ms * 1000000u;
+    log_warn("worker announcements over the cap, worker threads not watched",
+             "worker=%s inspector=%s pid=%u per_s=%u burst=%U off_ms=%U capped_total=%U", t->worker,
+             ep->cfg->inspector, (unsigned)ep->pid, (unsigned)THREADS_ANNOUNCE_PER_S,
+             announce_burst(ep), ms, a->n.threads_capped);
+    for (struct target *k = a->targets; k; k = k->next)
+        if (k->ep == ep && k->parent == NULL && !k->removing && k->state == TARGET_READY)
+            cap_off(k);
+}
+
+/* The endpoint's bucket of announcements (GCRA): 1 if this one is within
+ * the cap; 0 past it, or while its workers are unwatched for it. */
+static int announce_ok(struct target *t, uint64_t now)
+{
+    struct endpoint *ep = t->ep;
+    if (ep->threads_off_until_ns > now)
+        return 0;
+    const uint64_t step = 1000000000ull / THREADS_ANNOUNCE_PER_S;
+    uint64_t burst = announce_burst(ep) * step;
+    if (ep->announce_tokens_ns < now)
+        ep->announce_tokens_ns = now;
+    if (ep->announce_tokens_ns - now < burst) {
+        ep->announce_tokens_ns += step;
+        return 1;
+    }
+    cap_hit(t, now);
+    return 0;
+}
+
+void threads_tick(struct target *t)
+{
+    if (t->parent != NULL || !t->threads_capped || t->removing || t->fencing ||
+        t->state != TARGET_READY || t->a->stopping)
+        return;
+    if (t->ep->threads_off_until_ns > isoprof_now_mono_ns())
+        return;
+    t->threads_capped = 0;
+    log_info("worker threads watched again", "worker=%s isolate=%u inspector=%s", t->worker,
+             t->isolate, t->ep->cfg->inspector);
+    threads_enable(t);
+}
+
 static void on_hold_timeout(uv_timer_t *timer)
 {
     struct target *w = timer->data;
@@ -266,6 +361,16 @@ static void attached(struct target *t, yajl_val params)
     if (find_worker(t, sid) != NULL) {
         a->n.threads_refused++;
         warn_refused(a, t, "attachedToWorker for a session already attached");
+        return;
+    }
+    if (!announce_ok(t, isoprof_now_mono_ns())) {
+        a->n.threads_capped++;
+        /* In the fence a worker told to wait before may show up: it is
+         * released (NodeWorker.disable, next, detaches it). After the
+         * fence Node announces nothing: nothing is sent. */
+        if (t->fencing && t->cdp != NULL)
+            cdp_call_on(t->cdp, sid, "Runtime.runIfWaitingForDebugger", NULL,
+                        THREADS_CALL_TIMEOUT_MS, 0, on_ignored, NULL);
         return;
     }
     const char *refuse = a->stopping                              ? "isoprofd is stopping"

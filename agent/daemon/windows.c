@@ -91,6 +91,7 @@ static void slot_take(struct win_iso *w)
     ISOPROF_ASSERT(!w->slot);
     w->slot = 1;
     w->s->slots++;
+    w->g->slots++;
 }
 
 /* Gives w's slot back, if it holds one; 1 if it did. */
@@ -98,9 +99,10 @@ static int slot_give(struct win_iso *w)
 {
     if (!w->slot)
         return 0;
-    ISOPROF_ASSERT(w->s->slots > 0);
+    ISOPROF_ASSERT(w->s->slots > 0 && w->g->slots > 0);
     w->slot = 0;
     w->s->slots--;
+    w->g->slots--;
     return 1;
 }
 
@@ -120,39 +122,136 @@ static void set_state(struct win_iso *w, enum win_state st)
         s->ops->idle(s);
 }
 
+/* --- fair slots: the groups, their queues and the round robin --- */
+
+static unsigned min_u(unsigned a, unsigned b)
+{
+    return a < b ? a : b;
+}
+
+/* The fair level: the largest L such that every group may hold
+ * min(its attached isolates, L) slots at once and the shares add up to no
+ * more than max_concurrent (max-min fairness over the groups' demands). 0
+ * when there are more groups than slots. */
+static unsigned fair_level(const struct win_sched *s)
+{
+    unsigned cap = s->cfg->sampling.cpu.max_concurrent, lo = 0, hi = cap;
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo + 1) / 2, sum = 0;
+        for (const struct win_group *g = s->groups; g && sum <= cap; g = g->next)
+            sum += min_u(g->ready, mid);
+        if (sum <= cap)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The slots g is owed: its share at level, less what it holds. */
+static unsigned owed(const struct win_group *g, unsigned level)
+{
+    unsigned share = min_u(g->ready, level);
+    return share > g->slots ? share - g->slots : 0;
+}
+
+/* Whether a scheduled window of g may take a slot now: one is free, and
+ * taking it leaves every other group the slots it is owed, so a group
+ * under its share never waits for one over it. */
+static int slot_for(const struct win_sched *s, const struct win_group *g, unsigned level,
+                    unsigned owed_all)
+{
+    unsigned cap = s->cfg->sampling.cpu.max_concurrent;
+    if (s->slots >= cap)
+        return 0;
+    return cap - s->slots > owed_all - owed(g, level);
+}
+
+static unsigned owed_total(const struct win_sched *s, unsigned level)
+{
+    unsigned n = 0;
+    for (const struct win_group *g = s->groups; g; g = g->next)
+        n += owed(g, level);
+    return n;
+}
+
+static int slot_free_for(const struct win_sched *s, const struct win_group *g)
+{
+    unsigned level = fair_level(s);
+    return slot_for(s, g, level, owed_total(s, level));
+}
+
+static void rr_remove(struct win_sched *s, struct win_group *g)
+{
+    struct win_group *prev = NULL;
+    for (struct win_group *h = s->rr_head; h; prev = h, h = h->rr_next) {
+        if (h != g)
+            continue;
+        if (prev)
+            prev->rr_next = h->rr_next;
+        else
+            s->rr_head = h->rr_next;
+        if (s->rr_tail == h)
+            s->rr_tail = prev;
+        h->rr_next = NULL;
+        h->in_rr = 0;
+        return;
+    }
+}
+
+static void rr_push(struct win_sched *s, struct win_group *g)
+{
+    g->rr_next = NULL;
+    g->in_rr = 1;
+    if (s->rr_tail)
+        s->rr_tail->rr_next = g;
+    else
+        s->rr_head = g;
+    s->rr_tail = g;
+}
+
+/* w waits for a slot: last in its group's queue; the group joins the
+ * round robin if it was not in it. */
 static void queue_push(struct win_sched *s, struct win_iso *w)
 {
+    struct win_group *g = w->g;
     w->q_next = NULL;
-    if (s->q_tail)
-        s->q_tail->q_next = w;
+    if (g->q_tail)
+        g->q_tail->q_next = w;
     else
-        s->q_head = w;
-    s->q_tail = w;
+        g->q_head = w;
+    g->q_tail = w;
+    g->nq++;
+    s->nqueued++;
+    if (!g->in_rr)
+        rr_push(s, g);
 }
 
 static void queue_remove(struct win_sched *s, struct win_iso *w)
 {
+    struct win_group *g = w->g;
     struct win_iso *prev = NULL;
-    for (struct win_iso *q = s->q_head; q; prev = q, q = q->q_next) {
+    for (struct win_iso *q = g->q_head; q; prev = q, q = q->q_next) {
         if (q != w)
             continue;
         if (prev)
             prev->q_next = q->q_next;
         else
-            s->q_head = q->q_next;
-        if (s->q_tail == q)
-            s->q_tail = prev;
+            g->q_head = q->q_next;
+        if (g->q_tail == q)
+            g->q_tail = prev;
         q->q_next = NULL;
+        g->nq--;
+        s->nqueued--;
+        if (g->q_head == NULL)
+            rr_remove(s, g);
         return;
     }
 }
 
 unsigned win_queued(const struct win_sched *s)
 {
-    unsigned n = 0;
-    for (const struct win_iso *q = s->q_head; q; q = q->q_next)
-        n++;
-    return n;
+    return s->nqueued;
 }
 
 /* --- tags --- */
@@ -405,8 +504,7 @@ void win_pause(struct win_iso *w, uint64_t now, enum win_call call, uint64_t pau
         b++;
     s->pause_hist[call][b]++;
     s->pause_sum_ns[call] += pause_ns;
-    sched_account_accrue(&w->acct, s->cfg, &w->plan, now);
-    sched_account_charge(&w->acct, pause_ns);
+    sched_account_charge(&w->acct, now, pause_ns);
     if (call == WIN_CALL_STOP && w->cpu == WIN_STOPPING && w->stop_sent_ns > w->start_ns &&
         w->tags.interval_ns / 1000u == s->cfg->sampling.cpu.interval_ns / 1000u) {
         /* A window at the scheduled interval: what the next scheduled
@@ -430,23 +528,74 @@ void win_pause_stat(const struct win_iso *w, enum win_call call, struct win_paus
     out->p50_ns = ring_median(p->us, p->count, WIN_PAUSE_KEEP, &out->max_ns);
 }
 
-int64_t win_credit(const struct win_iso *w, uint64_t now)
+/* The latest n of a ring's measures: the largest, in ns. */
+static uint64_t ring_max(const struct win_pauses *p, size_t n)
 {
-    struct sched_account a = w->acct;
-    sched_account_accrue(&a, w->s->cfg, &w->plan, now);
-    return a.credit_ns;
+    uint64_t max;
+    ring_median(p->us, p->count, n, &max);
+    return max;
 }
 
-/* A scheduled window (heap or CPU) is due: 0 if the isolate's account
- * lets it start now; else 1, and it is planned for when it will. */
+/* A scheduled window's stalls, as the horizon's account plans them: the
+ * largest of the latest measures of each call (not their median: the cap
+ * must hold for the window that costs more than usual), a CPU window's
+ * stop at the plan's length by the fitted line when that is more. */
+static uint64_t window_cost(const struct win_iso *w, int heap)
+{
+    if (heap && w->pause[WIN_CALL_HEAP].count == 0) {
+        /* Not measured yet: as costly as the isolate's costliest call. */
+        uint64_t a = ring_max(&w->pause[WIN_CALL_START], WIN_PAUSE_EST);
+        uint64_t b = ring_max(&w->pause[WIN_CALL_STOP], WIN_PAUSE_EST);
+        return a > b ? a : b;
+    }
+    if (heap)
+        return ring_max(&w->pause[WIN_CALL_HEAP], WIN_PAUSE_EST);
+    struct sched_cost k;
+    win_cost(w, &k);
+    double fit = (double)k.stop_ns + (double)k.stop_ns_s * (double)w->plan.duration_ns / 1e9;
+    uint64_t stop = ring_max(&w->pause[WIN_CALL_STOP], WIN_PAUSE_EST);
+    if (fit > (double)stop)
+        stop = fit < 1.8e19 ? (uint64_t)fit : UINT64_MAX;
+    return ring_max(&w->pause[WIN_CALL_START], WIN_PAUSE_EST) + stop;
+}
+
+/* The stalls still to come of w's windows open: what a CPU window that
+ * started will cost to stop (and to start, before its start answered), a
+ * heap window in flight. Not charged yet, but they fall in the horizon of a
+ * window that starts now. */
+static uint64_t reserved(const struct win_iso *w)
+{
+    uint64_t r = 0;
+    if (w->cpu == WIN_STARTING)
+        r += window_cost(w, 0);
+    else if (w->cpu == WIN_RUNNING || w->cpu == WIN_STOPPING)
+        r += window_cost(w, 0) - ring_max(&w->pause[WIN_CALL_START], WIN_PAUSE_EST);
+    if (w->heap_inflight)
+        r += window_cost(w, 1);
+    return r;
+}
+
+int64_t win_credit(const struct win_iso *w, uint64_t now)
+{
+    const struct cfg *c = w->s->cfg;
+    double cap = c->sampling.budget.pause_share * (double)c->sampling.budget.horizon_ns;
+    double left = cap - (double)sched_account_spent(&w->acct, c, now) - (double)reserved(w);
+    return left < -9e18 ? INT64_MIN : left > 9e18 ? INT64_MAX : (int64_t)left;
+}
+
+/* A scheduled window (heap or CPU) is due: 0 if its stalls fit the
+ * horizon's account now; else 1, and it is planned for when they will. */
 static int budget_defers(struct win_iso *w, uint64_t now, int heap)
 {
     struct win_sched *s = w->s;
     int *flag = heap ? &w->heap_deferred : &w->cpu_deferred;
-    sched_account_accrue(&w->acct, s->cfg, plan_now(w), now);
-    uint64_t ready = sched_account_ready(&w->acct, s->cfg, now);
+    plan_now(w);
+    uint64_t cost = window_cost(w, heap), held = reserved(w);
+    uint64_t all = cost > UINT64_MAX - held ? UINT64_MAX : cost + held;
+    uint64_t ready = sched_account_ready(&w->acct, s->cfg, now, all);
     if (ready <= now) {
         *flag = 0;
+        sched_account_admit(&w->acct, s->cfg, now, all);
         return 0;
     }
     if (!*flag) {
@@ -457,8 +606,9 @@ static int budget_defers(struct win_iso *w, uint64_t now, int heap)
         uint32_t isolate;
         label(w, &worker, &isolate);
         log_debug("window deferred by the pause budget",
-                  "worker=%s isolate=%u type=%s credit_ms=%I wait_ms=%U", worker, isolate,
-                  heap ? "heap" : "cpu", w->acct.credit_ns / 1000000, (ready - now) / 1000000u);
+                  "worker=%s isolate=%u type=%s spent_ms=%U cost_ms=%U wait_ms=%U", worker, isolate,
+                  heap ? "heap" : "cpu", sched_account_spent(&w->acct, s->cfg, now) / 1000000u,
+                  (cost + held) / 1000000u, (ready - now) / 1000000u);
     }
     if (heap)
         w->heap_due_ns = ready;
@@ -504,12 +654,25 @@ static int cpu_begin_scheduled(struct win_iso *w)
     return cpu_begin(w, c->sampling.cpu.interval_ns, plan_now(w)->duration_ns);
 }
 
-/* Start windows from the queue while slots are free. */
+/* Start waiting windows while slots are free for them: the groups in
+ * turn (round robin: a group served goes to the back), each group's own
+ * windows first come, first served, and a group over its share only with
+ * slots that no group under its share is owed. */
 static void admit(struct win_sched *s, uint64_t now)
 {
-    while (!s->stopping && s->q_head && sched_slot_free(s->cfg, s->slots)) {
-        struct win_iso *w = s->q_head;
+    while (!s->stopping && s->rr_head) {
+        unsigned level = fair_level(s), owed_all = owed_total(s, level);
+        struct win_group *g = s->rr_head;
+        while (g && !slot_for(s, g, level, owed_all))
+            g = g->rr_next;
+        if (g == NULL)
+            break;
+        struct win_iso *w = g->q_head;
         queue_remove(s, w);
+        if (g->q_head != NULL) {
+            rr_remove(s, g); /* served: its next window waits its turn */
+            rr_push(s, g);
+        }
         w->cpu = WIN_NONE; /* queued is not open: no count to move */
         if (w->ready && cpu_begin_scheduled(w) != 0)
             plan_next(w, now, now);
@@ -571,7 +734,7 @@ static void cpu_due(struct win_iso *w, uint64_t now)
     struct win_sched *s = w->s;
     if (budget_defers(w, now, 0))
         return;
-    if (sched_slot_free(s->cfg, s->slots)) {
+    if (slot_free_for(s, w->g)) {
         if (cpu_begin_scheduled(w) != 0)
             plan_next(w, now, now);
         return;
@@ -582,7 +745,8 @@ static void cpu_due(struct win_iso *w, uint64_t now)
     const char *worker;
     uint32_t isolate;
     label(w, &worker, &isolate);
-    log_debug("window delayed", "worker=%s isolate=%u running=%u", worker, isolate, s->slots);
+    log_debug("window delayed", "worker=%s isolate=%u running=%u group_running=%u group_waiting=%u",
+              worker, isolate, s->slots, w->g->slots, w->g->nq);
 }
 
 static void stop_now(struct win_iso *w, uint64_t now)
@@ -669,13 +833,40 @@ void win_sched_init(struct win_sched *s, const struct cfg *cfg, const struct win
     s->ops = ops;
     s->rng = rng;
     s->n = n;
+    win_group_init(&s->solo, s);
 }
 
-void win_iso_init(struct win_iso *w, struct win_sched *s)
+void win_group_init(struct win_group *g, struct win_sched *s)
+{
+    memset(g, 0, sizeof(*g));
+    g->s = s;
+    g->next = s->groups;
+    if (s->groups)
+        s->groups->prev = g;
+    s->groups = g;
+}
+
+void win_group_free(struct win_group *g)
+{
+    struct win_sched *s = g->s;
+    ISOPROF_ASSERT(g->members == 0 && g->nq == 0 && g->slots == 0 && g->ready == 0);
+    if (g->prev)
+        g->prev->next = g->next;
+    else
+        s->groups = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
+    g->prev = g->next = NULL;
+}
+
+void win_iso_init(struct win_iso *w, struct win_sched *s, struct win_group *g)
 {
     static const struct sched_cost unmeasured;
     memset(w, 0, sizeof(*w));
     w->s = s;
+    w->g = g ? g : &s->solo;
+    ISOPROF_ASSERT(w->g->s == s);
+    w->g->members++;
     sched_plan(s->cfg, &unmeasured, &w->plan);
     w->logged = w->plan;
     w->next = s->all;
@@ -697,11 +888,14 @@ void win_iso_free(struct win_iso *w, uint64_t now)
     isoprof_free(w->odq);
     w->odq = NULL;
     w->odq_cap = 0;
+    w->g->members--;
 }
 
 void win_attached(struct win_iso *w, uint64_t now)
 {
     ISOPROF_ASSERT(w->cpu == WIN_NONE && w->nodq == 0);
+    if (!w->ready)
+        w->g->ready++;
     w->ready = 1;
     w->cpu_deferred = w->heap_deferred = 0;
     if (w->first_ns == 0)
@@ -713,6 +907,8 @@ void win_attached(struct win_iso *w, uint64_t now)
 void win_detached(struct win_iso *w, uint64_t now)
 {
     struct win_sched *s = w->s;
+    if (w->ready)
+        w->g->ready--; /* the other groups' shares grow: admit, below */
     w->ready = 0;
     if (w->cpu == WIN_QUEUED) {
         queue_remove(s, w);
@@ -964,8 +1160,8 @@ void win_reconfigure(struct win_sched *s, const struct cfg *cfg, uint64_t now)
 void win_stop_all(struct win_sched *s, uint64_t now)
 {
     s->stopping = 1;
-    while (s->q_head) {
-        struct win_iso *w = s->q_head;
+    while (s->rr_head) {
+        struct win_iso *w = s->rr_head->q_head;
         queue_remove(s, w);
         w->cpu = WIN_NONE;
     }

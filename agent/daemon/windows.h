@@ -20,10 +20,19 @@
  *   jitter x period; each later one a period (the plan's: see the cost
  *   budget below) after the previous start,
  *   moved by a uniform offset of +-jitter x period.
- * - At most max_concurrent windows hold a slot. A window due while every
- *   slot is taken joins a FIFO and starts as soon as one frees (counted
- *   windows_delayed, never dropped); its successor is planned from its
- *   actual start.
+ * - At most max_concurrent windows hold a slot, shared fairly between
+ *   groups of isolates (struct win_group: the driver makes one per
+ *   endpoint, i.e. per runtime process, whose main thread, worker threads
+ *   and isolates are its members). Each group is owed
+ *   min(its attached isolates, L) slots, L the largest level at which the
+ *   shares add up to max_concurrent; a group takes a slot beyond what it is
+ *   owed only when the free slots still cover what every other group is
+ *   owed and does not hold. So an endpoint with one isolate keeps its
+ *   schedule beside one with 64 worker threads, which shares the rest.
+ *   A window due when no slot is free for its group waits in its group's
+ *   FIFO (counted windows_delayed, never dropped); when a slot frees, the
+ *   groups with windows waiting are served in turn (round robin); its
+ *   successor is planned from its actual start.
  * - A slot is held from the start until the stop's answer, or
  *   WIN_STOP_GRACE_NS after the stop was sent, whichever is first.
  * - An anomaly's CPU window starts at once, at anomaly.cpu_interval,
@@ -41,14 +50,18 @@
  *   new starts; win_ops.idle says when the last open window closed.
  * - The cost budget (sampling.budget): the driver reports how long each
  *   Profiler.start, Profiler.stop and heap window stalled the isolate
- *   (win_pause: the call's CDP round trip). From the recent ones the
- *   isolate's plan is made (schedule.h, sched_plan): an isolate that costs
- *   more than pause_share gets its periods stretched, its windows
- *   lengthened with them as far as max_duration and max_pause allow. Every
- *   stall is charged to the isolate's account (sched_account), whatever the
- *   window was for; a scheduled window (CPU or heap) due while the account
- *   is negative waits until it is not (counted windows_deferred). Anomaly
- *   and on-demand windows never wait: evidence first, paid for afterwards.
+ *   (win_pause: from the request written to the reply's arrival at the
+ *   socket). From the recent ones the isolate's plan is made (schedule.h,
+ *   sched_plan): an isolate that costs more than pause_share gets its
+ *   periods stretched, its windows lengthened with them as far as
+ *   max_duration and max_pause allow. Every stall is charged to the
+ *   isolate's account (sched_account), whatever the window was for; a
+ *   scheduled window (CPU or heap) starts only when it fits the horizon
+ *   beside the stalls charged in it and those still to come of the windows
+ *   open (its own cost: the dearest of the latest five of each call), else
+ *   it waits until it does (counted windows_deferred): pause_share is a cap
+ *   over every span of sampling.budget.horizon, not an average. Anomaly and
+ *   on-demand windows never wait: evidence first, paid for afterwards.
  *
  * DESIGN: loop thread only. A struct win_iso lives inside its driver's
  * object; the driver finds itself with container_of.
@@ -71,6 +84,21 @@
 
 struct win_iso;
 struct win_sched;
+
+/* Isolates that share max_concurrent's slots as one (an endpoint: one
+ * runtime process). Embedded in its owner, which must outlive its members:
+ * win_group_free only once none is left. */
+struct win_group {
+    struct win_sched *s;
+    unsigned members;                /* isolates in it (win_iso_init .. win_iso_free) */
+    unsigned ready;                  /* ... of which attached */
+    unsigned slots;                  /* slots its windows hold */
+    unsigned nq;                     /* its windows waiting for a slot */
+    struct win_iso *q_head, *q_tail; /* ... first come first */
+    struct win_group *rr_next;       /* s's round robin of groups with windows waiting */
+    int in_rr;
+    struct win_group *prev, *next; /* s->groups */
+};
 
 enum win_state {
     WIN_NONE,
@@ -150,7 +178,8 @@ struct win_od {
 /* One isolate's windows. Zeroed by win_iso_init; owned by its driver. */
 struct win_iso {
     struct win_sched *s;
-    int ready; /* attached: windows are planned */
+    struct win_group *g; /* the group whose slots it shares */
+    int ready;           /* attached: windows are planned */
     /* the CPU window */
     enum win_state cpu;
     int slot;             /* holds one of max_concurrent's slots */
@@ -180,10 +209,10 @@ struct win_iso {
     uint64_t stop_sent_ns;           /* when the running window's stop was sent */
     struct sched_plan plan;          /* what the schedule follows */
     struct sched_plan logged;        /* the plan last logged */
-    struct sched_account acct;       /* stall credit */
+    struct sched_account acct;       /* the stalls of the horizon */
     uint64_t cpu_base_ns;            /* the last scheduled CPU window's start (0: none yet) */
     uint64_t heap_base_ns;           /* the last heap window's (0: none yet) */
-    int cpu_deferred, heap_deferred; /* the planned one waits for credit */
+    int cpu_deferred, heap_deferred; /* the planned one waits for room in the horizon */
     uint64_t deferred;               /* windows the budget made wait */
     uint64_t first_ns;               /* first attached (0: never) */
     struct win_iso *prev, *next;     /* s->all */
@@ -194,11 +223,14 @@ struct win_sched {
     const struct cfg *cfg; /* borrowed; replaced by win_reconfigure */
     const struct win_ops *ops;
     struct isoprof_rng *rng;
-    struct agent_counters *n; /* windows_started, _delayed, _skipped, _lost */
-    unsigned slots;           /* windows holding a slot */
-    unsigned open;            /* windows starting, running or stopping */
-    struct win_iso *q_head, *q_tail;
-    struct win_iso *all; /* every isolate, attached or not */
+    struct agent_counters *n;            /* windows_started, _delayed, _skipped, _lost */
+    unsigned slots;                      /* windows holding a slot */
+    unsigned open;                       /* windows starting, running or stopping */
+    struct win_group *groups;            /* every group */
+    struct win_group solo;               /* the isolates given no group of their own */
+    struct win_group *rr_head, *rr_tail; /* groups with windows waiting, next to serve first */
+    unsigned nqueued;                    /* windows waiting, all groups */
+    struct win_iso *all;                 /* every isolate, attached or not */
     /* every isolate's stalls, by call: /metrics' histogram */
     uint64_t pause_hist[WIN_NCALLS][WIN_PAUSE_BUCKETS + 1];
     uint64_t pause_sum_ns[WIN_NCALLS];
@@ -208,8 +240,13 @@ struct win_sched {
 
 void win_sched_init(struct win_sched *s, const struct cfg *cfg, const struct win_ops *ops,
                     struct isoprof_rng *rng, struct agent_counters *n);
-/* w joins s (not attached yet). */
-void win_iso_init(struct win_iso *w, struct win_sched *s);
+/* g (embedded in its owner) joins s: its members will share slots as one. */
+void win_group_init(struct win_group *g, struct win_sched *s);
+/* g leaves s; it must have no member left. */
+void win_group_free(struct win_group *g);
+/* w joins s (not attached yet), as a member of g (NULL: s->solo, the
+ * group of every isolate given none). */
+void win_iso_init(struct win_iso *w, struct win_sched *s, struct win_group *g);
 /* w leaves s, detached first if it was not (win_detached). */
 void win_iso_free(struct win_iso *w, uint64_t now);
 
@@ -250,8 +287,8 @@ void win_hold(struct win_iso *w, uint64_t now, int on);
  * anomaly.memory.heap_period and are pinned to it while it is open. */
 void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep);
 
-/* call stalled the isolate pause_ns (its round trip; measured only when
- * it succeeded): charged to its account, kept for /status and /metrics,
+/* call stalled the isolate pause_ns (measured only when it succeeded),
+ * ending now: charged to its account, kept for /status and /metrics,
  * and the plan made again from the latest. A stop's is reported before
  * win_cpu_stopped, a heap window's before win_heap_done. */
 void win_pause(struct win_iso *w, uint64_t now, enum win_call call, uint64_t pause_ns);
@@ -261,7 +298,9 @@ void win_pause_stat(const struct win_iso *w, enum win_call call, struct win_paus
 const char *win_call_name(enum win_call call);
 /* The costs w's plan is made from: the median of the latest measures. */
 void win_cost(const struct win_iso *w, struct sched_cost *k);
-/* w's account brought up to now (for /status). */
+/* The room left in w's horizon at now (for /status): pause_share x
+ * horizon less the stalls charged in it and those still to come of its
+ * open windows; negative when an anomaly or on-demand window overdrew it. */
 int64_t win_credit(const struct win_iso *w, uint64_t now);
 
 /* --- what others ask for --- */

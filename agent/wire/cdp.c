@@ -48,7 +48,7 @@
 #define CDP_MAX_TIMEOUT_MS (24ull * 3600 * 1000)
 
 struct cdp_pending {
-    struct cdp_pending *next;
+    struct cdp_pending *next, *prev; /* s->pending, oldest first */
     uint64_t id;
     char *session; /* NULL: the main session */
     int gone;      /* cdp_forget: completes with ISOPROF_ECLOSED at the next tick */
@@ -64,7 +64,11 @@ struct cdp_session {
     uv_timer_t timer;
     uint64_t armed; /* deadline the timer is set for, 0 = none */
     uint64_t next_id;
-    struct cdp_pending *pending;
+    /* Calls in the order they were sent: replies come mostly in that order,
+     * so the one a reply answers is found near the head, and a peer that
+     * has thousands outstanding costs no walk per call. */
+    struct cdp_pending *pending, *pending_tail;
+    uint64_t msg_arrival_ns; /* of the message being handled (ws_message_arrival_ns), else 0 */
     int open, closing;
     int close_status;
     cdp_open_cb on_open;
@@ -159,12 +163,26 @@ static struct cdp_pending *find_pending_id(struct cdp_session *s, uint64_t id)
 
 static void unlink_pending(struct cdp_session *s, struct cdp_pending *p)
 {
-    for (struct cdp_pending **pp = &s->pending; *pp; pp = &(*pp)->next) {
-        if (*pp == p) {
-            *pp = p->next;
-            return;
-        }
-    }
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        s->pending = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    else
+        s->pending_tail = p->prev;
+    p->next = p->prev = NULL;
+}
+
+static void append_pending(struct cdp_session *s, struct cdp_pending *p)
+{
+    p->next = NULL;
+    p->prev = s->pending_tail;
+    if (s->pending_tail)
+        s->pending_tail->next = p;
+    else
+        s->pending = p;
+    s->pending_tail = p;
 }
 
 static struct cdp_pending *take_pending(struct cdp_session *s, uint64_t id, const char *session)
@@ -183,6 +201,7 @@ static void pending_free(struct cdp_pending *p)
 
 static void complete(struct cdp_session *s, struct cdp_pending *p, struct cdp_reply *r)
 {
+    r->arrival_ns = s->msg_arrival_ns; /* 0 outside a message: a timeout, the end */
     if (r->status == ISOPROF_ETIMEDOUT)
         s->st.timeouts++;
     else if (r->status != 0)
@@ -193,12 +212,25 @@ static void complete(struct cdp_session *s, struct cdp_pending *p, struct cdp_re
 
 static void cdp_on_timer(uv_timer_t *t);
 
-/* Set the timer for the earliest deadline (it only ever moves earlier
- * here; cdp_on_timer recomputes it from scratch). */
+/* Set the timer for deadline if it is earlier than the one it is set for
+ * (0: none). */
+static void cdp_arm_at(struct cdp_session *s, uint64_t deadline)
+{
+    if (s->ws == NULL || deadline == 0)
+        return; /* the timer is closing or about to */
+    if (s->armed != 0 && s->armed <= deadline)
+        return;
+    uint64_t now = uv_now(s->loop);
+    uv_timer_start(&s->timer, cdp_on_timer, deadline > now ? deadline - now : 0, 0);
+    s->armed = deadline;
+}
+
+/* Set the timer for the earliest deadline of all, from scratch (the timer
+ * fired, or calls were forgotten); a new call only needs cdp_arm_at. */
 static void cdp_arm(struct cdp_session *s)
 {
     if (s->ws == NULL)
-        return; /* the timer is closing or about to */
+        return;
     uint64_t first = 0;
     for (struct cdp_pending *p = s->pending; p; p = p->next)
         if (first == 0 || p->deadline < first)
@@ -208,11 +240,7 @@ static void cdp_arm(struct cdp_session *s)
         s->armed = 0;
         return;
     }
-    if (s->armed != 0 && s->armed <= first)
-        return;
-    uint64_t now = uv_now(s->loop);
-    uv_timer_start(&s->timer, cdp_on_timer, first > now ? first - now : 0, 0);
-    s->armed = first;
+    cdp_arm_at(s, first);
 }
 
 /* Complete every call due by now: timed out, or forgotten. */
@@ -243,7 +271,7 @@ static void fail_all(struct cdp_session *s, int status)
 {
     while (s->pending) {
         struct cdp_pending *p = s->pending;
-        s->pending = p->next;
+        unlink_pending(s, p);
         struct cdp_reply r = {.status = status};
         complete(s, p, &r);
     }
@@ -532,11 +560,14 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
         ws_msg_free(data);
         return;
     }
+    /* The replies this message completes carry when it arrived. */
+    s->msg_arrival_ns = ws ? ws_message_arrival_ns(ws) : isoprof_now_mono_ns();
     /* Too big, or too deeply nested, to build a tree of on the loop (a
      * heap profile's nested head is both, and goes to its CDP_RAW call). */
     if (len > CDP_PARSE_MAX ||
         isoprof_json_depth(data, len, CDP_PARSE_MAX_DEPTH) > CDP_PARSE_MAX_DEPTH) {
         cdp_on_big(s, data, len);
+        s->msg_arrival_ns = 0;
         return;
     }
     char err[160];
@@ -544,6 +575,7 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
     yajl_val v = yajl_tree_parse(data, err, sizeof(err));
     if (v == NULL) {
         ws_msg_free(data);
+        s->msg_arrival_ns = 0;
         char *nl = strchr(err, '\n');
         if (nl != NULL)
             *nl = '\0';
@@ -566,6 +598,7 @@ static void cdp_on_ws_message(struct ws_client *ws, char *data, size_t len, void
     }
     yajl_tree_free(v);
     ws_msg_free(data);
+    s->msg_arrival_ns = 0;
 }
 
 /* The message inside a worker session's envelope, read with yajl's
@@ -915,9 +948,8 @@ int cdp_call_on(struct cdp_session *s, const char *session, const char *method,
     }
     s->next_id++;
     s->st.sent++;
-    p->next = s->pending;
-    s->pending = p;
-    cdp_arm(s);
+    append_pending(s, p);
+    cdp_arm_at(s, p->deadline);
     return 0;
 }
 
@@ -991,8 +1023,8 @@ int cdp_test_expect(struct cdp_session *s, uint64_t id, unsigned flags, cdp_repl
     if (p == NULL)
         return -ENOMEM;
     *p = (struct cdp_pending){
-        .next = s->pending, .id = id, .flags = flags, .deadline = UINT64_MAX, .cb = cb, .arg = arg};
-    s->pending = p;
+        .id = id, .flags = flags, .deadline = UINT64_MAX, .cb = cb, .arg = arg};
+    append_pending(s, p);
     if (id >= s->next_id)
         s->next_id = id + 1; /* cdp_call_on's ids come after */
     return 0;

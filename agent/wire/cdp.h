@@ -92,6 +92,11 @@ struct cdp_reply {
      * NodeWorker.receivedMessageFromWorker event); the reply is the string
      * in it: cdp_unwrap_worker gives its text. 0 for the main session. */
     int raw_nested;
+    /* A reply: when its message reached the socket, at the latest
+     * (ws_message_arrival_ns: the time a busy loop took to read it is left
+     * out), on the monotonic clock in ns. 0 for a timeout or the session's
+     * end. */
+    uint64_t arrival_ns;
 };
 
 /* A call finished (exactly once per successful cdp_call). r is borrowed

@@ -38,11 +38,15 @@
 #include "base.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <wslay/wslay.h>
 
 #define WS_MAX_HEADER (16u << 10)
@@ -110,6 +114,8 @@ struct ws_client {
     char *msg;
     size_t msg_len, msg_cap;
     int in_msg;
+    uint64_t msg_ns;  /* when its first frame arrived, at the latest (ws_message_arrival_ns) */
+    uint64_t read_ns; /* the same for the bytes of the current read; 0: not asked yet */
     /* ... or dropped as it comes, because the budget could not hold it */
     int discarding;
     uint64_t drop_len;
@@ -812,6 +818,40 @@ static int msg_append(struct ws_client *ws, const uint8_t *data, size_t n)
     return 0;
 }
 
+/* The jiffy the kernel stamps a segment's arrival with is at most 10 ms
+ * (HZ >= 100). */
+#define WS_JIFFY_NS (10ull * 1000000ull)
+
+/* When the bytes of the current read reached the socket, at the latest:
+ * now, or, when the loop read them late, the arrival of the last data
+ * segment the kernel took for this connection (TCP_INFO's
+ * tcpi_last_data_recv, in ms of jiffies) plus a jiffy. Every byte of this
+ * read arrived no later than that segment, so this is an upper bound that
+ * leaves out the time the bytes waited for a busy loop to read them. */
+static uint64_t ws_read_arrival(struct ws_client *ws)
+{
+    if (ws->read_ns != 0)
+        return ws->read_ns;
+    uint64_t now = isoprof_now_mono_ns();
+    ws->read_ns = now;
+    uv_os_fd_t fd;
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    if (ws->test_mode || uv_fileno((const uv_handle_t *)&ws->tcp, &fd) != 0 ||
+        getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof(ti.tcpi_last_data_recv))
+        return now;
+    uint64_t ago = (uint64_t)ti.tcpi_last_data_recv * 1000000ull;
+    if (ago > WS_JIFFY_NS && ago - WS_JIFFY_NS < now)
+        ws->read_ns = now - (ago - WS_JIFFY_NS);
+    return ws->read_ns;
+}
+
+uint64_t ws_message_arrival_ns(const struct ws_client *ws)
+{
+    return ws->msg_ns;
+}
+
 static int ws_frame_begin(struct ws_client *ws, const struct wslay_frame_iocb *io)
 {
     if (io->rsv != 0)
@@ -828,6 +868,7 @@ static int ws_frame_begin(struct ws_client *ws, const struct wslay_frame_iocb *i
         if (ws->in_msg)
             return ws_err(ws, ISOPROF_EWS, "new message inside a fragmented one");
         ws->in_msg = 1;
+        ws->msg_ns = ws_read_arrival(ws);
         /* A message that stalls half sent holds its bytes (and the
          * budget's): it has WS_MESSAGE_MS to end (from the resume, when it
          * begins in bytes read before a pause). */
@@ -1021,6 +1062,7 @@ static void ws_read(struct ws_client *ws, ssize_t nread, const uv_buf_t *buf)
                 ws->state == WS_CLOSING ? NULL : why);
         return;
     }
+    ws->read_ns = 0; /* asked for when a message begins in these bytes */
     int rc = ws_input(ws, (const uint8_t *)buf->base, (size_t)nread);
     if (rc != 0)
         ws_fail(ws, rc, NULL);
@@ -1222,6 +1264,7 @@ int ws_test_feed(struct ws_client *ws, const uint8_t *data, size_t len)
 {
     if (ws->state == WS_CLOSED)
         return ws->status ? ws->status : ISOPROF_ECLOSED;
+    ws->read_ns = 0;
     int rc = ws_input(ws, data, len);
     if (rc != 0)
         ws_fail(ws, rc, NULL);

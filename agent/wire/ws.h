@@ -104,6 +104,17 @@ typedef void (*ws_message_cb)(struct ws_client *ws, char *data, size_t len, void
 typedef void (*ws_close_cb)(struct ws_client *ws, int status, void *arg);
 
 /*
+ * ws_message_arrival_ns - during a ws_message_cb: when the message's first
+ * frame reached the socket, at the latest, on the monotonic clock in ns.
+ * The time it was read, or earlier when the loop read it late: the kernel's
+ * arrival time of the last segment read with it, plus 10 ms for that
+ * stamp's granularity (TCP_INFO). So a round trip measured to it leaves out
+ * the time the reply waited for a busy loop, and never comes out shorter
+ * than the reply took to arrive. Loop thread.
+ */
+uint64_t ws_message_arrival_ns(const struct ws_client *ws);
+
+/*
  * ws_msg_free - free a message delivered to a ws_message_cb and give its
  * bytes back to the budget it was charged to. NULL is a no-op. Any thread.
  */

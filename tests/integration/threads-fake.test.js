@@ -166,3 +166,59 @@ test('the fence: a worker that shows up while the agent stops, or as a reload tu
   assert.strictEqual(d.count((l) => l.level === 'error'), 0, d.tail());
   assert.deepStrictEqual(fake.violations, []);
 });
+
+// Slots are shared per endpoint, and announcements are capped per endpoint:
+// an endpoint whose 64 worker threads all want a window beside a healthy
+// target does not take its windows (on the build before: 115 windows for
+// the 64 to the healthy target's 3 in a minute), and one that announces
+// thousands of workers has its workers unwatched for a while
+// (threads_capped, NodeWorker.disable), while the healthy target carries on.
+test('64 workers of one endpoint beside a healthy target: the healthy target keeps its schedule; an announcement storm is capped', async () => {
+  const dir = L.tmpdir();
+  const store = path.join(dir, 'store');
+  const healthy = await F.startFakeInspector({});
+  const many = await F.startFakeInspector({});
+  const d = await L.startDaemon(L.yamlConfig({
+    store, targets: [{ port: healthy.port, worker: 'healthy' }, { port: many.port, worker: 'many', threads: '{max: 64}' }],
+    duration: '1s', period: '2s', jitter: '10%', maxConcurrent: 4, heap: '{period: 60s}', level: 'info',
+  }), { dir });
+  await L.waitFor(() => many.methods.includes('NodeWorker.enable'), 30000, 'NodeWorker.enable');
+  for (let i = 0; i < 64; i++) many.attachWorker({ sessionId: `w${i}`, name: `w${i}` });
+  await L.waitFor(() => d.count((l) => l.msg === 'thread attached') >= 64, 60000, '64 workers attached');
+  const cpu = (w) => d.count((l) => l.msg === 'window stored' && l.worker === w && l.type === 'cpu');
+  // 30 s of both: the healthy target is due every 2 s (+-10 %).
+  const h0 = cpu('healthy'); const m0 = cpu('many'); const t0 = Date.now();
+  await L.waitFor(() => Date.now() - t0 >= 30000, 40000, '30 s');
+  const secs = (Date.now() - t0) / 1000;
+  const hw = cpu('healthy') - h0; const mw = cpu('many') - m0;
+  assert.ok(hw >= Math.floor(secs / 2) * 0.8, `healthy: ${hw} windows in ${secs} s (due ${Math.floor(secs / 2)}); the 64 workers: ${mw}`);
+  assert.ok(mw >= 2 * hw, `the 64 workers share the other slots: ${mw} windows, healthy ${hw}`);
+  assert.strictEqual(status(store).counters.threads_capped, 0);
+
+  // A storm: 2,000 announcements, faster than the cap (100/s past a burst
+  // of 4 x threads.max), each written whatever the daemon asks.
+  const sock = [...many.sockets][0];
+  for (let i = 0; i < 2000; i++) {
+    const sid = `s${i}`;
+    many.workers.set(sid, { name: sid, released: false, st: { profiling: false, enabled: false } });
+    sock.write(F.frame(1, JSON.stringify({ method: 'NodeWorker.attachedToWorker', params: { sessionId: sid,
+      workerInfo: { workerId: sid, type: 'worker', title: `[worker ${sid}] ${sid}`, url: '' }, waitingForDebugger: true } })));
+  }
+  const capped = await d.waitLog((l) => l.msg === 'worker announcements over the cap, worker threads not watched', 30000, 'the cap');
+  assert.strictEqual(capped.worker, 'many');
+  assert.strictEqual(capped.off_ms, '60000');
+  await L.waitFor(() => many.methods.includes('NodeWorker.disable'), 20000, 'NodeWorker.disable after the fence');
+  // Each announcement is counted: refused (within the cap: let go) or
+  // capped (past it: released in the fence, then nothing sent).
+  let c;
+  await L.waitFor(() => { c = status(store).counters; return c.threads_capped + c.threads_refused >= 2000; }, 30000, 'the storm counted');
+  assert.ok(c.threads_capped >= 1000 && c.threads_refused <= 1000, JSON.stringify(c));
+  // Its workers were let go, and nothing is watched there for now.
+  await L.waitFor(() => status(store).targets.filter((t) => t.worker === 'many').length === 1, 20000, 'only many/main left');
+  const m = L.cli(['metrics', '--socket', path.join(store, 'control.sock')]).stdout;
+  assert.match(m, /^isoprof_threads_capped_total \d+$/m);
+  // The healthy target carries on.
+  const h1 = cpu('healthy');
+  await L.waitFor(() => cpu('healthy') >= h1 + 3, 20000, 'three more healthy windows');
+  await stopClean(d, many, store);
+});

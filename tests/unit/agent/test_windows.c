@@ -24,7 +24,7 @@
 
 #define MS 1000000ull
 #define SEC 1000000000ull
-#define MAX_ISO 64
+#define MAX_ISO 80
 #define MAX_LOG 8192
 
 /* An on-demand request token. */
@@ -83,6 +83,11 @@ static struct sim {
     int nstarts;
     struct taken taken[MAX_LOG];
     int ntaken;
+    struct {
+        int iso;
+        uint64_t end, ns;
+    } stalls[MAX_LOG]; /* every stall reported, as the app saw it: [end - ns, end] */
+    int nstalls;
 } sim;
 
 static struct sim_iso *of(struct win_iso *w)
@@ -188,6 +193,7 @@ static void sim_init(int niso, uint64_t seed)
     c->sampling.budget.pause_share = 0.001; /* the defaults */
     c->sampling.budget.max_pause_ns = 100 * MS;
     c->sampling.budget.max_duration_ns = 60 * SEC;
+    c->sampling.budget.horizon_ns = 60 * SEC;
     sim.now = 1 * SEC;
     sim.latency = 5 * MS;
     isoprof_rng_seed(&sim.rng, seed);
@@ -197,7 +203,7 @@ static void sim_init(int niso, uint64_t seed)
         struct sim_iso *x = &sim.iso[i];
         x->id = i;
         x->start_cost = x->stop_cost = x->heap_cost = sim.latency;
-        win_iso_init(&x->w, &sim.s);
+        win_iso_init(&x->w, &sim.s, NULL);
     }
 }
 
@@ -246,6 +252,12 @@ static unsigned scheduled_slots(void)
 static void sim_pause(struct sim_iso *x, enum win_call call, uint64_t pause_ns)
 {
     x->stalled_ns += pause_ns;
+    if (sim.nstalls < MAX_LOG) {
+        sim.stalls[sim.nstalls].iso = x->id;
+        sim.stalls[sim.nstalls].end = sim.now;
+        sim.stalls[sim.nstalls].ns = pause_ns;
+        sim.nstalls++;
+    }
     if (call == WIN_CALL_STOP && pause_ns > x->max_stop_stall)
         x->max_stop_stall = pause_ns;
     win_pause(&x->w, sim.now, call, pause_ns);
@@ -384,6 +396,147 @@ TEST(jitter_and_cap_over_many_isolates)
 
 /* Without a cap in the way, the first windows of isolates attached
  * together spread over jitter x period instead of starting at once. */
+/* Isolates [from, to) of the simulation move to group g (before attach). */
+static void sim_group(struct win_group *g, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        win_iso_free(&sim.iso[i].w, sim.now);
+        win_iso_init(&sim.iso[i].w, &sim.s, g);
+    }
+}
+
+/* The scheduled windows of isolates [from, to) started in (t0, t1]. */
+static int starts_in(int from, int to, uint64_t t0, uint64_t t1)
+{
+    int n = 0;
+    for (int i = 0; i < sim.nstarts; i++)
+        n += sim.starts[i].iso >= from && sim.starts[i].iso < to && sim.starts[i].at > t0 &&
+             sim.starts[i].at <= t1;
+    return n;
+}
+
+/* An endpoint whose 64 worker threads want 2 s of every 3 s beside one
+ * whose single isolate wants the same, under 4 slots: the single isolate
+ * keeps its schedule exactly (a slot is owed to it and never waits), the
+ * 64 share the other 3, each in turn. On the build before, the 64 took 115
+ * windows for the single one's 3. */
+TEST(slots_fair_across_endpoints)
+{
+    static struct win_group many, one;
+    sim_init(65, 41);
+    sim.cfg->sampling.cpu.duration_ns = 2 * SEC;
+    sim.cfg->sampling.cpu.period_ns = 3 * SEC;
+    sim.cfg->sampling.budget.pause_share = 1.0; /* 10 ms of calls in 3 s: over the default */
+    win_group_init(&many, &sim.s);
+    win_group_init(&one, &sim.s);
+    sim_group(&many, 0, 64);
+    sim_group(&one, 64, 65);
+    attach_all();
+    uint64_t t0 = sim.now;
+    sim_run(t0 + 300 * SEC);
+    /* 100 due in 300 s (period 3 s, jitter +-10 %): all taken */
+    int single = starts_of(64);
+    CHECK(single >= 97 && single <= 103);
+    /* never delayed: each a period (+-jitter) after the one before */
+    uint64_t prev = 0;
+    int late = 0;
+    for (int i = 0; i < sim.nstarts; i++) {
+        if (sim.starts[i].iso != 64)
+            continue;
+        if (prev != 0 && sim.starts[i].at - prev > 3 * SEC + 300 * MS + 20 * MS)
+            late++;
+        prev = sim.starts[i].at;
+    }
+    CHECK_EQ_INT(late, 0);
+    CHECK_EQ_INT(one.slots + many.slots, sim.s.slots);
+    /* the 64 had the rest: 3 slots of 2 s windows (and their 5 ms calls) */
+    int rest = starts_in(0, 64, t0, sim.now);
+    CHECK(rest >= 3 * 300 / 2 * 95 / 100 && rest <= 3 * 300 / 2);
+    /* ... in turn: every one of them got its share, within one window */
+    int lo = 1 << 30, hi = 0;
+    for (int i = 0; i < 64; i++) {
+        int n = starts_of(i);
+        lo = n < lo ? n : lo;
+        hi = n > hi ? n : hi;
+    }
+    CHECK(hi - lo <= 2);
+    CHECK(sim.max_slots <= 4);
+    CHECK(sim.n.windows_delayed > 0);
+    sim_free();
+    win_group_free(&many);
+    win_group_free(&one);
+}
+
+/* More endpoints than slots: nothing can be owed, so the slots go round
+ * the endpoints with windows waiting, one each in turn, whatever each has
+ * waiting: one endpoint's 20 isolates get about what each lone isolate of
+ * the 5 others gets, not 20 times as much. */
+TEST(slots_round_robin_when_endpoints_outnumber_them)
+{
+    static struct win_group g[6];
+    sim_init(25, 43);
+    sim.cfg->sampling.cpu.duration_ns = 2 * SEC;
+    sim.cfg->sampling.cpu.period_ns = 3 * SEC;
+    sim.cfg->sampling.cpu.max_concurrent = 2;
+    sim.cfg->sampling.budget.pause_share = 1.0;
+    for (int i = 0; i < 6; i++)
+        win_group_init(&g[i], &sim.s);
+    sim_group(&g[0], 0, 20);
+    for (int i = 1; i < 6; i++)
+        sim_group(&g[i], 19 + i, 20 + i);
+    attach_all();
+    uint64_t t0 = sim.now;
+    sim_run(t0 + 600 * SEC);
+    int crowd = starts_in(0, 20, t0, sim.now);
+    for (int i = 20; i < 25; i++) {
+        int n = starts_of(i);
+        /* 2 slots x 600 s / 2 s windows, 6 endpoints in turn: 100 each
+         * for as long as each has a window waiting (a lone isolate waits
+         * for none in the second after its window, so the crowd gets a
+         * little more); first come, first served gave each 24 */
+        CHECK(n >= 80);
+        CHECK(crowd <= 2 * n);
+    }
+    CHECK(sim.max_slots <= 2);
+    sim_free();
+    for (int i = 0; i < 6; i++)
+        win_group_free(&g[i]);
+}
+
+/* A group's share follows its attached isolates: when the lone isolate
+ * goes, the crowd may use every slot; when it comes back, it is owed one
+ * again (from the next slot that frees). */
+TEST(slots_share_follows_attach_and_detach)
+{
+    static struct win_group many, one;
+    sim_init(9, 47);
+    sim.cfg->sampling.cpu.duration_ns = 2 * SEC;
+    sim.cfg->sampling.cpu.period_ns = 3 * SEC;
+    sim.cfg->sampling.cpu.max_concurrent = 4;
+    sim.cfg->sampling.budget.pause_share = 1.0;
+    win_group_init(&many, &sim.s);
+    win_group_init(&one, &sim.s);
+    sim_group(&many, 0, 8);
+    sim_group(&one, 8, 9);
+    attach_all();
+    sim_run(sim.now + 30 * SEC);
+    CHECK(many.slots <= 3);
+    win_detached(&sim.iso[8].w, sim.now);
+    unsigned most = 0;
+    for (int k = 0; k < 300; k++) {
+        sim_run(sim.now + 100 * MS);
+        most = many.slots > most ? many.slots : most;
+    }
+    CHECK_EQ_INT(most, 4);
+    win_attached(&sim.iso[8].w, sim.now);
+    int before = starts_of(8);
+    sim_run(sim.now + 60 * SEC);
+    CHECK(starts_of(8) - before >= 18);
+    sim_free();
+    win_group_free(&many);
+    win_group_free(&one);
+}
+
 TEST(first_windows_spread_over_jitter)
 {
     sim_init(60, 43);
@@ -757,14 +910,16 @@ static double spent_share(int iso, uint64_t t0)
 }
 
 /* What the account allows over and above pause_share x span since t0: the
- * credit it may have saved, and the one window started on a credit of 0
- * (schedule.h, struct sched_account). */
+ * span rounded up to whole horizons (each holds pause_share x horizon), and
+ * the first window, taken before anything was measured (schedule.h,
+ * struct sched_account). */
 static double share_slack(int iso, uint64_t t0)
 {
     const struct sim_iso *x = &sim.iso[iso];
     uint64_t window = x->start_cost + x->stop_cost + x->heap_cost +
                       (uint64_t)((double)x->stop_cost_s * (double)x->w.plan.duration_ns / 1e9);
-    return (double)(x->w.plan.credit_cap_ns + window) / (double)(sim.now - t0);
+    double h = sim.cfg->sampling.budget.pause_share * (double)sim.cfg->sampling.budget.horizon_ns;
+    return (h + (double)window) / (double)(sim.now - t0);
 }
 
 /* The largest and smallest gap between successive scheduled CPU starts of
@@ -896,7 +1051,11 @@ TEST(budget_costly_isolate_stretched_within_share)
     CHECK(lo >= (uint64_t)(0.9 * (double)p->period_ns));
     double spent0 = spent_share(0, t0), slack0 = share_slack(0, t0);
     CHECK(spent0 <= share + slack0);
-    CHECK(spent0 >= 0.9 * share); /* and it gets the budget it is allowed */
+    /* ... and it gets most of the budget it is allowed: its window (76 ms)
+     * is over the 60 ms a horizon holds, so each stands alone, 76 s after
+     * the one before at the soonest, and the plan's jitter only ever
+     * moves one later than that */
+    CHECK(spent0 >= 0.85 * share);
 
     /* The cheap one beside it. */
     const struct sched_plan *q = &sim.iso[1].w.plan;
@@ -995,6 +1154,20 @@ TEST(budget_stop_over_max_pause_fixed_or_growing)
     double share = sim.cfg->sampling.budget.pause_share;
     struct sched_cost k;
 
+    /* The fit needs two stops of different lengths among the latest five:
+     * after five equal ones the plan tries the other length once, so the
+     * state is read at a moment when both isolates are fitted (the
+     * account decides when the windows come, and so the phase). */
+    for (int tries = 0; tries < 200; tries++) {
+        struct sched_cost kx, ky;
+        win_cost(&x->w, &kx);
+        win_cost(&y->w, &ky);
+        if (kx.stop_fit && ky.stop_fit && x->w.plan.duration_ns == 60 * SEC &&
+            x->last_window_ns == 60 * SEC && y->last_window_ns == 10 * SEC)
+            break;
+        sim_run(sim.now + 60 * SEC);
+    }
+
     /* Fixed: told apart, lengthened to max_duration, the stop flagged. */
     win_cost(&x->w, &k);
     CHECK(k.stop_fit);
@@ -1024,10 +1197,10 @@ TEST(budget_stop_over_max_pause_fixed_or_growing)
     sim_free();
 }
 
-/* Anomaly windows start at once, on a deep negative account too, and pay:
+/* Anomaly windows start at once, whatever the horizon holds, and pay:
  * every stall is charged, and the next scheduled window waits (counted
- * windows_deferred) until the credit is back, even when another anomaly
- * window came in between. */
+ * windows_deferred) until it fits the horizon again, even when another
+ * anomaly window came in between. */
 TEST(budget_anomaly_windows_charged_not_deferred)
 {
     sim_init(1, 107);
@@ -1036,11 +1209,11 @@ TEST(budget_anomaly_windows_charged_not_deferred)
     struct win_iso *w = &x->w;
     x->start_cost = 30 * MS;
     x->stop_cost = 10 * MS;
-    double share = sim.cfg->sampling.budget.pause_share;
+    const struct cfg *c = sim.cfg;
+    double cap = c->sampling.budget.pause_share * (double)c->sampling.budget.horizon_ns;
     attach_all();
     sim_run(sim.now + 20 * SEC); /* the first scheduled window came and went */
     REQUIRE(sim.nstarts == 1 && sim.ntaken == 1 && w->cpu == WIN_NONE);
-    uint64_t first = sim.starts[0].at; /* the account's first accrual */
     struct episode *e = episode_new(STORE_ANOMALY_LATENCY_P999_SPIKE, "w", "v", NULL, 1, 2, 3);
     REQUIRE(e != NULL);
     /* Three anomaly windows in a row, each a 300 ms stop (1 ms sampling). */
@@ -1052,22 +1225,24 @@ TEST(budget_anomaly_windows_charged_not_deferred)
         CHECK_EQ_INT(sim.starts[n].at, sim.now); /* at once */
         CHECK_EQ_INT(sim.starts[n].interval_ns, 1 * MS);
         if (k > 0)
-            CHECK(win_credit(w, sim.now) < 0); /* ... though the account is negative */
+            CHECK(win_credit(w, sim.now) < 0); /* ... though the horizon is full */
         sim_run(sim.now + 11 * SEC);
         CHECK_EQ_INT(w->cpu, WIN_NONE);
     }
     x->stop_cost = 10 * MS;
-    /* Charged: the credit is what accrued since the first window less
-     * every stall reported. */
+    /* Charged: the room left is the cap less the horizon's stalls. */
     int64_t credit = win_credit(w, sim.now);
-    double expect = share * (double)(sim.now - first) - (double)x->stalled_ns;
+    double expect = cap - (double)sched_account_spent(&w->acct, c, sim.now);
     CHECK(fabs((double)credit - expect) < 1000.0);
     CHECK(credit < -800 * (int64_t)MS);
     CHECK_EQ_INT(sim.n.windows_deferred, 0);
-    /* The next scheduled window, due a period after the last anomaly's,
-     * waits. */
+    /* The next scheduled window (its stop now estimated at 300 ms, over
+     * the 60 ms cap alone) waits until a horizon passed without a stall. */
+    uint64_t last = sim.now - 1 * SEC; /* the last anomaly's stop answered by then */
+    REQUIRE(w->acct.last_ns <= last + 1 * SEC && w->acct.last_ns > last - 11 * SEC);
+    last = w->acct.last_ns;
     int n = sim.nstarts;
-    sim_run(sim.now + 300 * SEC);
+    sim_run(last + c->sampling.budget.horizon_ns - 1);
     CHECK_EQ_INT(sim.nstarts, n);
     CHECK_EQ_INT(sim.n.windows_deferred, 1);
     CHECK_EQ_INT(w->deferred, 1);
@@ -1078,20 +1253,16 @@ TEST(budget_anomaly_windows_charged_not_deferred)
     CHECK_EQ_INT(sim.starts[n].at, sim.now);
     sim_run(sim.now + 11 * SEC);
     x->stop_cost = 10 * MS;
-    credit = win_credit(w, sim.now);
-    expect = share * (double)(sim.now - first) - (double)x->stalled_ns;
-    CHECK(fabs((double)credit - expect) < 1000.0);
-    uint64_t ready = sim.now + (uint64_t)(-(double)credit / share);
-    /* The scheduled window after it waits as well: a new deferral. */
-    sim_run(sim.now + 120 * SEC);
+    CHECK(win_credit(w, sim.now) < 0);
+    last = w->acct.last_ns;
+    /* The scheduled window after it waits a horizon from that stall. */
+    sim_run(last + c->sampling.budget.horizon_ns - 1);
     CHECK_EQ_INT(sim.nstarts, n + 1);
-    CHECK_EQ_INT(sim.n.windows_deferred, 2);
-    CHECK_EQ_INT(w->deferred, 2);
-    /* It starts when the credit is back to 0, not before. */
-    sim_run(ready + 10 * SEC);
-    REQUIRE(sim.nstarts == n + 2);
-    CHECK_EQ_INT(sim.starts[n + 1].interval_ns, sim.cfg->sampling.cpu.interval_ns);
-    CHECK(sim.starts[n + 1].at + 1 * MS >= ready && sim.starts[n + 1].at <= ready + 1 * MS);
+    sim_run(last + c->sampling.budget.horizon_ns + 10 * SEC);
+    REQUIRE(sim.nstarts >= n + 2);
+    CHECK_EQ_INT(sim.starts[n + 1].interval_ns, c->sampling.cpu.interval_ns);
+    CHECK(sim.starts[n + 1].at >= last + c->sampling.budget.horizon_ns);
+    CHECK(sim.n.windows_deferred >= 1);
     int pinned = 0;
     for (int i = 0; i < sim.ntaken; i++)
         pinned += sim.taken[i].pin == e;
@@ -1101,8 +1272,106 @@ TEST(budget_anomaly_windows_charged_not_deferred)
 }
 
 /* An isolate whose start cost 200 ms and now costs 8 ms is back on the
- * config's schedule once the median of the latest 5 starts says so: after
- * its third cheap start, and its windows follow 60 s apart from then on. */
+ * config's plan once the median of the latest 5 starts says so (after its
+ * third cheap start), and on its schedule, 60 s apart, once the account's
+ * estimate (the dearest of the latest 5) says so too. */
+/* The most iso's stalls overlap any span of length h starting at or after
+ * t0 (every 10 ms), as the app itself would count them. */
+static uint64_t worst_span(int iso, uint64_t t0, uint64_t h)
+{
+    uint64_t worst = 0;
+    for (uint64_t u = t0; u + h <= sim.now; u += 10 * MS) {
+        uint64_t sum = 0;
+        for (int i = 0; i < sim.nstalls; i++) {
+            if (sim.stalls[i].iso != iso)
+                continue;
+            uint64_t b = sim.stalls[i].end - sim.stalls[i].ns, e = sim.stalls[i].end;
+            uint64_t lo = b > u ? b : u, hi = e < u + h ? e : u + h;
+            sum += hi > lo ? hi - lo : 0;
+        }
+        worst = sum > worst ? sum : worst;
+    }
+    return worst;
+}
+
+/* The share is a cap, not an average: an app whose windows stall it
+ * 74 ms to start and 50 ms to stop (about 20,000 functions), heap windows
+ * 30 ms, on a 2 s of 6 s schedule at pause_share 0.5 % with a 90 s horizon,
+ * is stalled at most 450 ms in every 90 s span from attach on, the first
+ * included (it measured 0.463 % and 0.514 % of its first 90 s on the build
+ * before, whose account let it save credit and overdraw a window). And the
+ * cap is used, not just kept: over two hours it spends most of it. */
+TEST(budget_cap_holds_over_every_span_from_attach)
+{
+    sim_init(1, 211);
+    struct cfg *c = sim.cfg;
+    c->sampling.cpu.duration_ns = 2 * SEC;
+    c->sampling.cpu.period_ns = 6 * SEC;
+    c->sampling.heap.period_ns = 60 * SEC;
+    c->sampling.budget.pause_share = 0.005;
+    c->sampling.budget.horizon_ns = 90 * SEC;
+    sim.budgeted = 1;
+    struct sim_iso *x = &sim.iso[0];
+    x->start_cost = 74 * MS;
+    x->stop_cost = 50 * MS;
+    x->heap_cost = 30 * MS;
+    uint64_t t0 = sim.now;
+    attach_all();
+    win_heap_on(&x->w, sim.now);
+    sim_run(t0 + 2 * 3600 * SEC);
+    uint64_t cap = 450 * MS;
+    uint64_t worst = worst_span(0, t0, 90 * SEC);
+    CHECK(worst <= cap);
+    CHECK(worst >= cap * 7 / 10); /* the horizon is used, not left idle */
+    double share = (double)x->stalled_ns / (double)(sim.now - t0);
+    CHECK(share <= 0.005 && share >= 0.0035);
+    CHECK(x->w.deferred > 0);
+    /* Shorter horizons hold too: 30 s holds 150 ms. */
+    sim_init(1, 213);
+    c->sampling.cpu.duration_ns = 2 * SEC;
+    c->sampling.cpu.period_ns = 6 * SEC;
+    c->sampling.heap.period_ns = 60 * SEC;
+    c->sampling.budget.pause_share = 0.005;
+    c->sampling.budget.horizon_ns = 30 * SEC;
+    sim.budgeted = 1;
+    x->start_cost = 74 * MS;
+    x->stop_cost = 50 * MS;
+    x->heap_cost = 30 * MS;
+    t0 = sim.now;
+    attach_all();
+    win_heap_on(&x->w, sim.now);
+    sim_run(t0 + 3600 * SEC);
+    CHECK(worst_span(0, t0, 30 * SEC) <= 150 * MS);
+    sim_free();
+}
+
+/* A window over the cap on its own (a 600 ms start at 0.5 % of 60 s: 300
+ * ms) is taken alone: no other stall in any span of one horizon around it,
+ * and no more often than pause_share allows. */
+TEST(budget_window_over_the_cap_stands_alone)
+{
+    sim_init(1, 217);
+    struct cfg *c = sim.cfg;
+    c->sampling.cpu.duration_ns = 2 * SEC;
+    c->sampling.cpu.period_ns = 6 * SEC;
+    c->sampling.budget.pause_share = 0.005;
+    c->sampling.budget.horizon_ns = 60 * SEC;
+    sim.budgeted = 1;
+    struct sim_iso *x = &sim.iso[0];
+    x->start_cost = 600 * MS;
+    x->stop_cost = 20 * MS;
+    uint64_t t0 = sim.now;
+    attach_all();
+    sim_run(t0 + 3600 * SEC);
+    double share = (double)x->stalled_ns / (double)(sim.now - t0);
+    CHECK(share <= 0.005 * 1.05);
+    /* windows after the first (taken before anything was measured) are
+     * the horizon's only stalls: 620 ms */
+    CHECK(worst_span(0, t0 + 2 * 60 * SEC, 60 * SEC) <= 620 * MS);
+    CHECK(starts_of(0) >= 20);
+    sim_free();
+}
+
 TEST(budget_recovers_when_costs_fall)
 {
     sim_init(1, 109);
@@ -1126,10 +1395,13 @@ TEST(budget_recovers_when_costs_fall)
     CHECK(x->w.plan.factor == 1.0);
     CHECK_EQ_INT(x->w.plan.period_ns, 60 * SEC);
     CHECK_EQ_INT(x->w.plan.duration_ns, 10 * SEC);
-    run_until_starts(0, n0 + 6, sim.now + 3600 * SEC);
-    REQUIRE(starts_of(0) == n0 + 6);
+    /* The horizon's account plans a window by the dearest of the latest
+     * five starts: the schedule is the config's again from the fifth
+     * cheap start on. */
+    run_until_starts(0, n0 + 8, sim.now + 3600 * SEC);
+    REQUIRE(starts_of(0) == n0 + 8);
     uint64_t lo, hi;
-    start_gaps(0, n0 + 3, &lo, &hi); /* the gaps after the third cheap start */
+    start_gaps(0, n0 + 5, &lo, &hi); /* the gaps after the fifth cheap start */
     CHECK(lo >= 54 * SEC && hi <= 66 * SEC + 8 * MS);
     sim_run(sim.now + 15 * SEC);
     CHECK_EQ_INT(x->last_window_ns, 10 * SEC);
@@ -1138,7 +1410,7 @@ TEST(budget_recovers_when_costs_fall)
 
 /* An expensive heap window (500 ms) stretches the heap period, and by the
  * same factor the CPU period; heap windows of a memory episode keep their
- * 30 s cadence on a deep negative account, while the scheduled ones wait. */
+ * 30 s cadence with the horizon full, while the scheduled ones wait. */
 TEST(budget_heap_cost_stretches_and_episodes_not_deferred)
 {
     sim_init(1, 113);
@@ -1184,8 +1456,8 @@ TEST(budget_heap_cost_stretches_and_episodes_not_deferred)
     CHECK(pinned >= 10);
     CHECK_EQ_INT(pinned, heap);
     CHECK(!w->heap_deferred);
-    CHECK(win_credit(w, sim.now) < -4 * (int64_t)SEC);
-    CHECK(sim.n.windows_deferred > deferred); /* the CPU windows wait meanwhile */
+    CHECK(win_credit(w, sim.now) < -500 * (int64_t)MS); /* the horizon holds two of 500 ms */
+    CHECK(w->cpu_deferred || sim.n.windows_deferred > deferred); /* the CPU windows wait */
     /* The episode closes: the next scheduled heap window waits for credit. */
     win_memory_episode(w, sim.now, NULL);
     before = sim.ntaken;
@@ -1197,7 +1469,7 @@ TEST(budget_heap_cost_stretches_and_episodes_not_deferred)
     CHECK(w->heap_deferred);
     /* An anomaly's heap window (no memory episode open) is taken at once;
      * the scheduled one planned after it waits again, and is counted. */
-    deferred = sim.n.windows_deferred; /* the CPU window waits all along: no new count */
+    deferred = sim.n.windows_deferred;
     before = sim.ntaken;
     CHECK_EQ_INT(win_anomaly_heap(w, sim.now, e), 0);
     sim_run(sim.now + p->heap_period_ns + 100 * SEC);
@@ -1206,7 +1478,7 @@ TEST(budget_heap_cost_stretches_and_episodes_not_deferred)
         heap += sim.taken[i].heap && sim.taken[i].pin == e;
     CHECK_EQ_INT(heap, 1);
     CHECK(w->heap_deferred);
-    CHECK_EQ_INT(sim.n.windows_deferred, deferred + 1);
+    CHECK(sim.n.windows_deferred >= deferred + 1);
     episode_unref(e);
     sim_free();
 }
@@ -1234,7 +1506,6 @@ TEST(sched_plan_formula)
     CHECK(pl.factor == 1.0);
     CHECK(pl.share == 0.0);
     CHECK_EQ_INT(pl.flags, 0);
-    CHECK_EQ_INT(pl.credit_cap_ns, 100 * MS); /* max_pause at least */
 
     /* Fits: 8 ms + 0.2 ms/s x 10 s per 60 s, 10 ms per 300 s = 0.02%. */
     sched_plan(c, &(struct sched_cost){.start_ns = 8 * MS, .stop_ns_s = 200000, .heap_ns = 10 * MS},
@@ -1257,7 +1528,6 @@ TEST(sched_plan_formula)
     CHECK(near((double)pl.heap_period_ns, 300e9 * f, 1e-9));
     CHECK(near(pl.share, 0.001, 1e-9));
     CHECK_EQ_INT(pl.flags, SCHED_LIMITED);
-    CHECK(near((double)pl.credit_cap_ns, 2 * (74e6 + 2e5 * 10 * f + 10e6), 1e-8));
 
     /* Duration capped by max_pause: 5 ms/s x 10 s = 50 ms, so g <= 2;
      * f = (60 ms / 60 s + 2 x 50 ms / 60 s) / 0.1% = 8/3. */
@@ -1362,46 +1632,65 @@ TEST(sched_due_follows_plan)
     cfg_free(c);
 }
 
-/* The account: credit grows at pause_share up to the cap, stalls are taken
- * from it, and a scheduled window may start exactly when it is back to 0. */
-TEST(sched_account_credit)
+static uint64_t spent_all(const struct sched_account *a)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < a->n; i++)
+        sum += a->ns[(a->first + i) % SCHED_ACCOUNT_EVENTS];
+    return sum;
+}
+
+/* The account: stalls kept for the horizon; a window may start when what
+ * the horizon before it holds and its own cost fit pause_share x horizon,
+ * at the first time they will; one over the cap alone waits cost / share
+ * of quiet; a full ring keeps every stall in the sums (later, not less). */
+TEST(sched_account_horizon)
 {
     struct cfg *c = NULL;
     REQUIRE(cfg_defaults(&c) == 0);
-    c->sampling.budget.pause_share = 0.001;
-    struct sched_plan pl = {.credit_cap_ns = 100 * MS};
+    c->sampling.budget.pause_share = 0.005;
+    c->sampling.budget.horizon_ns = 90 * SEC; /* cap: 450 ms in any 90 s */
     struct sched_account a = {0};
-    sched_account_accrue(&a, c, &pl, 1000 * SEC); /* first sight: the clock starts */
-    CHECK_EQ_INT(a.credit_ns, 0);
-    CHECK_EQ_INT(a.at_ns, 1000 * SEC);
-    sched_account_accrue(&a, c, &pl, 1010 * SEC);
-    CHECK_EQ_INT(a.credit_ns, 10 * MS);
-    CHECK_EQ_INT(sched_account_ready(&a, c, 1010 * SEC), 1010 * SEC);
-    sched_account_accrue(&a, c, &pl, 2000 * SEC); /* 990 ms more, capped */
-    CHECK_EQ_INT(a.credit_ns, 100 * MS);
-    sched_account_charge(&a, 250 * MS);
-    CHECK_EQ_INT(a.credit_ns, -150 * (int64_t)MS);
-    uint64_t ready = sched_account_ready(&a, c, 2000 * SEC);
-    CHECK_EQ_INT(ready, 2150 * SEC + 1); /* 150 ms at 0.1%: 150 s */
-    struct sched_account early = a;
-    sched_account_accrue(&early, c, &pl, ready - 1 * MS);
-    CHECK(early.credit_ns < 0);
-    CHECK(sched_account_ready(&early, c, ready - 1 * MS) > ready - 1 * MS);
-    sched_account_accrue(&a, c, &pl, ready);
-    CHECK(a.credit_ns >= 0);
-    CHECK_EQ_INT(sched_account_ready(&a, c, ready), ready);
-    /* A clock that went back restarts the accrual, no credit made up. */
-    sched_account_accrue(&a, c, &pl, 10 * SEC);
-    CHECK_EQ_INT(a.at_ns, 10 * SEC);
-    CHECK(a.credit_ns >= 0 && a.credit_ns < 1000);
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1000 * SEC, 124 * MS), 1000 * SEC);
+    sched_account_charge(&a, 1000 * SEC, 74 * MS);
+    sched_account_charge(&a, 1002 * SEC, 50 * MS);
+    sched_account_charge(&a, 1030 * SEC, 74 * MS);
+    sched_account_charge(&a, 1032 * SEC, 50 * MS);
+    sched_account_charge(&a, 1060 * SEC, 74 * MS);
+    sched_account_charge(&a, 1062 * SEC, 50 * MS);
+    CHECK_EQ_INT(sched_account_spent(&a, c, 1062 * SEC), 372 * MS);
+    CHECK_EQ_INT(sched_account_spent(&a, c, 1090 * SEC - 1), 372 * MS);
+    CHECK_EQ_INT(sched_account_spent(&a, c, 1090 * SEC), 298 * MS); /* the first left */
+    /* A fourth window of 124 ms: 372 + 124 > 450 until the first stall
+     * has left (at 1090 s: 298 + 124 <= 450). */
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1080 * SEC, 124 * MS), 1090 * SEC);
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1090 * SEC, 124 * MS), 1090 * SEC);
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1080 * SEC, 78 * MS), 1080 * SEC); /* fits now */
+    /* 200 ms: the first two must leave (1092 s: 248 + 200 <= 450). */
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1080 * SEC, 200 * MS), 1092 * SEC);
+    /* Over the cap on its own (900 ms): a horizon without a stall, and
+     * what was spent since the last such window started (at 1029 s: the
+     * 248 ms after it) at 0.5 %: 49.6 s. */
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1080 * SEC, 900 * MS), 1062 * SEC + 90 * SEC);
+    sched_account_admit(&a, c, 1029 * SEC, 100 * MS); /* within the cap: no mark */
+    CHECK_EQ_INT(a.gate_ns, 0);
+    sched_account_admit(&a, c, 1029 * SEC, 900 * MS);
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1080 * SEC, 900 * MS), 1062 * SEC + 90 * SEC);
+    sched_account_charge(&a, 1200 * SEC, 5000 * MS); /* 5.248 s since: 1049.6 s */
+    CHECK_EQ_INT(sched_account_ready(&a, c, 1300 * SEC, 900 * MS), 1029 * SEC + 1049600 * MS);
+    struct sched_account none = {0};
+    CHECK_EQ_INT(sched_account_ready(&none, c, 5 * SEC, 900 * MS), 5 * SEC); /* nothing yet */
+    /* A full ring: the oldest stalls merge forward, none is lost. */
+    struct sched_account f = {0};
+    for (unsigned i = 0; i < 3 * SCHED_ACCOUNT_EVENTS; i++)
+        sched_account_charge(&f, (100 + i) * SEC, 1 * MS);
+    CHECK_EQ_INT(f.n, SCHED_ACCOUNT_EVENTS);
+    CHECK_EQ_INT(sched_account_spent(&f, c, 1000 * SEC - 1), 0);
+    CHECK_EQ_INT(spent_all(&f), 3 * SCHED_ACCOUNT_EVENTS * MS);
+    CHECK(sched_account_spent(&f, c, (100 + 3 * SCHED_ACCOUNT_EVENTS - 1) * SEC) >= 90 * MS);
     /* Stalls past any measure saturate instead of wrapping. */
-    sched_account_charge(&a, UINT64_MAX);
-    CHECK(a.credit_ns <= -INT64_MAX + 1000);
-    sched_account_charge(&a, 1 * SEC);
-    CHECK_EQ_INT(a.credit_ns, INT64_MIN);
-    sched_account_accrue(&a, c, &pl, 20 * SEC);
-    CHECK_EQ_INT(a.credit_ns, INT64_MIN);
-    CHECK_EQ_INT(sched_account_ready(&a, c, 20 * SEC), UINT64_MAX);
+    sched_account_charge(&f, 2000 * SEC, UINT64_MAX);
+    CHECK_EQ_INT(sched_account_spent(&f, c, 2000 * SEC), UINT64_MAX);
     cfg_free(c);
 }
 
@@ -1409,6 +1698,9 @@ int main(void)
 {
     RUN(jitter_and_cap_over_many_isolates);
     RUN(first_windows_spread_over_jitter);
+    RUN(slots_fair_across_endpoints);
+    RUN(slots_round_robin_when_endpoints_outnumber_them);
+    RUN(slots_share_follows_attach_and_detach);
     RUN(ondemand_starts_at_once_when_idle);
     RUN(delayed_window_admitted_when_slot_frees);
     RUN(stalled_stop_releases_slot_after_grace);
@@ -1427,11 +1719,13 @@ int main(void)
     RUN(budget_max_pause_caps_duration);
     RUN(budget_stop_over_max_pause_fixed_or_growing);
     RUN(budget_anomaly_windows_charged_not_deferred);
+    RUN(budget_cap_holds_over_every_span_from_attach);
+    RUN(budget_window_over_the_cap_stands_alone);
     RUN(budget_recovers_when_costs_fall);
     RUN(budget_heap_cost_stretches_and_episodes_not_deferred);
     RUN(sched_plan_formula);
     RUN(sched_due_follows_plan);
-    RUN(sched_account_credit);
+    RUN(sched_account_horizon);
     cfg_free(sim.cfg);
     TEST_EXIT();
 }

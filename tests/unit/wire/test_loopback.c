@@ -15,6 +15,7 @@
 #include "ws.h"
 
 #include <errno.h>
+#include <time.h>
 #include <yajl/yajl_tree.h>
 
 /* --- the scripted server --- */
@@ -609,6 +610,54 @@ TEST(ws_echo_fragmented_big)
     CHECK_EQ_INT(t.sv.pongs, 1); /* the answer to the server's ping */
     CHECK(t.sv.pong_len == 2 && memcmp(t.sv.pong, "pp", 2) == 0);
     check_client_frames(&t.sv);
+    t_free(&t);
+}
+
+/* A reply the loop reads late: ws_message_arrival_ns says when it reached
+ * the socket (within the kernel's stamp and a jiffy), not when a busy loop
+ * got to read it. The server answers, then holds the loop for 300 ms. */
+static uint64_t late_sent_ns, late_read_ns, late_arrival_ns;
+
+static void late_text(struct sconn *c, const char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    srv_send_frame(c, 1, 1, "answer", 6);
+    late_sent_ns = isoprof_now_mono_ns();
+    struct timespec ts = {0, 300 * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void late_on_msg(struct tctx *t)
+{
+    late_read_ns = isoprof_now_mono_ns();
+    late_arrival_ns = ws_message_arrival_ns(t->ws);
+    ws_close(t->ws);
+}
+
+static void late_on_open(struct tctx *t)
+{
+    CHECK_EQ_INT(ws_send_text(t->ws, "ask", 3), 0);
+}
+
+TEST(ws_arrival_of_a_message_read_late)
+{
+    struct tctx t;
+    t_init(&t, 1);
+    t.sv.on_text = late_text;
+    t.sv.answer_close = 1;
+    t.on_open_hook = late_on_open;
+    t.on_msg_hook = late_on_msg;
+    REQUIRE(t_connect(&t, "127.0.0.1", "/late") == 0);
+    t_run(&t);
+    CHECK_EQ_INT(t.nmsg, 1);
+    CHECK(late_read_ns >= late_sent_ns + 300 * 1000000ull);
+    /* arrived after it was sent, and 10 ms (a jiffy) plus 2 jiffies of the
+     * kernel's stamp later at most: not 300 ms */
+    CHECK(late_arrival_ns + 1000000ull >= late_sent_ns);
+    CHECK(late_arrival_ns <= late_sent_ns + 40 * 1000000ull);
+    CHECK(late_arrival_ns <= late_read_ns);
     t_free(&t);
 }
 
@@ -2042,6 +2091,7 @@ int main(void)
 {
     RUN(ws_echo_fragmented_big);
     RUN(ws_server_closes);
+    RUN(ws_arrival_of_a_message_read_late);
     RUN(ws_over_cap);
     RUN(ws_huge_length_header);
     RUN(ws_truncated_frame);
