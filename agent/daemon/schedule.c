@@ -105,10 +105,8 @@ uint64_t sched_next_due(const struct cfg *c, const struct sched_plan *p, struct 
 }
 
 uint64_t sched_heap_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,
-                        uint64_t now, uint64_t base, int episode_open)
+                        uint64_t now, uint64_t base)
 {
-    if (episode_open)
-        return add_sat(now, c->anomaly.memory.heap_period_ns);
     double period = (double)p->heap_period_ns;
     double due = (double)base + period + offset(rng, c->sampling.cpu.jitter * period);
     return due <= (double)now ? now : to_ns(due);

@@ -82,10 +82,10 @@ uint64_t sched_first_due(const struct cfg *c, const struct sched_plan *p, struct
 uint64_t sched_next_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,
                         uint64_t now, uint64_t base);
 /* The next heap window after one taken at base: every heap period
- * +-jitter, never before now, or exactly anomaly.memory.heap_period after
- * now while a memory episode is open. */
+ * +-jitter, never before now. (A memory episode's heap windows are the
+ * memory watch's to time: memwatch.h.) */
 uint64_t sched_heap_due(const struct cfg *c, const struct sched_plan *p, struct isoprof_rng *rng,
-                        uint64_t now, uint64_t base, int episode_open);
+                        uint64_t now, uint64_t base);
 /* A plan made under an old config that a new one would not have made: due
  * further ahead than a period (plus jitter) of the new plan. */
 int sched_plan_stale(const struct cfg *c, const struct sched_plan *p, uint64_t now, uint64_t due);

@@ -297,7 +297,7 @@ static void plan_next(struct win_iso *w, uint64_t now, uint64_t base)
 static void plan_heap(struct win_iso *w, uint64_t now)
 {
     w->heap_deferred = 0; /* a heap window planned afresh has not waited yet */
-    w->heap_due_ns = sched_heap_due(w->s->cfg, plan_now(w), w->s->rng, now, now, w->mem_ep != NULL);
+    w->heap_due_ns = sched_heap_due(w->s->cfg, plan_now(w), w->s->rng, now, now);
     rearm(w);
 }
 
@@ -484,8 +484,8 @@ static void plan_update(struct win_iso *w, uint64_t now)
         return;
     if (w->cpu == WIN_NONE && w->cpu_due_ns != 0 && w->cpu_base_ns != 0 && !w->cpu_deferred)
         w->cpu_due_ns = sched_next_due(c, &w->plan, s->rng, now, w->cpu_base_ns);
-    if (w->heap_due_ns != 0 && w->mem_ep == NULL && w->heap_base_ns != 0 && !w->heap_deferred)
-        w->heap_due_ns = sched_heap_due(c, &w->plan, s->rng, now, w->heap_base_ns, 0);
+    if (w->heap_due_ns != 0 && w->heap_base_ns != 0 && !w->heap_deferred)
+        w->heap_due_ns = sched_heap_due(c, &w->plan, s->rng, now, w->heap_base_ns);
     rearm(w);
 }
 
@@ -814,11 +814,10 @@ static int heap_take(struct win_iso *w, uint64_t now, uint8_t kind, struct episo
 
 static void heap_due(struct win_iso *w, uint64_t now)
 {
-    struct episode *ep = w->mem_ep;
-    if (ep == NULL && budget_defers(w, now, 1))
+    if (budget_defers(w, now, 1))
         return;
     w->heap_deferred = 0;
-    heap_take(w, now, ep ? ep->kind : 0, ep);
+    heap_take(w, now, 0, NULL);
     if (w->heap_due_ns == 0)
         plan_heap(w, now);
 }
@@ -927,8 +926,6 @@ void win_detached(struct win_iso *w, uint64_t now)
     w->heap_on = 0;
     w->heap_inflight = 0;
     w->heap_due_ns = 0;
-    episode_unref(w->mem_ep);
-    w->mem_ep = NULL;
     admit(s, now);
     rearm(w);
 }
@@ -1040,13 +1037,6 @@ void win_heap_done(struct win_iso *w, struct win_tags *out)
     *out = w->heap_tags;
     memset(&w->heap_tags, 0, sizeof(w->heap_tags));
     w->heap_inflight = 0;
-}
-
-void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep)
-{
-    (void)now;
-    episode_unref(w->mem_ep);
-    w->mem_ep = ep ? episode_ref(ep) : NULL;
 }
 
 void win_anomaly_cpu(struct win_iso *w, uint64_t now, struct episode *ep)

@@ -197,7 +197,6 @@ struct win_iso {
     int heap_inflight;         /* a getSamplingProfile is out */
     uint64_t heap_due_ns;      /* 0: none planned */
     struct win_tags heap_tags; /* of the one in flight (or the next, for od) */
-    struct episode *mem_ep;    /* open memory episode (a reference): heap cadence */
     uint64_t armed_ns;         /* the wake-up asked for (0: none) */
     int held;                  /* win_hold: no scheduled window starts */
     /* the cost budget */
@@ -283,9 +282,6 @@ void win_heap_done(struct win_iso *w, struct win_tags *out);
  * that fall due wait, and start when it is turned off. Stops of running
  * windows, anomaly and on-demand windows are not held. */
 void win_hold(struct win_iso *w, uint64_t now, int on);
-/* A memory episode opened (ep) or closed (NULL) on w: heap windows follow
- * anomaly.memory.heap_period and are pinned to it while it is open. */
-void win_memory_episode(struct win_iso *w, uint64_t now, struct episode *ep);
 
 /* call stalled the isolate pause_ns (measured only when it succeeded),
  * ending now: charged to its account, kept for /status and /metrics,

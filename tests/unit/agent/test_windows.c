@@ -801,8 +801,10 @@ TEST(refused_start_skips)
 }
 
 /* Heap windows: every sampling.heap.period (+-jitter) once the sampler
- * runs; every anomaly.memory.heap_period, pinned, while an episode is open. */
-TEST(heap_cadence_and_memory_episode)
+ * runs; an anomaly's heap window (win_anomaly_heap, which the memory watch
+ * asks for on its own cadence: memwatch.h) is taken at once, pinned, and the
+ * scheduled cadence goes on from it. */
+TEST(heap_cadence_and_anomaly_heap)
 {
     sim_init(1, 19);
     attach_all();
@@ -815,15 +817,16 @@ TEST(heap_cadence_and_memory_episode)
     CHECK(heaps >= 9 && heaps <= 12); /* 3000 s / 300 s, +-jitter */
     struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, "w", "v", NULL, 1, 2, 3);
     REQUIRE(e != NULL);
-    win_memory_episode(&sim.iso[0].w, sim.now, e);
-    CHECK_EQ_INT(win_anomaly_heap(&sim.iso[0].w, sim.now, e), 0);
     int before = sim.ntaken;
+    CHECK_EQ_INT(win_anomaly_heap(&sim.iso[0].w, sim.now, e), 0);
     sim_run(sim.now + 301 * SEC);
-    int pinned = 0;
-    for (int i = before; i < sim.ntaken; i++)
+    int pinned = 0, heap = 0;
+    for (int i = before; i < sim.ntaken; i++) {
+        heap += sim.taken[i].heap;
         pinned += sim.taken[i].heap && sim.taken[i].pin == e;
-    CHECK(pinned >= 10); /* every 30 s, each pinned */
-    win_memory_episode(&sim.iso[0].w, sim.now, NULL);
+    }
+    CHECK_EQ_INT(pinned, 1); /* the anomaly's own, and only it */
+    CHECK(heap >= 1 && heap <= 3);
     episode_unref(e);
     sim_free();
 }
@@ -1409,9 +1412,9 @@ TEST(budget_recovers_when_costs_fall)
 }
 
 /* An expensive heap window (500 ms) stretches the heap period, and by the
- * same factor the CPU period; heap windows of a memory episode keep their
- * 30 s cadence with the horizon full, while the scheduled ones wait. */
-TEST(budget_heap_cost_stretches_and_episodes_not_deferred)
+ * same factor the CPU period; an anomaly's heap window is taken with the
+ * horizon full, while the scheduled ones wait. */
+TEST(budget_heap_cost_stretches_and_anomaly_not_deferred)
 {
     sim_init(1, 113);
     sim.budgeted = 1;
@@ -1440,40 +1443,16 @@ TEST(budget_heap_cost_stretches_and_episodes_not_deferred)
     CHECK(lo >= (uint64_t)(0.9 * (double)p->period_ns));
     CHECK(spent_share(0, t0) <= share + share_slack(0, t0));
 
-    /* A memory episode: heap windows every 30 s, pinned, never deferred. */
+    /* An anomaly's heap window is taken at once, whatever the horizon
+     * holds; the scheduled one planned after it waits again, and is
+     * counted. */
     struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, "w", "v", NULL, 1, 2, 3);
     REQUIRE(e != NULL);
-    win_memory_episode(w, sim.now, e);
-    CHECK_EQ_INT(win_anomaly_heap(w, sim.now, e), 0);
-    int before = sim.ntaken;
     uint64_t deferred = sim.n.windows_deferred;
-    sim_run(sim.now + 301 * SEC);
-    int pinned = 0, heap = 0;
-    for (int i = before; i < sim.ntaken; i++) {
-        heap += sim.taken[i].heap;
-        pinned += sim.taken[i].heap && sim.taken[i].pin == e;
-    }
-    CHECK(pinned >= 10);
-    CHECK_EQ_INT(pinned, heap);
-    CHECK(!w->heap_deferred);
-    CHECK(win_credit(w, sim.now) < -500 * (int64_t)MS); /* the horizon holds two of 500 ms */
-    CHECK(w->cpu_deferred || sim.n.windows_deferred > deferred); /* the CPU windows wait */
-    /* The episode closes: the next scheduled heap window waits for credit. */
-    win_memory_episode(w, sim.now, NULL);
-    before = sim.ntaken;
-    sim_run(sim.now + 1000 * SEC);
-    heap = 0;
-    for (int i = before; i < sim.ntaken; i++)
-        heap += sim.taken[i].heap;
-    CHECK_EQ_INT(heap, 0);
-    CHECK(w->heap_deferred);
-    /* An anomaly's heap window (no memory episode open) is taken at once;
-     * the scheduled one planned after it waits again, and is counted. */
-    deferred = sim.n.windows_deferred;
-    before = sim.ntaken;
+    int before = sim.ntaken;
     CHECK_EQ_INT(win_anomaly_heap(w, sim.now, e), 0);
     sim_run(sim.now + p->heap_period_ns + 100 * SEC);
-    heap = 0;
+    int heap = 0;
     for (int i = before; i < sim.ntaken; i++)
         heap += sim.taken[i].heap && sim.taken[i].pin == e;
     CHECK_EQ_INT(heap, 1);
@@ -1624,10 +1603,9 @@ TEST(sched_due_follows_plan)
         d = sched_next_due(c, &pl, &rng, now, now) - now;
         CHECK(d >= (uint64_t)(0.9 * (double)pl.period_ns) &&
               d <= (uint64_t)(1.1 * (double)pl.period_ns));
-        d = sched_heap_due(c, &pl, &rng, now, now, 0) - now;
+        d = sched_heap_due(c, &pl, &rng, now, now) - now;
         CHECK(d >= (uint64_t)(0.9 * (double)pl.heap_period_ns) &&
               d <= (uint64_t)(1.1 * (double)pl.heap_period_ns));
-        CHECK_EQ_INT(sched_heap_due(c, &pl, &rng, now, now, 1), now + 30 * SEC);
     }
     cfg_free(c);
 }
@@ -1711,7 +1689,7 @@ int main(void)
     RUN(shutdown_with_windows_open);
     RUN(shutdown_while_starting);
     RUN(refused_start_skips);
-    RUN(heap_cadence_and_memory_episode);
+    RUN(heap_cadence_and_anomaly_heap);
     RUN(hold_defers_scheduled_windows);
     RUN(ondemand_heap);
     RUN(budget_cheap_isolate_keeps_config);
@@ -1722,7 +1700,7 @@ int main(void)
     RUN(budget_cap_holds_over_every_span_from_attach);
     RUN(budget_window_over_the_cap_stands_alone);
     RUN(budget_recovers_when_costs_fall);
-    RUN(budget_heap_cost_stretches_and_episodes_not_deferred);
+    RUN(budget_heap_cost_stretches_and_anomaly_not_deferred);
     RUN(sched_plan_formula);
     RUN(sched_due_follows_plan);
     RUN(sched_account_horizon);
