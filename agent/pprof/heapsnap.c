@@ -1605,8 +1605,10 @@ struct heapsnap_dom {
 /* The bucket buffers of the predecessors' fill, all together. */
 #define PAIR_BUF_BYTES ((size_t)4 << 20)
 
-/* What the dominators allocate; when they own s, less the node arrays
- * they spill while they run (13 bytes a node). */
+/* What the dominators allocate; when they own s (with a spill file),
+ * beyond the snapshot's own 17 bytes a node, which wait in the file while
+ * they run: at most 28 bytes a node at once (Lengauer-Tarjan's seven
+ * arrays; then the result and the self sizes), so 11 more. */
 static size_t dom_need(const struct heapsnap *s, bool own);
 
 size_t heapsnap_dom_need(const struct heapsnap *s)
@@ -1631,7 +1633,7 @@ static size_t dom_need(const struct heapsnap *s, bool own)
     size_t fill =
         4 * win + PAIR_BUF_BYTES + 16 * ((size_t)s->nedges / win + 1) + ec_bytes(EC_SEQ_SLOTS);
     size_t dfs = ec_bytes(EC_DFS_SLOTS);
-    return fixed + nn * (own ? 32 - 13 : 32) + (fill > dfs ? fill : dfs);
+    return fixed + nn * (own ? 28 - HEAPSNAP_NODE_BYTES : 32) + (fill > dfs ? fill : dfs);
 }
 
 /* Writes the pairs buffered for window k (bcnt[2k] of them, after the
@@ -1728,47 +1730,54 @@ static uint64_t nodes_off(const struct heapsnap *s)
     return s->preds_off + (((uint64_t)s->nedges * 8 + 4095) & ~(uint64_t)4095);
 }
 
-/* The node arrays the dominators do not read (type, name, self size) out
- * to the spill file and freed (back = false), or read back (back = true,
- * self sizes only when `self`, the rest when `names`): what the
- * daemon's conversion, which owns its snapshot, saves at the dominators'
- * peak. 0 or -ENOMEM / -EIO (the arrays then stay as they are: NULL ones
- * are freed with the snapshot). */
-static int spill_nodes(struct heapsnap *s, bool back, bool self, bool names)
+/* The node arrays, for the daemon's conversion, which owns its snapshot:
+ * each waits in the spill file while no pass reads it. */
+#define SP_TYPE 1u
+#define SP_NAME 2u
+#define SP_SELF 4u
+#define SP_FIRST 8u
+enum spill_op {
+    SPILL_OUT,  /* written to the file and freed */
+    SPILL_DROP, /* freed (the file holds it since a SPILL_OUT) */
+    SPILL_IN,   /* read back */
+};
+
+/* The arrays of `which` (SP_*) out, dropped or in: 0, or -ENOMEM / -EIO
+ * (the arrays then stay as they are: NULL ones are freed with the
+ * snapshot, which the caller only frees then). */
+static int spill_nodes(struct heapsnap *s, enum spill_op op, unsigned which)
 {
     size_t nn = s->nnodes;
     uint64_t at = nodes_off(s);
     struct {
         void **a;
         size_t bytes;
-        bool want;
+        unsigned bit;
     } arr[] = {
-        {(void **)&s->ntype, nn, names},
-        {(void **)&s->nname, nn * sizeof(uint32_t), names},
-        {(void **)&s->nself, nn * sizeof(uint64_t), self},
+        {(void **)&s->ntype, nn, SP_TYPE},
+        {(void **)&s->nname, nn * sizeof(uint32_t), SP_NAME},
+        {(void **)&s->nself, nn * sizeof(uint64_t), SP_SELF},
+        {(void **)&s->nfirst, (nn + 1) * sizeof(uint32_t), SP_FIRST},
     };
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(arr); i++) {
-        if (arr[i].want && !back) {
-            if (pwrite_full(s->fd, *arr[i].a, arr[i].bytes, at) != 0)
-                return -EIO;
-        } else if (arr[i].want) {
-            void *a = isoprof_malloc(arr[i].bytes ? arr[i].bytes : 1);
-            if (a == NULL)
-                return -ENOMEM;
-            if (pread_full(s->fd, a, arr[i].bytes, at) != 0) {
-                isoprof_free(a);
-                return -EIO;
-            }
-            *arr[i].a = a;
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(arr); i++, at += arr[i - 1].bytes) {
+        if (!(which & arr[i].bit))
+            continue;
+        if (op == SPILL_OUT && pwrite_full(s->fd, *arr[i].a, arr[i].bytes, at) != 0)
+            return -EIO;
+        if (op != SPILL_IN) {
+            isoprof_free(*arr[i].a);
+            *arr[i].a = NULL;
+            continue;
         }
-        at += arr[i].bytes;
+        void *a = isoprof_malloc(arr[i].bytes ? arr[i].bytes : 1);
+        if (a == NULL)
+            return -ENOMEM;
+        if (pread_full(s->fd, a, arr[i].bytes, at) != 0) {
+            isoprof_free(a);
+            return -EIO;
+        }
+        *arr[i].a = a;
     }
-    if (!back)
-        for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(arr); i++)
-            if (arr[i].want) {
-                isoprof_free(*arr[i].a);
-                *arr[i].a = NULL;
-            }
     return 0;
 }
 
@@ -1795,7 +1804,7 @@ static int dominators(const struct heapsnap *s, struct heapsnap *own, size_t max
     struct heapsnap_dom *d = isoprof_calloc(1, sizeof(*d));
     if (d == NULL)
         goto fail;
-    if (own != NULL && (rc = spill_nodes(own, false, true, true)) != 0)
+    if (own != NULL && (rc = spill_nodes(own, SPILL_OUT, SP_TYPE | SP_NAME | SP_SELF)) != 0)
         goto fail;
     rc = -ENOMEM;
     dfn = isoprof_malloc(nn * sizeof(uint32_t));
@@ -1938,6 +1947,15 @@ static int dominators(const struct heapsnap *s, struct heapsnap *own, size_t max
         rc = c.err;
         goto fail;
     }
+    /* Lengauer-Tarjan reads neither the edges nor the DFS numbers by node
+     * (dfn is made again as the per-node idoms) */
+    if (own != NULL) {
+        if ((rc = spill_nodes(own, SPILL_OUT, SP_FIRST)) != 0)
+            goto fail;
+        isoprof_free(dfn);
+        dfn = NULL;
+        rc = -ENOMEM;
+    }
 
     /* Lengauer-Tarjan: semidominators in reverse preorder, each node's
      * bucket emptied when its tree edge is linked, then the deferred
@@ -1988,10 +2006,11 @@ static int dominators(const struct heapsnap *s, struct heapsnap *own, size_t max
 
     /* Retained sizes, children before their dominator (reverse preorder:
      * a dominator is a DFS ancestor, so it comes first in preorder). */
-    if (own != NULL && (rc = spill_nodes(own, true, true, false)) != 0)
+    if (own != NULL && (rc = spill_nodes(own, SPILL_IN, SP_SELF)) != 0)
         goto fail;
     rc = -ENOMEM;
-    if ((ret = isoprof_calloc(nn, sizeof(uint64_t))) == NULL)
+    if ((ret = isoprof_calloc(nn, sizeof(uint64_t))) == NULL ||
+        (dfn == NULL && (dfn = isoprof_malloc(nn * sizeof(uint32_t))) == NULL))
         goto fail;
     for (uint32_t i = 0; i < n; i++)
         ret[vert[i]] = s->nself[vert[i]];
@@ -2003,8 +2022,8 @@ static int dominators(const struct heapsnap *s, struct heapsnap *own, size_t max
         dfn[vert[i]] = vert[idm[i]];
     isoprof_free(idm);
     idm = NULL;
-    if (own != NULL && (rc = spill_nodes(own, true, false, true)) != 0)
-        goto fail;
+    if (own != NULL)
+        spill_nodes(own, SPILL_DROP, SP_SELF); /* the profile reads them from the file */
     d->nnodes = (uint32_t)nn;
     d->nreached = n;
     d->idom = dfn;
@@ -2434,6 +2453,8 @@ static int64_t clamp64(uint64_t v)
     return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
+#define SELF_CHUNK ((size_t)1 << 16) /* self sizes read back at once */
+
 size_t heapsnap_pprof_need(const struct heapsnap *s)
 {
     /* per node: lname (then the path's trie entry), next, koff, kids (4
@@ -2606,11 +2627,18 @@ static int pprof_run(const struct heapsnap *s, const struct heapsnap_dom *d, str
     w.max_depth = max_depth;
     struct ecache c;
     memset(&c, 0, sizeof(c));
+    uint64_t *selfbuf = NULL;
+    /* an owned snapshot's node arrays wait in the spill file (dominators):
+     * each comes back for the pass that reads it */
+    bool spilled = own_s != NULL && own_s->fd >= 0;
     uint8_t *byidom = isoprof_calloc(nn / 8 + 1, 1);
     w.ltype = isoprof_malloc(nn ? nn : 1);
     w.lname = isoprof_malloc(nn * sizeof(uint32_t));
     if (byidom == NULL || w.ltype == NULL || w.lname == NULL || ec_init(&c, s, EC_SEQ_SLOTS) != 0)
         goto done;
+    if (spilled && own_s->nfirst == NULL && (rc = spill_nodes(own_s, SPILL_IN, SP_FIRST)) != 0)
+        goto done;
+    rc = -ENOMEM;
 
     /* Each node's edge: the first retaining edge from its immediate
      * dominator if there is one, else the best named retaining edge into
@@ -2646,10 +2674,12 @@ static int pprof_run(const struct heapsnap *s, const struct heapsnap_dom *d, str
         rc = c.err;
         goto done;
     }
-    if (own_s != NULL) {
-        isoprof_free(own_s->nfirst);
-        own_s->nfirst = NULL;
-    }
+    if (own_s != NULL)
+        spill_nodes(own_s, SPILL_DROP, SP_FIRST);
+    if (spilled && (own_s->ntype == NULL || own_s->nname == NULL) &&
+        (rc = spill_nodes(own_s, SPILL_IN, SP_TYPE | SP_NAME)) != 0)
+        goto done;
+    rc = -ENOMEM;
 
     /* The dominator tree's children lists, each in preorder: counted at
      * their parent, summed to the end of each run, then filled backwards
@@ -2731,8 +2761,29 @@ static int pprof_run(const struct heapsnap *s, const struct heapsnap_dom *d, str
         deeper += pr.tframe[t] == f_deeper;
         t = t == t_empty ? t_root : t;
         pr.tcount[t]++;
-        pr.tbytes[t] = sat_add(pr.tbytes[t], s->nself[u]);
+        if (!spilled)
+            pr.tbytes[t] = sat_add(pr.tbytes[t], s->nself[u]);
     }
+    /* spilled, the self sizes come from the file in node order */
+    if (spilled && (selfbuf = isoprof_malloc(SELF_CHUNK * sizeof(uint64_t))) == NULL)
+        goto done;
+    for (size_t u0 = 0; spilled && u0 < nn; u0 += SELF_CHUNK) {
+        size_t k = nn - u0 < SELF_CHUNK ? nn - u0 : SELF_CHUNK;
+        if (pread_full(s->fd, selfbuf, k * sizeof(uint64_t),
+                       nodes_off(s) + (uint64_t)nn * 5 + u0 * sizeof(uint64_t)) != 0) {
+            rc = -EIO;
+            goto done;
+        }
+        for (size_t j = 0; j < k; j++) {
+            size_t u = u0 + j;
+            if (!(adm[u / 8] >> (u % 8) & 1))
+                continue;
+            uint32_t t = tof[u] == t_empty ? t_root : tof[u];
+            pr.tbytes[t] = sat_add(pr.tbytes[t], selfbuf[j]);
+        }
+    }
+    isoprof_free(selfbuf);
+    selfbuf = NULL;
     walk_free(&w);
     isoprof_free(byidom);
     byidom = NULL;
@@ -2777,6 +2828,7 @@ static int pprof_run(const struct heapsnap *s, const struct heapsnap_dom *d, str
     rc = 0;
 done:
     ec_free(&c);
+    isoprof_free(selfbuf);
     isoprof_free(byidom);
     walk_free(&w);
     prof_free(&pr);
@@ -2875,12 +2927,15 @@ int heapsnap_retained(const struct heapsnap_retained_opts *o, heapsnap_source_fn
             return retained_why(why, rc, "the spill file failed in the dominator tree");
         return rc;
     }
-    /* the profile's arrays, the dominator tree beside them, less what
-     * the profile frees of both as it goes (s's edge index and d's idoms,
-     * 4 bytes a node each) */
+    /* the profile's arrays and the dominator tree beside them: what the
+     * snapshot leaves is beyond its 17 bytes a node, of which the
+     * profile holds at most 5 at once (the types and names; the edge index
+     * before them, the self sizes read back in pieces), and it frees d's
+     * idoms (4) before it needs its last arrays */
     struct heapsnap_dom_stats st;
     heapsnap_dom_stats(d, &st);
-    size_t pneed = heapsnap_pprof_need(s) + st.bytes - (size_t)8 * s->nnodes;
+    size_t pneed = heapsnap_pprof_need(s) + st.bytes + (size_t)5 * s->nnodes -
+                   (size_t)(HEAPSNAP_NODE_BYTES + 4) * s->nnodes + SELF_CHUNK * sizeof(uint64_t);
     if (left != 0 && pneed > left) {
         heapsnap_dom_free(d);
         heapsnap_free(s);

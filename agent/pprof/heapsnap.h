@@ -377,18 +377,18 @@ int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
  * for the passes after it, so that a snapshot too big for the budget is
  * refused when node_count is read (before anything is allocated for its
  * nodes), then the dominators and the profile, each within what the
- * snapshot leaves of the budget. The snapshot is the conversion's: the
- * dominators spill its node arrays while they run, the profile frees what
- * it has read. Peak: about HEAPSNAP_NODE_BYTES + HEAPSNAP_RESERVE_NODE
- * bytes a node (43: 86 MiB for 2 M nodes, a V8 heap of about 100 MiB),
+ * snapshot leaves of the budget. The snapshot is the conversion's: each
+ * of its node arrays waits in the spill file while no pass reads it.
+ * Peak: about HEAPSNAP_NODE_BYTES + HEAPSNAP_RESERVE_NODE bytes a node (35:
+ * 67 MiB for 2 M nodes, the snapshot of a V8 heap of about 120 MiB),
  * plus the kept strings, plus at most HEAPSNAP_RETAINED_FIXED.
  */
 /* What the passes after the parse need a node beyond the snapshot's
- * HEAPSNAP_NODE_BYTES: the dominators' 32 less the 13 of the node arrays
- * they spill while they run, or the profile's 17 and the dominator tree's
- * 16 less the 8 the profile frees of them (s's edge index, d's idoms) as it
- * goes: the larger, 25 and a bit. */
-#define HEAPSNAP_RESERVE_NODE 26
+ * HEAPSNAP_NODE_BYTES, which wait in the spill file while no pass reads
+ * them: the dominators hold at most 28 bytes a node at once (11 more), the
+ * profile 34 and a bit (its 17, the dominator tree's 12 once its idoms are
+ * freed, the snapshot's types and names): 17 and a bit more. */
+#define HEAPSNAP_RESERVE_NODE 18
 #define HEAPSNAP_RETAINED_FIXED ((size_t)16 << 20) /* the caches, the profile's tables */
 
 /* A source hands the text to feed in pieces, and stops when feed returns
