@@ -20,9 +20,18 @@
  *
  * The dominator tree is Lengauer-Tarjan over a depth-first search whose
  * stack is the DFS tree itself (each node keeps an edge cursor and walks
- * back up through its parent), with path compression on an explicit
- * stack: no recursion, so a chain of a million nodes costs no thread
- * stack. All arrays are indexed by DFS number and sized once.
+ * back up through its parent), with path compression that reverses the
+ * ancestor pointers on its way up: no recursion and no stack, so a chain
+ * of a million nodes costs no thread stack. All arrays are indexed by DFS
+ * number and sized once.
+ *
+ * With a spill file (the daemon's conversion) the edges live in the file,
+ * read through a small block cache; the predecessor lists are filled in
+ * one scan through per-window buckets in the file; and when the
+ * conversion owns the snapshot, each node array waits in the file while
+ * no pass reads it. What stays in memory is per node, and a snapshot
+ * whose node count would not fit the budget is refused when that count is
+ * read.
  *
  * The profile chooses its paths best first: the children (in the
  * dominator tree) of the nodes of a chosen path are grouped by frame, each
@@ -1623,9 +1632,9 @@ static size_t dom_need(const struct heapsnap *s, bool own)
      * idom (bucket links first) and the predecessor offsets, 4 bytes each
      * a node; the result (16 a node) reuses dfn and vert and comes after
      * most of the rest is freed. The predecessors: 4 bytes a retaining
-     * edge in memory; with a spill file, a window of HEAPSNAP_PRED_CHUNK
-     * entries (and as many fill cursors while it is filled, beside a
-     * small edge cache), or the search's edge cache before them. */
+     * edge in memory; with a spill file, a window of pred_chunk entries
+     * (and while they are filled, the buckets' buffers, their counts and
+     * a small edge cache), or the search's edge cache before them. */
     size_t nn = s->nnodes, fixed = sizeof(struct heapsnap_dom) + 16;
     if (s->fd < 0)
         return fixed + nn * 32 + (size_t)s->nedges * 4;

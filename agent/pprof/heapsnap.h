@@ -116,10 +116,12 @@ struct heapsnap_parse_opts {
      * heapsnap_free; on every path): the edges go there instead of memory
      * (HEAPSNAP_EDGE_BYTES is then not charged; a 64 KiB write buffer is,
      * while the edges stream), and heapsnap_dominators writes its
-     * predecessor lists after them. Reading it back costs I/O, not memory:
-     * the dominators read it through a cache of HEAPSNAP_SPILL_CACHE bytes,
-     * the profile sequentially. Meant to be unlinked (O_TMPFILE): its pages
-     * are page cache, which the kernel reclaims, not the process's. */
+     * predecessor lists after them (and heapsnap_retained the node arrays
+     * it sets aside): about 17 bytes an edge and 13 a node of file. Reading
+     * it back costs I/O, not memory: the dominators read it through a cache
+     * of HEAPSNAP_SPILL_CACHE bytes, the profile sequentially. Meant to be
+     * unlinked (O_TMPFILE): its pages are page cache, which the kernel
+     * reclaims, not the process's. */
     int spill_fd;
     /* With a spill file: the predecessor entries the dominators hold at
      * once (0: HEAPSNAP_PRED_CHUNK); fewer cost more passes over the
@@ -231,8 +233,9 @@ int heapsnap_edge(const struct heapsnap *s, uint32_t e, struct heapsnap_edge *ou
  * 32 bytes a node (a node's DFS parent shares the forest's ancestor array,
  * a bucket's links the idom array, and path compression reverses pointers
  * instead of keeping a stack), and the predecessor lists, 4 bytes a
- * retaining edge. With a spill file those go to the file instead, filled
- * in passes of HEAPSNAP_PRED_CHUNK entries and read back in pieces, and the
+ * retaining edge. With a spill file those go to the file instead, in
+ * windows of HEAPSNAP_PRED_CHUNK entries (pred_chunk), filled in one scan
+ * of the edges through a bucket a window and read back in pieces, and the
  * edges come through a cache of HEAPSNAP_SPILL_CACHE bytes. The result
  * keeps 16 bytes a node.
  */
