@@ -2362,8 +2362,8 @@ static struct grp heap_pop(struct walk *w)
 }
 
 /* The fresh group whose frame's name hashes to h: its index, found or
- * made. Two names of one hash would share a group (and a name): 64 seeded
- * bits make that a label's risk, never a fault. */
+ * made, or NONE when HEAPSNAP_PPROF_FRESH groups are made already. Two names of one hash would
+ * share a group (and a name): 64 seeded bits make that a label's risk, never a fault. */
 static int fresh_group(struct walk *w, uint32_t parent, uint32_t rep, uint64_t h, uint32_t *out)
 {
     if (w->tab == NULL || (w->nfresh + 1) * 2 > w->tabmask + 1) {
@@ -2388,6 +2388,10 @@ static int fresh_group(struct walk *w, uint32_t parent, uint32_t rep, uint64_t h
             *out = w->tab[i] - 1;
             return 0;
         }
+    }
+    if (w->nfresh >= HEAPSNAP_PPROF_FRESH) {
+        *out = NONE; /* one frame too many under this path */
+        return 0;
     }
     if (w->nfresh == w->freshcap) {
         size_t nc = w->freshcap ? w->freshcap * 2 : 256;
@@ -2417,6 +2421,8 @@ static int expand(struct prof *pr, struct walk *w, uint32_t t, uint32_t head)
                 deep ? 0 : hbytes(pr->seed, b, frame_str(pr, v, w->ltype[v], w->lname[v], b));
             if (fresh_group(w, t, deep ? NONE : v, h, &gi) != 0)
                 return -ENOMEM;
+            if (gi == NONE)
+                continue; /* never a path of its own: folded into t */
             struct grp *g = &w->fresh[gi];
             g->bytes = sat_add(g->bytes, d->retained[v]);
             w->next[v] = g->head;

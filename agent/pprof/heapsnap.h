@@ -326,7 +326,12 @@ uint64_t heapsnap_dom_retained(const struct heapsnap_dom *d, uint32_t v);
  *                its prefix; a node whose path is not chosen is charged,
  *                with what it dominates, to its nearest dominator's path
  *                (folded). So what the caps fold is what holds the least,
- *                and every path's cumulative value stays exact.
+ *                and every path's cumulative value stays exact. Among
+ *                the children of one path, at most HEAPSNAP_PPROF_FRESH
+ *                distinct frames are candidates (in preorder): the
+ *                children past them are folded into that path, so that a
+ *                hostile snapshot (an object of a million distinct
+ *                property names) costs the profile a bounded table.
  * Each bound that acted is said in a comment of the profile and counted in
  * the result.
  */
@@ -334,6 +339,7 @@ uint64_t heapsnap_dom_retained(const struct heapsnap_dom *d, uint32_t v);
 #define HEAPSNAP_PPROF_SAMPLES 16000 /* Pyroscope's default samples per profile */
 #define HEAPSNAP_PPROF_FRAMES 8192
 #define HEAPSNAP_PPROF_NAME 128
+#define HEAPSNAP_PPROF_FRESH 65536 /* candidate frames among one path's children */
 #define HEAPSNAP_DEEPER_FRAME "(deeper)"
 #define HEAPSNAP_ROOT_FRAME "(root)"
 
@@ -359,11 +365,11 @@ struct heapsnap_pprof_result {
  * heapsnap_pprof - the retained profile of s, from its dominator tree d
  * (heapsnap_dominators of the same s; both borrowed for the call). o may be
  * NULL (all defaults). Memory: heapsnap_pprof_need(s) for its per-node
- * arrays (21 bytes a node, and a small edge cache with a spill file); 48 a
+ * arrays (17 bytes a node, and a small edge cache with a spill file); 48 a
  * candidate path (at most twice max_samples and 1,024 wait between two
  * choices, plus the distinct frames among the children of the path being
- * expanded: at worst one a node, for an object of a million distinct
- * property names); the bounded tables and the output. Time: linear in the
+ * expanded, at most HEAPSNAP_PPROF_FRESH); the bounded tables and the
+ * output (together under 16 MiB with the default caps). Time: linear in the
  * nodes, plus a heap operation per candidate path.
  * Returns 0 with *out filled (out->pprof owned by the caller), -ENOMEM
  * (nothing leaks, *out untouched), -EIO (the spill file failed), -EINVAL

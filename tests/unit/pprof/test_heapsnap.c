@@ -1114,6 +1114,53 @@ TEST(long_chain)
     isoprof_buf_free(&t);
 }
 
+/* An object with more distinct property names than HEAPSNAP_PPROF_FRESH:
+ * the candidates among one path's children stop there, the rest fold into
+ * that path, and everything still adds up (the table of candidates stays
+ * bounded whatever a hostile snapshot holds). */
+TEST(many_distinct_frames)
+{
+    size_t k = HEAPSNAP_PPROF_FRESH + 4464, n = k + 2;
+    struct isoprof_buf t;
+    isoprof_buf_init(&t, SIZE_MAX / 2);
+    isoprof_buf_printf(&t,
+                       "{\"snapshot\":{\"meta\":{\"node_fields\":[\"type\",\"name\",\"self_size\","
+                       "\"edge_count\"],\"node_types\":[[\"object\",\"synthetic\"]],"
+                       "\"edge_fields\":[\"type\",\"name_or_index\",\"to_node\"],"
+                       "\"edge_types\":[[\"property\"]]},\"node_count\":%zu,\"edge_count\":%zu},"
+                       "\"nodes\":[1,0,0,1,0,1,10,%zu",
+                       n, k + 1, k);
+    for (size_t i = 0; i < k; i++)
+        isoprof_buf_puts(&t, ",0,2,1,0");
+    isoprof_buf_puts(&t, "],\"edges\":[0,3,4");
+    for (size_t i = 0; i < k; i++)
+        isoprof_buf_printf(&t, ",0,%zu,%zu", 4 + i, (2 + i) * 4);
+    isoprof_buf_puts(&t, "],\"strings\":[\"(root)\",\"Holder\",\"Leaf\",\"h\"");
+    for (size_t i = 0; i < k; i++)
+        isoprof_buf_printf(&t, ",\"p%zu\"", i);
+    isoprof_buf_puts(&t, "]}");
+    REQUIRE(t.err == 0);
+    struct heapsnap *s = PARSE(&t);
+    REQUIRE(s != NULL);
+    struct heapsnap_dom *d = dominate(s);
+    REQUIRE(d != NULL);
+    struct heapsnap_pprof_opts o = {.max_samples = 2 * k, .max_frames = 2 * k};
+    struct heapsnap_pprof_result r;
+    Profile *p = retained_profile(s, d, &o, &r);
+    check_profile(p, d, &r);
+    REQUIRE(p != NULL);
+    /* (root), Holder h, and one path a candidate leaf */
+    CHECK_EQ_INT(p->n_sample, HEAPSNAP_PPROF_FRESH + 2);
+    CHECK_EQ_INT(r.folded, k - HEAPSNAP_PPROF_FRESH);
+    CHECK_EQ_INT(r.objects, n);
+    CHECK_EQ_INT(cum_of(p, "Holder h", 0), (int64_t)k + 1);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    pprof_buf_free(&r.pprof);
+    heapsnap_dom_free(d);
+    heapsnap_free(s);
+    isoprof_buf_free(&t);
+}
+
 /* --- chunks, prefixes, strings --- */
 
 /* Whether two parsed snapshots hold the same graph and strings. */
@@ -1835,6 +1882,7 @@ int main(void)
     RUN(caps_keep_what_holds_most);
     RUN(random_against_brute_force);
     RUN(long_chain);
+    RUN(many_distinct_frames);
     RUN(chunks_of_every_size);
     RUN(every_prefix_is_incomplete);
     RUN(strings);
