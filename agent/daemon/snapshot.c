@@ -791,6 +791,25 @@ static int blob_read(void *arg, heapsnap_feed_fn feed, void *feed_arg)
     return store_blob_read(b->s, b->id, feed, feed_arg);
 }
 
+/* An unlinked file in dir for the conversion's spill: O_TMPFILE, or where
+ * the filesystem has none, a named file unlinked at once (nothing of it
+ * stays behind either way). -1 with errno set. */
+static int spill_open(const char *dir)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+        return fd;
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/.retained-spill-XXXXXX", dir) >= (int)sizeof(path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0)
+        unlink(path);
+    return fd;
+}
+
 int snapshot_retained(struct store *s, const char *dir, uint64_t id, uint64_t time_ns,
                       struct pprof_result *out, char **why)
 {
@@ -809,7 +828,7 @@ int snapshot_retained(struct store *s, const char *dir, uint64_t id, uint64_t ti
         *why = isoprof_strdup(buf);
         return ISOPROF_EPROFILE;
     }
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    int fd = spill_open(dir);
     if (fd < 0) {
         char buf[512];
         snprintf(buf, sizeof(buf), "no spill file in %s: %s", dir, strerror(errno));
