@@ -28,7 +28,11 @@
  *             that runs at a time (writer.c), beside its input: profile
  *             nodes (PPROF_DEFAULT_MAX_NODES, ~140 bytes each at most),
  *             kept samples (PPROF_MAX_KEPT_SAMPLES) and the pprof output
- *             (pprof_output_cap, at most PPROF_MAX_CONVERT_OUTPUT).
+ *             (pprof_output_cap, at most PPROF_MAX_CONVERT_OUTPUT); or the
+ *             retained profile of a heap snapshot (snapshot.c,
+ *             heapsnap_retained), its whole budget: a snapshot whose nodes
+ *             would not fit is refused when its node_count is read, and
+ *             its edges and the dominators' work go to a spill file.
  */
 #ifndef ISOPROF_AGENT_BUDGET_H
 #define ISOPROF_AGENT_BUDGET_H

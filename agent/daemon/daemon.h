@@ -272,11 +272,15 @@ int snapshot_busy(const struct target *t);
 /* The host's MemAvailable in bytes ($ISOPROFD_MEMINFO or /proc/meminfo),
  * -1 if unknown. Any thread. */
 int64_t snapshot_mem_available(void);
-/* The retained profile of snapshot window id (raw_size bytes of text) as
- * a pprof at time_ns: 0 with *out filled, or an error with *why
- * (allocated) saying what. Thread pool (the writer's conversion stage). */
+/* The retained profile of snapshot window id as a pprof at time_ns,
+ * within the conversion's memory budget (AGENT_CONVERT_MEMORY; the edges
+ * and the dominators' work spilled to an unlinked file in dir, the
+ * store's directory): 0 with *out filled, or an error with *why
+ * (allocated) saying what; a snapshot too big for the budget is refused
+ * when its node count is read. Thread pool (the writer's conversion
+ * stage). */
 struct pprof_result;
-int snapshot_retained(struct store *s, uint64_t id, uint64_t raw_size, uint64_t time_ns,
+int snapshot_retained(struct store *s, const char *dir, uint64_t id, uint64_t time_ns,
                       struct pprof_result *out, char **why);
 
 /* discover.c */

@@ -78,10 +78,6 @@
  * process keeps after it (glibc does not give it back). */
 #define SNAP_MEM_FACTOR 9
 #define SNAP_MEM_SLACK ((uint64_t)64 << 20)
-/* The retained profile's memory: the parsed snapshot may take twice the
- * text plus this (measured: 1.1 times the text for a Node heap), and the
- * dominator tree as much again. */
-#define SNAP_RETAINED_SLACK ((uint64_t)16 << 20)
 
 const char *snapshot_result_name(unsigned r)
 {
@@ -784,79 +780,70 @@ void snapshot_target_gone(struct target *t)
 }
 /* --- the retained profile (the writer's conversion stage) --- */
 
-struct feed_ctx {
-    struct heapsnap_parser *p;
-    int reason;
+struct blob_src {
+    struct store *s;
+    uint64_t id;
 };
 
-static int feed(void *arg, const void *data, size_t len)
+static int blob_read(void *arg, heapsnap_feed_fn feed, void *feed_arg)
 {
-    struct feed_ctx *f = arg;
-    f->reason = heapsnap_parser_feed(f->p, data, len);
-    return f->reason != HEAPSNAP_OK ? 1 : 0;
+    struct blob_src *b = arg;
+    return store_blob_read(b->s, b->id, feed, feed_arg);
 }
 
-__attribute__((format(printf, 2, 3))) static int retained_fail(char **why, const char *fmt, ...)
+/* An unlinked file in dir for the conversion's spill: O_TMPFILE, or where
+ * the filesystem has none, a named file unlinked at once (nothing of it
+ * stays behind either way). -1 with errno set. */
+static int spill_open(const char *dir)
 {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    *why = isoprof_strdup(buf);
-    return ISOPROF_EPROFILE;
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+        return fd;
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/.retained-spill-XXXXXX", dir) >= (int)sizeof(path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0)
+        unlink(path);
+    return fd;
 }
 
-int snapshot_retained(struct store *s, uint64_t id, uint64_t raw_size, uint64_t time_ns,
+int snapshot_retained(struct store *s, const char *dir, uint64_t id, uint64_t time_ns,
                       struct pprof_result *out, char **why)
 {
-    uint64_t budget = 2 * raw_size + SNAP_RETAINED_SLACK;
-    if (budget > SIZE_MAX / 4)
-        budget = SIZE_MAX / 4;
-    /* The parse and the dominator tree each within budget (the snapshot is
-     * held while the tree is built). */
+    /* The one conversion that runs at a time, so its budget
+     * (agent/daemon/budget.h): the snapshot's nodes in compact arrays,
+     * its edges and the dominators' predecessor lists in an unlinked file
+     * beside the store (page cache, which the kernel reclaims, not the
+     * daemon's), and a snapshot too big for that refused when its
+     * node_count is read, its raw window kept. */
     int64_t avail = snapshot_mem_available();
-    if (avail >= 0 && (uint64_t)avail < 2 * budget)
-        return retained_fail(why,
-                             "too little memory: MemAvailable is %" PRId64
-                             " bytes, under the %" PRIu64 " it may take",
-                             avail, 2 * budget);
-    struct feed_ctx f = {0};
-    if (heapsnap_parser_new((size_t)budget, &f.p) != 0)
-        return -ENOMEM;
-    int rc = store_blob_read(s, id, feed, &f);
-    if (rc != 0 && f.reason == HEAPSNAP_OK) {
-        heapsnap_parser_free(f.p);
-        return retained_fail(why, "the snapshot could not be read back: %s", isoprof_strerror(rc));
+    if (avail >= 0 && (uint64_t)avail < AGENT_CONVERT_MEMORY) {
+        char buf[256];
+        snprintf(buf, sizeof(buf),
+                 "too little memory: MemAvailable is %" PRId64 " bytes, under the %zu it may take",
+                 avail, AGENT_CONVERT_MEMORY);
+        *why = isoprof_strdup(buf);
+        return ISOPROF_EPROFILE;
     }
-    /* A refusal while feeding comes back from finish, with its why. */
-    struct heapsnap *hs = NULL;
-    char *pwhy = NULL;
-    int reason = heapsnap_parser_finish(f.p, &hs, &pwhy);
-    heapsnap_parser_free(f.p);
-    if (reason != HEAPSNAP_OK) {
-        rc = retained_fail(why, "snapshot refused (%s): %s", heapsnap_reason(reason),
-                           pwhy ? pwhy : "");
-        isoprof_free(pwhy);
-        heapsnap_free(hs);
-        return reason == HEAPSNAP_E_NOMEM ? -ENOMEM : rc;
+    int fd = spill_open(dir);
+    if (fd < 0) {
+        char buf[512];
+        snprintf(buf, sizeof(buf), "no spill file in %s: %s", dir, strerror(errno));
+        *why = isoprof_strdup(buf);
+        return ISOPROF_EPROFILE;
     }
-    struct heapsnap_dom *d = NULL;
-    rc = heapsnap_dominators(hs, (size_t)budget, &d);
-    if (rc != 0) {
-        heapsnap_free(hs);
-        if (rc == ISOPROF_ETOOBIG)
-            return retained_fail(
-                why, "the dominator tree would pass its memory bound of %" PRIu64 " bytes", budget);
-        return rc;
-    }
-    struct heapsnap_pprof_opts o = {.time_ns = time_ns};
+    struct heapsnap_retained_opts o = {
+        .budget = AGENT_CONVERT_MEMORY, .spill_fd = fd, .pprof = {.time_ns = time_ns}};
+    struct blob_src src = {s, id};
     struct heapsnap_pprof_result res;
-    rc = heapsnap_pprof(hs, d, &o, &res);
-    heapsnap_dom_free(d);
-    heapsnap_free(hs);
-    if (rc != 0)
+    int rc = heapsnap_retained(&o, blob_read, &src, &res, why);
+    if (rc == -ENOMEM)
         return rc;
+    if (rc != 0)
+        return ISOPROF_EPROFILE;
     memset(out, 0, sizeof(*out));
     out->pprof = res.pprof;
     out->samples = res.objects;

@@ -479,8 +479,8 @@ static void conv_on_work(uv_work_t *req)
         mapper.arg = j->sms;
     const struct pprof_mapper *mp = mapper.arg ? &mapper : NULL;
     if (j->type == STORE_TYPE_RETAINED) {
-        j->err =
-            snapshot_retained(w->a->store, j->snap_id, j->snap_raw, j->time_ns, &j->res, &j->why);
+        j->err = snapshot_retained(w->a->store, w->a->cfg_boot->store.path, j->snap_id, j->time_ns,
+                                   &j->res, &j->why);
     } else if (j->type == STORE_TYPE_HEAP) {
         struct pprof_heap_opts ho = {
             .time_ns = j->time_ns, .interval_bytes = j->interval_ns, .mapper = mp};

@@ -20,9 +20,18 @@
  *
  * The dominator tree is Lengauer-Tarjan over a depth-first search whose
  * stack is the DFS tree itself (each node keeps an edge cursor and walks
- * back up through its parent), with path compression on an explicit
- * stack: no recursion, so a chain of a million nodes costs no thread
- * stack. All arrays are indexed by DFS number and sized once.
+ * back up through its parent), with path compression that reverses the
+ * ancestor pointers on its way up: no recursion and no stack, so a chain
+ * of a million nodes costs no thread stack. All arrays are indexed by DFS
+ * number and sized once.
+ *
+ * With a spill file (the daemon's conversion) the edges live in the file,
+ * read through a small block cache; the predecessor lists are filled in
+ * one scan through per-window buckets in the file; and when the
+ * conversion owns the snapshot, each node array waits in the file while
+ * no pass reads it. What stays in memory is per node, and a snapshot
+ * whose node count would not fit the budget is refused when that count is
+ * read.
  *
  * The profile chooses its paths best first: the children (in the
  * dominator tree) of the nodes of a chosen path are grouped by frame, each
@@ -44,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "htab.h"
@@ -57,17 +67,22 @@
 
 /* --- the snapshot --- */
 
+/* An edge's record, in memory or in the spill file: to (4 bytes, the
+ * target's ordinal), name_or_index (4), type (1, an index into etypes). */
+#define EREC 9
+
 struct heapsnap {
     uint32_t nnodes, nedges;
-    uint8_t *ntype;    /* per node: index into ntypes */
-    uint32_t *nname;   /* per node: strings index */
-    uint64_t *nself;   /* per node: self_size */
-    uint32_t *necount; /* per node: edge_count */
-    uint32_t *nfirst;  /* nnodes + 1: node i's edges are nfirst[i] .. nfirst[i + 1] - 1 */
-    uint8_t *etype;    /* per edge: index into etypes */
-    uint32_t *ename;   /* per edge: name_or_index */
-    uint32_t *eto;     /* per edge: the target's ordinal */
-    char *strs;        /* the kept strings, each NUL-terminated */
+    uint8_t *ntype;     /* per node: index into ntypes */
+    uint32_t *nname;    /* per node: strings index */
+    uint64_t *nself;    /* per node: self_size */
+    uint32_t *nfirst;   /* nnodes + 1: node i's edges are nfirst[i] .. nfirst[i + 1] - 1 (while
+                           it parses: node i's edge_count) */
+    uint8_t *erec;      /* EREC bytes an edge; NULL with a spill file */
+    int fd;             /* the spill file (the edge records at 0, then the predecessors); -1 */
+    uint64_t preds_off; /* where the predecessor lists go in it */
+    size_t pred_chunk;  /* predecessor entries in memory at once with it */
+    char *strs;         /* the kept strings, each NUL-terminated */
     size_t strs_len, strs_cap;
     uint32_t *soff; /* strings[i] is strs + soff[i] */
     size_t nstrs, soff_cap;
@@ -79,22 +94,22 @@ struct heapsnap {
 };
 
 /* What the arrays of n nodes and e edges take (the budget's unit). */
-static uint64_t arrays_bytes(uint64_t n, uint64_t e)
+static uint64_t arrays_bytes(uint64_t n, uint64_t e, bool spill)
 {
-    return n * HEAPSNAP_NODE_BYTES + e * HEAPSNAP_EDGE_BYTES;
+    return n * HEAPSNAP_NODE_BYTES + (spill ? 0 : e * HEAPSNAP_EDGE_BYTES);
 }
 
 /* What a finished snapshot holds (its arrays are cut to their lengths). */
 static size_t snap_bytes(const struct heapsnap *s)
 {
-    return sizeof(*s) + 4 + (size_t)arrays_bytes(s->nnodes, s->nedges) + s->strs_cap +
+    return sizeof(*s) + 4 + (size_t)arrays_bytes(s->nnodes, s->nedges, s->fd >= 0) + s->strs_cap +
            s->soff_cap * sizeof(uint32_t);
 }
 
-/* Whether edge e of node `from` retains its target (see heapsnap.h). */
-static inline bool retains(const struct heapsnap *s, uint32_t from, uint32_t e)
+/* Whether an edge of type t from node `from` retains its target (see
+ * heapsnap.h). */
+static inline bool retains(const struct heapsnap *s, uint32_t from, int t)
 {
-    int t = s->etype[e];
     return t != s->et_weak && (t != s->et_shortcut || from == 0);
 }
 
@@ -111,6 +126,131 @@ static inline const char *str_at(const struct heapsnap *s, uint32_t i)
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {
     return a + b < a ? UINT64_MAX : a + b;
+}
+
+/* --- the spill file --- */
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    char *b = buf;
+    while (len > 0) {
+        ssize_t r = pread(fd, b, len, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -EIO;
+        b += r;
+        len -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const char *b = buf;
+    while (len > 0) {
+        ssize_t r = pwrite(fd, b, len, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -EIO;
+        b += r;
+        len -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* The edge records, in memory or read from the spill file through a
+ * direct-mapped cache of EC_BLOCK-record blocks: a node's edges are one
+ * run of records, so a depth-first search costs about one read a node it
+ * visits, and a scan in node order one read a block. */
+#define EC_BLOCK 256u
+#define EC_DFS_SLOTS ((uint32_t)(HEAPSNAP_SPILL_CACHE / (EC_BLOCK * EREC)))
+#define EC_SEQ_SLOTS 16u
+
+struct ecache {
+    const struct heapsnap *s;
+    uint8_t *blk;  /* nslots blocks */
+    uint32_t *tag; /* per slot: its block + 1; 0 empty */
+    uint32_t nslots;
+    int err; /* -EIO once a read failed */
+};
+
+static size_t ec_bytes(uint32_t nslots)
+{
+    return (size_t)nslots * (EC_BLOCK * EREC + sizeof(uint32_t));
+}
+
+static int ec_init(struct ecache *c, const struct heapsnap *s, uint32_t nslots)
+{
+    memset(c, 0, sizeof(*c));
+    c->s = s;
+    if (s->fd < 0)
+        return 0;
+    c->nslots = nslots;
+    c->blk = isoprof_malloc((size_t)nslots * EC_BLOCK * EREC);
+    c->tag = isoprof_calloc(nslots, sizeof(uint32_t));
+    if (c->blk == NULL || c->tag == NULL) {
+        isoprof_free(c->blk);
+        isoprof_free(c->tag);
+        c->blk = NULL;
+        c->tag = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void ec_free(struct ecache *c)
+{
+    isoprof_free(c->blk);
+    isoprof_free(c->tag);
+    c->blk = NULL;
+    c->tag = NULL;
+}
+
+/* Edge e's record. A failed read sets c->err and gives an all-zero record
+ * (type 0, to the root), harmless to every loop; each pass checks c->err
+ * after it. */
+static inline const uint8_t *ec_get(struct ecache *c, uint32_t e)
+{
+    static const uint8_t zero[EREC];
+    const struct heapsnap *s = c->s;
+    if (s->erec != NULL)
+        return s->erec + (size_t)e * EREC;
+    uint32_t b = e / EC_BLOCK, slot = b % c->nslots;
+    uint8_t *blk = c->blk + (size_t)slot * EC_BLOCK * EREC;
+    if (c->tag[slot] != b + 1) {
+        uint32_t first = b * EC_BLOCK,
+                 k = s->nedges - first < EC_BLOCK ? s->nedges - first : EC_BLOCK;
+        if (pread_full(s->fd, blk, (size_t)k * EREC, (uint64_t)first * EREC) != 0) {
+            c->tag[slot] = 0;
+            c->err = -EIO;
+            return zero;
+        }
+        c->tag[slot] = b + 1;
+    }
+    return blk + (size_t)(e % EC_BLOCK) * EREC;
+}
+
+static inline uint32_t rec_to(const uint8_t *r)
+{
+    uint32_t v;
+    memcpy(&v, r, 4);
+    return v;
+}
+
+static inline uint32_t rec_name(const uint8_t *r)
+{
+    uint32_t v;
+    memcpy(&v, r + 4, 4);
+    return v;
+}
+
+static inline int rec_type(const uint8_t *r)
+{
+    return r[8];
 }
 
 /* --- the parser --- */
@@ -200,9 +340,24 @@ struct heapsnap_parser {
     unsigned nnt, net;
     uint64_t node_count, edge_count, ecount_sum;
     size_t budget; /* 0: none */
-    size_t held;   /* what the snapshot holds or has been granted */
+    size_t held;   /* what the snapshot holds or has been granted, and aux */
+    size_t aux;    /* ... of which not the snapshot's: the reserve, the write buffer, used */
+    size_t reserve_node;
+    /* the edge being read, and with a spill file the records not yet written */
+    uint32_t pe_to, pe_name;
+    uint8_t pe_type;
+    uint64_t emax1; /* 1 + the largest strings index an edge names; 0: none */
+    uint8_t *wbuf;
+    size_t wlen;
+    uint64_t woff;
+    /* used_names: the strings indexes that something named, a bit each */
+    bool used_names, keep_all;
+    uint8_t *used;
+    size_t used_cap; /* bytes */
     struct heapsnap *s;
 };
+
+#define WBUF_BYTES ((size_t)64 << 10)
 
 static const char *const reasons[HEAPSNAP_NREASONS] = {
     [HEAPSNAP_OK] = "ok",
@@ -218,6 +373,7 @@ static const char *const reasons[HEAPSNAP_NREASONS] = {
     [HEAPSNAP_E_TOOBIG] = "too_big",
     [HEAPSNAP_E_NOMEM] = "nomem",
     [HEAPSNAP_E_INCOMPLETE] = "incomplete",
+    [HEAPSNAP_E_IO] = "io",
 };
 
 const char *heapsnap_reason(int reason)
@@ -455,18 +611,21 @@ static int ints_begin(struct heapsnap_parser *p, bool edges)
                      p->have_node_count ? "edge_count" : "node_count");
     if (edges) {
         size_t e = (size_t)p->edge_count;
-        s->etype = isoprof_malloc(e ? e : 1);
-        s->ename = isoprof_malloc((e ? e : 1) * sizeof(uint32_t));
-        s->eto = isoprof_malloc((e ? e : 1) * sizeof(uint32_t));
-        if (s->etype == NULL || s->ename == NULL || s->eto == NULL)
-            return nomem(p);
+        if (s->fd < 0) {
+            if ((s->erec = isoprof_malloc((e ? e : 1) * EREC)) == NULL)
+                return nomem(p);
+        } else {
+            /* charged since the parser began */
+            if ((p->wbuf = isoprof_malloc(WBUF_BYTES)) == NULL)
+                return nomem(p);
+        }
     } else {
         size_t n = (size_t)p->node_count;
         s->ntype = isoprof_malloc(n);
         s->nname = isoprof_malloc(n * sizeof(uint32_t));
         s->nself = isoprof_malloc(n * sizeof(uint64_t));
-        s->necount = isoprof_malloc(n * sizeof(uint32_t));
-        if (s->ntype == NULL || s->nname == NULL || s->nself == NULL || s->necount == NULL)
+        s->nfirst = isoprof_malloc(n * sizeof(uint32_t)); /* the edge counts, for now */
+        if (s->ntype == NULL || s->nname == NULL || s->nself == NULL || s->nfirst == NULL)
             return nomem(p);
     }
     p->ints = true;
@@ -593,8 +752,11 @@ static int on_count(struct heapsnap_parser *p, enum key key, const char *num, si
                      v, cap);
     if (nodes && v == 0)
         return pfail(p, HEAPSNAP_E_COUNT, "snapshot.node_count is 0: no root");
-    if (!charge(p, arrays_bytes(nodes ? v : 0, nodes ? 0 : v), key_name(key)))
+    bool spill = p->s->fd >= 0;
+    uint64_t reserve = nodes ? v * (uint64_t)p->reserve_node : 0;
+    if (!charge(p, arrays_bytes(nodes ? v : 0, nodes ? 0 : v, spill) + reserve, key_name(key)))
         return 0;
+    p->aux += (size_t)reserve;
     if (nodes) {
         p->node_count = v;
         p->have_node_count = true;
@@ -803,6 +965,63 @@ static int on_close(struct heapsnap_parser *p)
 
 /* --- the integers of nodes[] and edges[] --- */
 
+/* Marks strings index i as named (used_names). 1, or 0 with p->err set. */
+static int mark_used(struct heapsnap_parser *p, uint32_t i)
+{
+    if (i >= HEAPSNAP_MAX_STRINGS)
+        return 1; /* past any strings[]: refused at finish */
+    if (i / 8 >= p->used_cap) {
+        size_t nc = p->used_cap ? p->used_cap : 4096;
+        while (nc <= i / 8)
+            nc *= 2;
+        if (!charge(p, nc - p->used_cap, "the names' index"))
+            return 0;
+        uint8_t *u = isoprof_realloc(p->used, nc);
+        if (u == NULL)
+            return nomem(p);
+        memset(u + p->used_cap, 0, nc - p->used_cap);
+        p->aux += nc - p->used_cap;
+        p->used = u;
+        p->used_cap = nc;
+    }
+    p->used[i / 8] |= (uint8_t)(1u << (i % 8));
+    return 1;
+}
+
+static int wbuf_flush(struct heapsnap_parser *p)
+{
+    if (p->wlen == 0)
+        return 1;
+    if (pwrite_full(p->s->fd, p->wbuf, p->wlen, p->woff) != 0)
+        return pfail(p, HEAPSNAP_E_IO, "the spill file could not be written (%" PRIu64 " bytes in)",
+                     p->woff);
+    p->woff += p->wlen;
+    p->wlen = 0;
+    return 1;
+}
+
+/* Edge i is read: its record to memory or the spill file. */
+static int edge_put(struct heapsnap_parser *p, uint32_t i)
+{
+    struct heapsnap *s = p->s;
+    uint8_t *r = s->fd < 0 ? s->erec + (size_t)i * EREC : p->wbuf + p->wlen;
+    memcpy(r, &p->pe_to, 4);
+    memcpy(r + 4, &p->pe_name, 4);
+    r[8] = p->pe_type;
+    if (!edge_is_indexed(s, p->pe_type)) {
+        if ((uint64_t)p->pe_name + 1 > p->emax1)
+            p->emax1 = (uint64_t)p->pe_name + 1;
+        if (p->used_names && !mark_used(p, p->pe_name))
+            return 0;
+    }
+    if (s->fd >= 0) {
+        p->wlen += EREC;
+        if (p->wlen + EREC > WBUF_BYTES)
+            return wbuf_flush(p);
+    }
+    return 1;
+}
+
 /* One integer of nodes[] or edges[], into its column. */
 static int ints_value(struct heapsnap_parser *p, uint64_t v)
 {
@@ -820,7 +1039,7 @@ static int ints_value(struct heapsnap_parser *p, uint64_t v)
                              "edges[%" PRIu64 "] (edge %" PRIu32 "): type %" PRIu64
                              " is past the %u edge types",
                              p->icount, i, v, s->n_etypes);
-            s->etype[i] = (uint8_t)v;
+            p->pe_type = (uint8_t)v;
             break;
         case R_NAME:
             if (v > UINT32_MAX)
@@ -828,7 +1047,7 @@ static int ints_value(struct heapsnap_parser *p, uint64_t v)
                              "edges[%" PRIu64 "] (edge %" PRIu32 "): name_or_index %" PRIu64
                              " is past 32 bits",
                              p->icount, i, v);
-            s->ename[i] = (uint32_t)v;
+            p->pe_name = (uint32_t)v;
             break;
         case R_TO:
             if (v % p->nfields != 0 || v / p->nfields >= p->node_count)
@@ -837,7 +1056,7 @@ static int ints_value(struct heapsnap_parser *p, uint64_t v)
                              p->icount, i, v,
                              v % p->nfields ? "not a multiple of the node field count"
                                             : "past the nodes");
-            s->eto[i] = (uint32_t)(v / p->nfields);
+            p->pe_to = (uint32_t)(v / p->nfields);
             break;
         default:
             break;
@@ -846,6 +1065,7 @@ static int ints_value(struct heapsnap_parser *p, uint64_t v)
         if (++p->field == p->efields) {
             p->field = 0;
             p->item++;
+            return edge_put(p, i);
         }
         return 1;
     }
@@ -880,7 +1100,7 @@ static int ints_value(struct heapsnap_parser *p, uint64_t v)
                          "): the edge counts pass edge_count (%" PRIu64 ")",
                          p->icount, i, p->edge_count);
         p->ecount_sum += v;
-        s->necount[i] = (uint32_t)v;
+        s->nfirst[i] = (uint32_t)v;
         break;
     default:
         break;
@@ -889,6 +1109,10 @@ static int ints_value(struct heapsnap_parser *p, uint64_t v)
     if (++p->field == p->nfields) {
         p->field = 0;
         p->item++;
+        int t = s->ntype[i];
+        if (p->used_names &&
+            (t == s->nt_object || t == s->nt_closure || t == s->nt_native || t == s->nt_synthetic))
+            return mark_used(p, s->nname[i]);
     }
     return 1;
 }
@@ -906,10 +1130,21 @@ static int ints_close(struct heapsnap_parser *p)
             "%s holds %" PRIu64 " values, not %s (%" PRIu64 ") x %u = %" PRIu64,
             p->iedges ? "edges" : "nodes", p->icount, p->iedges ? "edge_count" : "node_count",
             p->iedges ? p->edge_count : p->node_count, p->iedges ? p->efields : p->nfields, want);
-    if (p->iedges)
+    if (p->iedges) {
+        if (p->s->fd >= 0) {
+            if (!wbuf_flush(p))
+                return 0;
+            isoprof_free(p->wbuf);
+            p->wbuf = NULL;
+            p->held -= WBUF_BYTES;
+            p->aux -= WBUF_BYTES;
+            /* the predecessors after the edges, on a page of their own */
+            p->s->preds_off = (p->woff + 4095) & ~(uint64_t)4095;
+        }
         p->have_edges = true;
-    else
+    } else {
         p->have_nodes = true;
+    }
     return 1;
 }
 
@@ -1022,13 +1257,30 @@ static int lx_on_string(void *c, bool key)
         return 1;
     }
     switch (top(p)->ctx) {
-    case X_STRINGS:
+    case X_STRINGS: {
+        struct heapsnap *s = p->s;
+        if (p->used_names && s->nstrs == 0 && s->strs_len == 0) {
+            /* offset 0: the "" of every string nobody names; names are
+             * known when nodes and edges came first, as V8 writes them */
+            if (!charge(p, 1, "strings") || !arena_reserve(p, 1))
+                return 0;
+            s->strs[s->strs_len++] = '\0';
+            p->keep_all = !p->have_nodes || !p->have_edges;
+        }
+        size_t k = s->nstrs;
+        if (p->used_names && !p->keep_all &&
+            (k / 8 >= p->used_cap || !(p->used[k / 8] >> (k % 8) & 1))) {
+            p->str_start = 0;
+            jsonlex_sink(&p->lx, JSONLEX_DROP, 0);
+            return 1;
+        }
         if (!charge(p, 1, "strings") || !arena_reserve(p, 1)) /* its NUL */
             return 0;
         p->sink = SK_ARENA;
         p->str_start = p->s->strs_len;
         jsonlex_sink(&p->lx, JSONLEX_PUT, HEAPSNAP_MAX_NAME);
         return 1;
+    }
     case X_NFIELDS:
     case X_EFIELDS:
     case X_NTLIST:
@@ -1115,23 +1367,37 @@ int heapsnap_parser_feed(struct heapsnap_parser *p, const void *buf, size_t len)
     return p->err;
 }
 
-int heapsnap_parser_new(size_t budget, struct heapsnap_parser **out)
+int heapsnap_parser_new_opts(const struct heapsnap_parse_opts *o, struct heapsnap_parser **out)
 {
     struct heapsnap_parser *p = isoprof_calloc(1, sizeof(*p));
-    if (p == NULL)
-        return -ENOMEM;
-    if ((p->s = isoprof_calloc(1, sizeof(*p->s))) == NULL) {
+    if (p == NULL || (p->s = isoprof_calloc(1, sizeof(*p->s))) == NULL) {
         isoprof_free(p);
+        if (o->spill_fd >= 0)
+            close(o->spill_fd);
         return -ENOMEM;
     }
-    p->budget = budget;
+    p->s->fd = o->spill_fd;
+    p->s->pred_chunk = o->pred_chunk ? o->pred_chunk : HEAPSNAP_PRED_CHUNK;
+    p->budget = o->budget;
+    p->reserve_node = o->reserve_node;
+    p->used_names = o->used_names;
     p->held = sizeof(*p->s) + 4; /* + nfirst's last entry */
+    if (o->spill_fd >= 0) {
+        p->held += WBUF_BYTES;
+        p->aux += WBUF_BYTES;
+    }
     jsonlex_init(&p->lx, &lx_hooks, p, p->objs, HEAPSNAP_MAX_NESTING,
                  JSONLEX_TOP_CONTAINER | JSONLEX_NO_NUL);
-    if (budget != 0 && p->held > budget)
-        pfail(p, HEAPSNAP_E_TOOBIG, "a budget of %zu bytes holds no snapshot", budget);
+    if (p->budget != 0 && p->held > p->budget)
+        pfail(p, HEAPSNAP_E_TOOBIG, "a budget of %zu bytes holds no snapshot", p->budget);
     *out = p;
     return 0;
+}
+
+int heapsnap_parser_new(size_t budget, struct heapsnap_parser **out)
+{
+    struct heapsnap_parse_opts o = {.budget = budget, .spill_fd = -1};
+    return heapsnap_parser_new_opts(&o, out);
 }
 
 void heapsnap_parser_free(struct heapsnap_parser *p)
@@ -1139,6 +1405,8 @@ void heapsnap_parser_free(struct heapsnap_parser *p)
     if (p == NULL)
         return;
     heapsnap_free(p->s);
+    isoprof_free(p->wbuf);
+    isoprof_free(p->used);
     isoprof_free(p->why);
     isoprof_free(p);
 }
@@ -1168,19 +1436,35 @@ static int finish_checks(struct heapsnap_parser *p)
             return pfail(p, HEAPSNAP_E_STRING,
                          "node %" PRIu32 ": name %" PRIu32 " is past the %zu strings", i,
                          s->nname[i], s->nstrs);
-    for (uint32_t e = 0; e < s->nedges; e++)
-        if (!edge_is_indexed(s, s->etype[e]) && s->ename[e] >= s->nstrs)
-            return pfail(p, HEAPSNAP_E_STRING,
-                         "edge %" PRIu32 ": name %" PRIu32 " is past the %zu strings", e,
-                         s->ename[e], s->nstrs);
-    if ((s->nfirst = isoprof_malloc(((size_t)s->nnodes + 1) * sizeof(uint32_t))) == NULL)
+    if (p->emax1 > s->nstrs) {
+        /* the first edge that names past the strings, for the message */
+        struct ecache c;
+        if (ec_init(&c, s, 1) != 0)
+            return nomem(p);
+        for (uint32_t e = 0; e < s->nedges && c.err == 0; e++) {
+            const uint8_t *r = ec_get(&c, e);
+            if (c.err == 0 && !edge_is_indexed(s, rec_type(r)) && rec_name(r) >= s->nstrs) {
+                ec_free(&c);
+                return pfail(p, HEAPSNAP_E_STRING,
+                             "edge %" PRIu32 ": name %" PRIu32 " is past the %zu strings", e,
+                             rec_name(r), s->nstrs);
+            }
+        }
+        ec_free(&c);
+        return pfail(p, HEAPSNAP_E_IO, "the spill file could not be read back");
+    }
+    /* the edge counts become the index of each node's first edge */
+    uint32_t *nf = isoprof_realloc(s->nfirst, ((size_t)s->nnodes + 1) * sizeof(uint32_t));
+    if (nf == NULL)
         return nomem(p);
+    s->nfirst = nf;
     uint32_t at = 0;
     for (uint32_t i = 0; i < s->nnodes; i++) {
-        s->nfirst[i] = at;
-        at += s->necount[i];
+        uint32_t c = nf[i];
+        nf[i] = at;
+        at += c;
     }
-    s->nfirst[s->nnodes] = at;
+    nf[s->nnodes] = at;
     /* the strings cut to their length */
     char *t = isoprof_realloc(s->strs, s->strs_len ? s->strs_len : 1);
     if (t == NULL)
@@ -1192,7 +1476,8 @@ static int finish_checks(struct heapsnap_parser *p)
         return nomem(p);
     s->soff = o;
     s->soff_cap = s->nstrs ? s->nstrs : 1;
-    ISOPROF_ASSERT(snap_bytes(s) == p->held); /* what was charged is what is held */
+    /* what was charged is what is held */
+    ISOPROF_ASSERT(snap_bytes(s) + p->aux == p->held);
     return 1;
 }
 
@@ -1246,11 +1531,10 @@ void heapsnap_free(struct heapsnap *s)
     isoprof_free(s->ntype);
     isoprof_free(s->nname);
     isoprof_free(s->nself);
-    isoprof_free(s->necount);
     isoprof_free(s->nfirst);
-    isoprof_free(s->etype);
-    isoprof_free(s->ename);
-    isoprof_free(s->eto);
+    isoprof_free(s->erec);
+    if (s->fd >= 0)
+        close(s->fd);
     isoprof_free(s->strs);
     isoprof_free(s->soff);
     isoprof_free(s);
@@ -1284,7 +1568,7 @@ int heapsnap_node(const struct heapsnap *s, uint32_t i, struct heapsnap_node *ou
     out->name = str_at(s, s->nname[i]);
     out->self_size = s->nself[i];
     out->first_edge = s->nfirst[i];
-    out->edge_count = s->necount[i];
+    out->edge_count = s->nfirst[i + 1] - s->nfirst[i];
     return 0;
 }
 
@@ -1301,13 +1585,19 @@ int heapsnap_edge(const struct heapsnap *s, uint32_t e, struct heapsnap_edge *ou
         else
             hi = mid;
     }
-    int t = s->etype[e];
+    uint8_t rb[EREC];
+    const uint8_t *r = rb;
+    if (s->erec != NULL)
+        r = s->erec + (size_t)e * EREC;
+    else if (pread_full(s->fd, rb, EREC, (uint64_t)e * EREC) != 0)
+        return -EIO;
+    int t = rec_type(r);
     out->type = s->etypes[t];
-    out->name = edge_is_indexed(s, t) ? NULL : str_at(s, s->ename[e]);
-    out->index = s->ename[e];
+    out->name = edge_is_indexed(s, t) ? NULL : str_at(s, rec_name(r));
+    out->index = rec_name(r);
     out->from = lo;
-    out->to = s->eto[e];
-    out->retaining = retains(s, lo, e);
+    out->to = rec_to(r);
+    out->retaining = retains(s, lo, t);
     return 0;
 }
 
@@ -1321,70 +1611,225 @@ struct heapsnap_dom {
     uint32_t *order;    /* the reached nodes in DFS preorder (a dominator first) */
 };
 
+/* The bucket buffers of the predecessors' fill, all together. */
+#define PAIR_BUF_BYTES ((size_t)4 << 20)
+
+/* What the dominators allocate; when they own s (with a spill file),
+ * beyond the snapshot's own 17 bytes a node, which wait in the file while
+ * they run: at most 28 bytes a node at once (Lengauer-Tarjan's seven
+ * arrays; then the result and the self sizes), so 11 more. */
+static size_t dom_need(const struct heapsnap *s, bool own);
+
 size_t heapsnap_dom_need(const struct heapsnap *s)
 {
-    /* while Lengauer-Tarjan runs: dfn, vert, parent and the cursors / semi
-     * (4 each a node), label, ancestor, idom, bucket heads, bucket links
-     * and the compression stack (4 each a reached node), the predecessor
-     * offsets, 4 a retaining edge; the result (16 a node) reuses dfn and
-     * vert and comes after most of the rest is freed */
-    return sizeof(struct heapsnap_dom) + (size_t)s->nnodes * 44 + 4 + (size_t)s->nedges * 4;
+    return dom_need(s, false);
 }
 
-/* Path compression (Tarjan's COMPRESS) from v, without recursion: the
- * path up to the node below the root of v's tree, then each node on it
- * from the top down takes the smaller label and skips to the top. */
-static void lt_compress(uint32_t v, uint32_t *anc, uint32_t *label, const uint32_t *semi,
-                        uint32_t *stk)
+static size_t dom_need(const struct heapsnap *s, bool own)
 {
-    size_t sp = 0;
-    while (anc[anc[v]] != NONE) {
-        stk[sp++] = v;
-        v = anc[v];
+    /* While Lengauer-Tarjan runs: dfn, vert, the ancestors (parents
+     * first), semi (the DFS's edge cursors first), label, bucket heads,
+     * idom (bucket links first) and the predecessor offsets, 4 bytes each
+     * a node; the result (16 a node) reuses dfn and vert and comes after
+     * most of the rest is freed. The predecessors: 4 bytes a retaining
+     * edge in memory; with a spill file, a window of pred_chunk entries
+     * (and while they are filled, the buckets' buffers, their counts and
+     * a small edge cache), or the search's edge cache before them. */
+    size_t nn = s->nnodes, fixed = sizeof(struct heapsnap_dom) + 16;
+    if (s->fd < 0)
+        return fixed + nn * 32 + (size_t)s->nedges * 4;
+    size_t win = s->pred_chunk;
+    size_t fill =
+        4 * win + PAIR_BUF_BYTES + 16 * ((size_t)s->nedges / win + 1) + ec_bytes(EC_SEQ_SLOTS);
+    size_t dfs = ec_bytes(EC_DFS_SLOTS);
+    return fixed + nn * (own ? 28 - HEAPSNAP_NODE_BYTES : 32) + (fill > dfs ? fill : dfs);
+}
+
+/* Writes the pairs buffered for window k (bcnt[2k] of them, after the
+ * bcnt[2k + 1] written before) to its bucket: 0 or -EIO. */
+static int pairs_flush(const struct heapsnap *s, const uint32_t *bbuf, size_t *bcnt, size_t bk,
+                       size_t win, size_t k)
+{
+    size_t np = bcnt[2 * k];
+    if (np == 0)
+        return 0;
+    if (pwrite_full(s->fd, bbuf + k * bk * 2, np * 8,
+                    s->preds_off + (k * win + bcnt[2 * k + 1]) * 8) != 0)
+        return -EIO;
+    bcnt[2 * k + 1] += np;
+    bcnt[2 * k] = 0;
+    return 0;
+}
+
+/* Whether x is a root of the forest that Lengauer-Tarjan links: the nodes
+ * are linked in reverse preorder, so past `lim` every node is linked and
+ * up to it none is. That is what lets the forest's ancestor array hold
+ * each unlinked node's DFS parent (linking it is then just lim moving
+ * past it), instead of a parent array of its own. */
+#define LT_ROOT(x, lim) ((x) <= (lim))
+
+/* Path compression (Tarjan's COMPRESS) from the linked node v: on the path
+ * up to the node below the root of v's tree, each node from the top down
+ * takes the smaller label and skips to the top. Without recursion or a
+ * stack: the way up reverses the ancestor pointers, the way down restores
+ * them as it compresses. */
+static void lt_compress(uint32_t v, uint32_t lim, uint32_t *anc, uint32_t *label,
+                        const uint32_t *semi)
+{
+    uint32_t prev = NONE;
+    while (!LT_ROOT(anc[v], lim)) {
+        uint32_t a = anc[v];
+        anc[v] = prev;
+        prev = v;
+        v = a;
     }
-    while (sp > 0) {
-        uint32_t y = stk[--sp], a = anc[y];
+    uint32_t a = v; /* the top: its ancestor is the root */
+    while (prev != NONE) {
+        uint32_t y = prev;
+        prev = anc[y];
         if (semi[label[a]] < semi[label[y]])
             label[y] = label[a];
         anc[y] = anc[a];
+        a = y;
     }
 }
 
-static inline uint32_t lt_eval(uint32_t v, uint32_t *anc, uint32_t *label, const uint32_t *semi,
-                               uint32_t *stk)
+static inline uint32_t lt_eval(uint32_t v, uint32_t lim, uint32_t *anc, uint32_t *label,
+                               const uint32_t *semi)
 {
-    if (anc[v] == NONE)
+    if (LT_ROOT(v, lim))
         return v;
-    lt_compress(v, anc, label, semi, stk);
+    lt_compress(v, lim, anc, label, semi);
     return label[v];
 }
 
-int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heapsnap_dom **out)
+/* The predecessor lists, by DFS number: entries poff[w] .. poff[w + 1] - 1
+ * are w's. In memory (buf holds all of them) or in the spill file, read
+ * back through buf, a window of `cap` entries [lo, hi). */
+struct preds {
+    const struct heapsnap *s;
+    uint32_t *buf;
+    size_t cap, lo, hi;
+    int err;
+};
+
+/* Entry j. The caller goes down from the last entry to the first, so a
+ * window that misses ends at j. A failed read sets err and gives 0. */
+static inline uint32_t pred_at(struct preds *pr, size_t j)
+{
+    if (pr->s->fd < 0)
+        return pr->buf[j];
+    if (j < pr->lo || j >= pr->hi) {
+        pr->hi = j + 1;
+        pr->lo = pr->hi > pr->cap ? pr->hi - pr->cap : 0;
+        if (pread_full(pr->s->fd, pr->buf, (pr->hi - pr->lo) * sizeof(uint32_t),
+                       pr->s->preds_off + pr->lo * sizeof(uint32_t)) != 0) {
+            pr->lo = pr->hi = 0;
+            pr->err = -EIO;
+            return 0;
+        }
+    }
+    return pr->buf[j - pr->lo];
+}
+
+/* Where the node arrays go in the spill file while the dominators run
+ * (spill_nodes), after the predecessors. */
+static uint64_t nodes_off(const struct heapsnap *s)
+{
+    return s->preds_off + (((uint64_t)s->nedges * 8 + 4095) & ~(uint64_t)4095);
+}
+
+/* The node arrays, for the daemon's conversion, which owns its snapshot:
+ * each waits in the spill file while no pass reads it. */
+#define SP_TYPE 1u
+#define SP_NAME 2u
+#define SP_SELF 4u
+#define SP_FIRST 8u
+enum spill_op {
+    SPILL_OUT,  /* written to the file and freed */
+    SPILL_DROP, /* freed (the file holds it since a SPILL_OUT) */
+    SPILL_IN,   /* read back */
+};
+
+/* The arrays of `which` (SP_*) out, dropped or in: 0, or -ENOMEM / -EIO
+ * (the arrays then stay as they are: NULL ones are freed with the
+ * snapshot, which the caller only frees then). */
+static int spill_nodes(struct heapsnap *s, enum spill_op op, unsigned which)
+{
+    size_t nn = s->nnodes;
+    uint64_t at = nodes_off(s);
+    struct {
+        void **a;
+        size_t bytes;
+        unsigned bit;
+    } arr[] = {
+        {(void **)&s->ntype, nn, SP_TYPE},
+        {(void **)&s->nname, nn * sizeof(uint32_t), SP_NAME},
+        {(void **)&s->nself, nn * sizeof(uint64_t), SP_SELF},
+        {(void **)&s->nfirst, (nn + 1) * sizeof(uint32_t), SP_FIRST},
+    };
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(arr); i++, at += arr[i - 1].bytes) {
+        if (!(which & arr[i].bit))
+            continue;
+        if (op == SPILL_OUT && pwrite_full(s->fd, *arr[i].a, arr[i].bytes, at) != 0)
+            return -EIO;
+        if (op != SPILL_IN) {
+            isoprof_free(*arr[i].a);
+            *arr[i].a = NULL;
+            continue;
+        }
+        void *a = isoprof_malloc(arr[i].bytes ? arr[i].bytes : 1);
+        if (a == NULL)
+            return -ENOMEM;
+        if (pread_full(s->fd, a, arr[i].bytes, at) != 0) {
+            isoprof_free(a);
+            return -EIO;
+        }
+        *arr[i].a = a;
+    }
+    return 0;
+}
+
+/* heapsnap_dominators; own, if not NULL, is s, which the caller gives up
+ * to it (with a spill file its node arrays wait there while it runs). */
+static int dominators(const struct heapsnap *s, struct heapsnap *own, size_t max_bytes,
+                      struct heapsnap_dom **out)
 {
     if (s == NULL || out == NULL)
         return -EINVAL;
-    if (max_bytes != 0 && heapsnap_dom_need(s) > max_bytes)
+    if (own != NULL && own->fd < 0)
+        own = NULL;
+    if (max_bytes != 0 && dom_need(s, own != NULL) > max_bytes)
         return ISOPROF_ETOOBIG;
     size_t nn = s->nnodes;
     int rc = -ENOMEM;
-    uint32_t *dfn = NULL, *vert = NULL, *par = NULL, *semi = NULL, *label = NULL, *anc = NULL,
-             *idm = NULL, *head = NULL, *next = NULL, *stk = NULL, *poff = NULL, *preds = NULL;
+    uint32_t *dfn = NULL, *vert = NULL, *anc = NULL, *semi = NULL, *label = NULL, *idm = NULL,
+             *head = NULL, *poff = NULL, *bbuf = NULL;
+    size_t *bcnt = NULL;
     uint64_t *ret = NULL;
+    struct ecache c;
+    struct preds pr = {.s = s};
+    memset(&c, 0, sizeof(c));
     struct heapsnap_dom *d = isoprof_calloc(1, sizeof(*d));
     if (d == NULL)
         goto fail;
+    if (own != NULL && (rc = spill_nodes(own, SPILL_OUT, SP_TYPE | SP_NAME | SP_SELF)) != 0)
+        goto fail;
+    rc = -ENOMEM;
     dfn = isoprof_malloc(nn * sizeof(uint32_t));
     vert = isoprof_malloc(nn * sizeof(uint32_t));
-    par = isoprof_malloc(nn * sizeof(uint32_t));
+    anc = isoprof_malloc(nn * sizeof(uint32_t));  /* the DFS parents first */
     semi = isoprof_malloc(nn * sizeof(uint32_t)); /* the DFS's edge cursors first */
-    if (dfn == NULL || vert == NULL || par == NULL || semi == NULL)
+    if (dfn == NULL || vert == NULL || anc == NULL || semi == NULL ||
+        ec_init(&c, s, EC_DFS_SLOTS) != 0)
         goto fail;
 
     /* Depth-first search from the root over the retaining edges. The DFS
      * tree is the stack: x is the node being explored, its cursor the next
-     * edge to try, and when they run out the search goes back to par[x]. */
+     * edge to try, and when they run out the search goes back to its
+     * parent. */
     memset(dfn, 0xff, nn * sizeof(uint32_t));
-    uint32_t *cur = semi, n = 1, x = 0;
+    uint32_t *par = anc, *cur = semi, n = 1, x = 0;
     dfn[0] = 0;
     vert[0] = 0;
     par[0] = NONE;
@@ -1392,8 +1837,9 @@ int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heaps
     for (;;) {
         uint32_t u = vert[x];
         if (cur[x] < s->nfirst[u + 1]) {
-            uint32_t e = cur[x]++, v = s->eto[e];
-            if (dfn[v] != NONE || !retains(s, u, e))
+            const uint8_t *r = ec_get(&c, cur[x]++);
+            uint32_t v = rec_to(r);
+            if (dfn[v] != NONE || !retains(s, u, rec_type(r)))
                 continue;
             dfn[v] = n;
             vert[n] = v;
@@ -1406,68 +1852,154 @@ int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heaps
             x = par[x];
         }
     }
+    ec_free(&c);
+    if (c.err) {
+        rc = c.err;
+        goto fail;
+    }
 
-    /* The predecessors of each reached node, as DFS numbers: counted, the
-     * counts summed so that poff[w] is the end of w's run, then filled
-     * backwards so that it ends at the start. */
-    label = isoprof_malloc(n * sizeof(uint32_t));
-    anc = isoprof_malloc(n * sizeof(uint32_t));
-    idm = isoprof_malloc(n * sizeof(uint32_t));
-    head = isoprof_malloc(n * sizeof(uint32_t));
-    next = isoprof_malloc(n * sizeof(uint32_t));
-    stk = isoprof_malloc(n * sizeof(uint32_t));
-    poff = isoprof_calloc((size_t)n + 1, sizeof(uint32_t));
-    if (label == NULL || anc == NULL || idm == NULL || head == NULL || next == NULL ||
-        stk == NULL || poff == NULL)
+    /* The predecessors of each reached node, as DFS numbers: counted (in
+     * poff[w + 1]), summed so that w's run starts at poff[w], then filled
+     * by one scan of the edges in node order, poff[w] the cursor of w's
+     * run. In memory, each goes in place. With a spill file, the entries
+     * are in windows of pred_chunk: each (position, value) pair goes to
+     * its window's bucket in the file (through a small buffer a bucket),
+     * then each window is read back, put in order and written. */
+    if ((poff = isoprof_calloc((size_t)n + 1, sizeof(uint32_t))) == NULL ||
+        ec_init(&c, s, EC_SEQ_SLOTS) != 0)
         goto fail;
     size_t m = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t u = vert[i];
-        for (uint32_t e = s->nfirst[u]; e < s->nfirst[u + 1]; e++)
-            if (retains(s, u, e)) {
-                poff[dfn[s->eto[e]]]++;
+    for (uint32_t u = 0; u < nn; u++) {
+        if (dfn[u] == NONE)
+            continue;
+        for (uint32_t e = s->nfirst[u]; e < s->nfirst[u + 1]; e++) {
+            const uint8_t *r = ec_get(&c, e);
+            if (retains(s, u, rec_type(r))) {
+                poff[dfn[rec_to(r)] + 1]++;
                 m++;
             }
+        }
     }
-    for (uint32_t w = 0, sum = 0; w < n; w++) {
-        sum += poff[w];
-        poff[w] = sum;
-    }
-    poff[n] = (uint32_t)m;
-    if ((preds = isoprof_malloc((m ? m : 1) * sizeof(uint32_t))) == NULL)
+    for (uint32_t w = 0; w < n; w++)
+        poff[w + 1] += poff[w];
+    size_t win = s->fd < 0 || m < s->pred_chunk ? m : s->pred_chunk;
+    size_t nwin = win ? (m + win - 1) / win : 0, bk = 0;
+    pr.cap = win ? win : 1;
+    if ((pr.buf = isoprof_malloc(pr.cap * sizeof(uint32_t))) == NULL)
         goto fail;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t u = vert[i];
-        for (uint32_t e = s->nfirst[u]; e < s->nfirst[u + 1]; e++)
-            if (retains(s, u, e))
-                preds[--poff[dfn[s->eto[e]]]] = i;
+    if (s->fd >= 0 && nwin > 0) {
+        bk = PAIR_BUF_BYTES / 8 / nwin;
+        bk = bk < 1 ? 1 : bk > win ? win : bk;
+        bbuf = isoprof_malloc(nwin * bk * 2 * sizeof(uint32_t));
+        bcnt = isoprof_calloc(2 * nwin, sizeof(size_t));
+        if (bbuf == NULL || bcnt == NULL)
+            goto fail;
+    }
+    for (uint32_t u = 0; u < nn && c.err == 0; u++) {
+        uint32_t du = dfn[u];
+        if (du == NONE)
+            continue;
+        for (uint32_t e = s->nfirst[u]; e < s->nfirst[u + 1]; e++) {
+            const uint8_t *r = ec_get(&c, e);
+            if (!retains(s, u, rec_type(r)))
+                continue;
+            uint32_t at = poff[dfn[rec_to(r)]]++;
+            if (s->fd < 0) {
+                pr.buf[at] = du;
+                continue;
+            }
+            size_t k = at / win;
+            uint32_t *q = bbuf + (k * bk + bcnt[2 * k]) * 2;
+            q[0] = at;
+            q[1] = du;
+            if (++bcnt[2 * k] == bk && pairs_flush(s, bbuf, bcnt, bk, win, k) != 0)
+                c.err = -EIO;
+        }
+    }
+    for (size_t k = 0; k < nwin && s->fd >= 0 && c.err == 0; k++)
+        if (pairs_flush(s, bbuf, bcnt, bk, win, k) != 0)
+            c.err = -EIO;
+    /* the cursors ended each run where the next begins */
+    for (uint32_t w = n - 1; w >= 1; w--)
+        poff[w] = poff[w - 1];
+    poff[0] = 0;
+    /* each window's pairs read back, put in place, and written over the
+     * pairs (a window's entries take half the bytes of its pairs, so they
+     * cover only pairs already read) */
+    for (size_t k = 0; k < nwin && s->fd >= 0 && c.err == 0; k++) {
+        size_t a = k * win, b = m - a < win ? m : a + win, cap = nwin * bk;
+        for (size_t i = a; i < b && c.err == 0; i += cap) {
+            size_t np = b - i < cap ? b - i : cap;
+            if (pread_full(s->fd, bbuf, np * 8, s->preds_off + i * 8) != 0) {
+                c.err = -EIO;
+                break;
+            }
+            for (size_t j = 0; j < np; j++) {
+                uint32_t at = bbuf[2 * j];
+                if (at < a || at >= b) { /* a damaged spill file */
+                    c.err = -EIO;
+                    break;
+                }
+                pr.buf[at - a] = bbuf[2 * j + 1];
+            }
+        }
+        if (c.err == 0 && pwrite_full(s->fd, pr.buf, (b - a) * sizeof(uint32_t),
+                                      s->preds_off + a * sizeof(uint32_t)) != 0)
+            c.err = -EIO;
+    }
+    ec_free(&c);
+    isoprof_free(bbuf);
+    isoprof_free(bcnt);
+    bbuf = NULL;
+    bcnt = NULL;
+    if (c.err) {
+        rc = c.err;
+        goto fail;
+    }
+    /* Lengauer-Tarjan reads neither the edges nor the DFS numbers by node
+     * (dfn is made again as the per-node idoms) */
+    if (own != NULL) {
+        if ((rc = spill_nodes(own, SPILL_OUT, SP_FIRST)) != 0)
+            goto fail;
+        isoprof_free(dfn);
+        dfn = NULL;
+        rc = -ENOMEM;
     }
 
     /* Lengauer-Tarjan: semidominators in reverse preorder, each node's
      * bucket emptied when its tree edge is linked, then the deferred
-     * idoms resolved in preorder. */
+     * idoms resolved in preorder. A node's idom entry is its bucket link
+     * until it leaves the bucket, when its (deferred) idom is set. */
+    label = isoprof_malloc(n * sizeof(uint32_t));
+    head = isoprof_malloc(n * sizeof(uint32_t));
+    idm = isoprof_malloc(n * sizeof(uint32_t));
+    if (label == NULL || head == NULL || idm == NULL)
+        goto fail;
     for (uint32_t i = 0; i < n; i++) {
         semi[i] = i;
         label[i] = i;
-        anc[i] = NONE;
         head[i] = NONE;
-        idm[i] = 0;
     }
     for (uint32_t w = n - 1; w >= 1; w--) {
-        for (uint32_t j = poff[w]; j < poff[w + 1]; j++) {
-            uint32_t u = lt_eval(preds[j], anc, label, semi, stk);
+        for (size_t j = poff[w + 1]; j-- > poff[w];) {
+            uint32_t u = lt_eval(pred_at(&pr, j), w, anc, label, semi);
             if (semi[u] < semi[w])
                 semi[w] = semi[u];
         }
-        next[w] = head[semi[w]];
+        idm[w] = head[semi[w]];
         head[semi[w]] = w;
-        uint32_t pw = par[w];
-        anc[w] = pw;
-        for (uint32_t v = head[pw]; v != NONE; v = next[v]) {
-            uint32_t u = lt_eval(v, anc, label, semi, stk);
+        uint32_t pw = anc[w]; /* w is not linked: its parent; linked from here on */
+        for (uint32_t v = head[pw]; v != NONE;) {
+            uint32_t nx = idm[v];
+            uint32_t u = lt_eval(v, w - 1, anc, label, semi);
             idm[v] = semi[u] < semi[v] ? u : pw;
+            v = nx;
         }
         head[pw] = NONE;
+    }
+    if (pr.err) {
+        rc = pr.err;
+        goto fail;
     }
     for (uint32_t w = 1; w < n; w++)
         if (idm[w] != semi[w])
@@ -1477,16 +2009,17 @@ int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heaps
     isoprof_free(label);
     isoprof_free(anc);
     isoprof_free(head);
-    isoprof_free(next);
-    isoprof_free(stk);
     isoprof_free(poff);
-    isoprof_free(preds);
-    isoprof_free(par);
-    semi = label = anc = head = next = stk = poff = preds = par = NULL;
+    isoprof_free(pr.buf);
+    semi = label = anc = head = poff = pr.buf = NULL;
 
     /* Retained sizes, children before their dominator (reverse preorder:
      * a dominator is a DFS ancestor, so it comes first in preorder). */
-    if ((ret = isoprof_calloc(nn, sizeof(uint64_t))) == NULL)
+    if (own != NULL && (rc = spill_nodes(own, SPILL_IN, SP_SELF)) != 0)
+        goto fail;
+    rc = -ENOMEM;
+    if ((ret = isoprof_calloc(nn, sizeof(uint64_t))) == NULL ||
+        (dfn == NULL && (dfn = isoprof_malloc(nn * sizeof(uint32_t))) == NULL))
         goto fail;
     for (uint32_t i = 0; i < n; i++)
         ret[vert[i]] = s->nself[vert[i]];
@@ -1497,6 +2030,9 @@ int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heaps
     for (uint32_t i = 0; i < n; i++)
         dfn[vert[i]] = vert[idm[i]];
     isoprof_free(idm);
+    idm = NULL;
+    if (own != NULL)
+        spill_nodes(own, SPILL_DROP, SP_SELF); /* the profile reads them from the file */
     d->nnodes = (uint32_t)nn;
     d->nreached = n;
     d->idom = dfn;
@@ -1505,21 +2041,26 @@ int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heaps
     *out = d;
     return 0;
 fail:
+    ec_free(&c);
     isoprof_free(dfn);
     isoprof_free(vert);
-    isoprof_free(par);
+    isoprof_free(anc);
     isoprof_free(semi);
     isoprof_free(label);
-    isoprof_free(anc);
     isoprof_free(idm);
     isoprof_free(head);
-    isoprof_free(next);
-    isoprof_free(stk);
     isoprof_free(poff);
-    isoprof_free(preds);
+    isoprof_free(bbuf);
+    isoprof_free(bcnt);
+    isoprof_free(pr.buf);
     isoprof_free(ret);
     isoprof_free(d);
     return rc;
+}
+
+int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heapsnap_dom **out)
+{
+    return dominators(s, NULL, max_bytes, out);
 }
 
 void heapsnap_dom_free(struct heapsnap_dom *d)
@@ -1682,22 +2223,24 @@ static bool index_name(const char *s)
     return i > 0 && i <= 10 && s[i] == '\0';
 }
 
-/* How well edge e names its target, lower better: a name the program
- * gave (a property, a variable of a closure's context), then V8's own
- * (internal), then an index. */
-static int edge_rank(const struct heapsnap *s, uint32_t e)
+/* How well an edge of type t and name_or_index name names its target,
+ * lower better: a name the program gave (a property, a variable of a
+ * closure's context), then V8's own (internal), then an index. */
+static int edge_rank(const struct heapsnap *s, int t, uint32_t name)
 {
-    int t = s->etype[e];
-    if (edge_is_indexed(s, t) || index_name(str_at(s, s->ename[e])))
+    if (edge_is_indexed(s, t) || index_name(str_at(s, name)))
         return 2;
     return t == s->et_internal ? 1 : 0;
 }
 
 #define FRAME_MAX (2 * HEAPSNAP_PPROF_NAME + TYPE_NAME_MAX + 32)
+#define LAB_NONE 0xff /* no edge (edge types are fewer than HEAPSNAP_MAX_TYPES) */
+_Static_assert(HEAPSNAP_MAX_TYPES < LAB_NONE, "LAB_NONE is no edge type");
 
-/* The frame of reached node v held by edge e, "<class> <edge>", into b
- * (FRAME_MAX bytes, not NUL-terminated): its length. */
-static size_t frame_str(const struct prof *pr, uint32_t v, uint32_t e, char *b)
+/* The frame of reached node v held by an edge of type et and
+ * name_or_index ename, "<class> <edge>", into b (FRAME_MAX bytes, not
+ * NUL-terminated): its length. */
+static size_t frame_str(const struct prof *pr, uint32_t v, int et, uint32_t ename, char *b)
 {
     const struct heapsnap *s = pr->s;
     size_t n = 0;
@@ -1716,10 +2259,9 @@ static size_t frame_str(const struct prof *pr, uint32_t v, uint32_t e, char *b)
         n = (size_t)snprintf(b, FRAME_MAX, "(%s)", s->ntypes[t]);
     }
     b[n++] = ' ';
-    int et = s->etype[e];
-    const char *en = edge_is_indexed(s, et) ? NULL : str_at(s, s->ename[e]);
+    const char *en = edge_is_indexed(s, et) ? NULL : str_at(s, ename);
     if (en == NULL && pr->index_frames)
-        n += (size_t)snprintf(b + n, FRAME_MAX - n, "[%" PRIu32 "]", s->ename[e]);
+        n += (size_t)snprintf(b + n, FRAME_MAX - n, "[%" PRIu32 "]", ename);
     else if (en != NULL && index_name(en))
         n += (size_t)snprintf(b + n, FRAME_MAX - n, pr->index_frames ? "[%s]" : "[]", en);
     else if (en == NULL)
@@ -1766,7 +2308,8 @@ struct grp {
 struct walk {
     const struct heapsnap_dom *d;
     uint32_t *koff, *kids; /* dominator-tree children: kids[koff[u] .. koff[u + 1]) */
-    uint32_t *lab;         /* per node: the edge its frame names */
+    uint8_t *ltype;        /* per node: the type of the edge its frame names (LAB_NONE: none) */
+    uint32_t *lname;       /* ... and its name_or_index */
     uint32_t *next;        /* per node: the next node of its group */
     struct grp *heap;      /* pending groups, a max-heap */
     size_t nheap, heapcap;
@@ -1819,8 +2362,8 @@ static struct grp heap_pop(struct walk *w)
 }
 
 /* The fresh group whose frame's name hashes to h: its index, found or
- * made. Two names of one hash would share a group (and a name): 64 seeded
- * bits make that a label's risk, never a fault. */
+ * made, or NONE when HEAPSNAP_PPROF_FRESH groups are made already. Two names of one hash would
+ * share a group (and a name): 64 seeded bits make that a label's risk, never a fault. */
 static int fresh_group(struct walk *w, uint32_t parent, uint32_t rep, uint64_t h, uint32_t *out)
 {
     if (w->tab == NULL || (w->nfresh + 1) * 2 > w->tabmask + 1) {
@@ -1846,6 +2389,10 @@ static int fresh_group(struct walk *w, uint32_t parent, uint32_t rep, uint64_t h
             return 0;
         }
     }
+    if (w->nfresh >= HEAPSNAP_PPROF_FRESH) {
+        *out = NONE; /* one frame too many under this path */
+        return 0;
+    }
     if (w->nfresh == w->freshcap) {
         size_t nc = w->freshcap ? w->freshcap * 2 : 256;
         if (grow((void **)&w->fresh, sizeof(struct grp), nc))
@@ -1870,9 +2417,12 @@ static int expand(struct prof *pr, struct walk *w, uint32_t t, uint32_t head)
     for (uint32_t u = head; u != NONE; u = w->next[u]) {
         for (uint32_t j = w->koff[u]; j < w->koff[u + 1]; j++) {
             uint32_t v = w->kids[j], gi;
-            uint64_t h = deep ? 0 : hbytes(pr->seed, b, frame_str(pr, v, w->lab[v], b));
+            uint64_t h =
+                deep ? 0 : hbytes(pr->seed, b, frame_str(pr, v, w->ltype[v], w->lname[v], b));
             if (fresh_group(w, t, deep ? NONE : v, h, &gi) != 0)
                 return -ENOMEM;
+            if (gi == NONE)
+                continue; /* never a path of its own: folded into t */
             struct grp *g = &w->fresh[gi];
             g->bytes = sat_add(g->bytes, d->retained[v]);
             w->next[v] = g->head;
@@ -1904,7 +2454,8 @@ static void walk_free(struct walk *w)
 {
     isoprof_free(w->koff);
     isoprof_free(w->kids);
-    isoprof_free(w->lab);
+    isoprof_free(w->ltype);
+    isoprof_free(w->lname);
     isoprof_free(w->next);
     isoprof_free(w->heap);
     isoprof_free(w->fresh);
@@ -1915,6 +2466,17 @@ static void walk_free(struct walk *w)
 static int64_t clamp64(uint64_t v)
 {
     return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+#define SELF_CHUNK ((size_t)1 << 16) /* self sizes read back at once */
+
+size_t heapsnap_pprof_need(const struct heapsnap *s)
+{
+    /* per node: lname (then the path's trie entry), next, koff, kids (4
+     * bytes each), ltype and a bit (byidom, then admitted); with a spill
+     * file, a small edge cache for the one scan of the edges */
+    size_t nn = s->nnodes;
+    return nn * 17 + nn / 8 + 16 + (s->fd >= 0 ? ec_bytes(EC_SEQ_SLOTS) : 0);
 }
 
 #define FIXED_STRINGS 6 /* "", and the sample and period types' names */
@@ -2043,8 +2605,13 @@ done:
     return rc;
 }
 
-int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
-                   const struct heapsnap_pprof_opts *o, struct heapsnap_pprof_result *out)
+/* heapsnap_pprof; own_s and own_d, if not NULL, are s and d, which the
+ * caller gives up to it: what it no longer reads of them is freed as it
+ * goes (s's edge index after the scan of the edges, d's idoms once the
+ * children lists are made). */
+static int pprof_run(const struct heapsnap *s, const struct heapsnap_dom *d, struct heapsnap *own_s,
+                     struct heapsnap_dom *own_d, const struct heapsnap_pprof_opts *o,
+                     struct heapsnap_pprof_result *out)
 {
     static const struct heapsnap_pprof_opts defaults = {0};
     if (o == NULL)
@@ -2073,53 +2640,89 @@ int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
     memset(&w, 0, sizeof(w));
     w.d = d;
     w.max_depth = max_depth;
+    struct ecache c;
+    memset(&c, 0, sizeof(c));
+    uint64_t *selfbuf = NULL;
+    /* an owned snapshot's node arrays wait in the spill file (dominators):
+     * each comes back for the pass that reads it */
+    bool spilled = own_s != NULL && own_s->fd >= 0;
     uint8_t *byidom = isoprof_calloc(nn / 8 + 1, 1);
-    uint32_t *tof = isoprof_malloc(nn * sizeof(uint32_t));
-    w.lab = isoprof_malloc(nn * sizeof(uint32_t));
-    w.next = isoprof_malloc(nn * sizeof(uint32_t));
-    w.koff = isoprof_calloc(nn + 1, sizeof(uint32_t));
-    w.kids = isoprof_malloc((n ? n : 1) * sizeof(uint32_t));
-    if (byidom == NULL || tof == NULL || w.lab == NULL || w.next == NULL || w.koff == NULL ||
-        w.kids == NULL)
+    w.ltype = isoprof_malloc(nn ? nn : 1);
+    w.lname = isoprof_malloc(nn * sizeof(uint32_t));
+    if (byidom == NULL || w.ltype == NULL || w.lname == NULL || ec_init(&c, s, EC_SEQ_SLOTS) != 0)
         goto done;
+    if (spilled && own_s->nfirst == NULL && (rc = spill_nodes(own_s, SPILL_IN, SP_FIRST)) != 0)
+        goto done;
+    rc = -ENOMEM;
 
     /* Each node's edge: the first retaining edge from its immediate
      * dominator if there is one, else the best named retaining edge into
      * it (edge_rank; the first of the best in snapshot order): an object
      * held by a global and also by a stack slot or a cache is called by
      * the global's name, whichever holder comes first. One pass over the
-     * edges of the reached nodes. */
-    uint32_t *lab = w.lab;
-    memset(lab, 0xff, nn * sizeof(uint32_t));
+     * edges of the reached nodes, in order (a sequential read of the
+     * spill file). */
+    uint8_t *ltype = w.ltype;
+    uint32_t *lname = w.lname;
+    memset(ltype, LAB_NONE, nn);
     for (uint32_t u = 0; u < nn; u++) {
         if (d->idom[u] == NONE)
             continue;
         for (uint32_t e = s->nfirst[u]; e < s->nfirst[u + 1]; e++) {
-            uint32_t v = s->eto[e];
-            if (v == 0 || (byidom[v / 8] >> (v % 8) & 1) || !retains(s, u, e))
+            const uint8_t *r = ec_get(&c, e);
+            uint32_t v = rec_to(r);
+            int et = rec_type(r);
+            if (v == 0 || (byidom[v / 8] >> (v % 8) & 1) || !retains(s, u, et))
                 continue;
             if (d->idom[v] == u) {
-                lab[v] = e;
                 byidom[v / 8] |= (uint8_t)(1u << (v % 8));
-            } else if (lab[v] == NONE || edge_rank(s, e) < edge_rank(s, lab[v])) {
-                lab[v] = e;
+            } else if (ltype[v] != LAB_NONE &&
+                       edge_rank(s, et, rec_name(r)) >= edge_rank(s, ltype[v], lname[v])) {
+                continue;
             }
+            ltype[v] = (uint8_t)et;
+            lname[v] = rec_name(r);
         }
     }
-    isoprof_free(byidom);
-    byidom = NULL;
-
-    /* The dominator tree's children lists, each in preorder (tof is the
-     * fill cursor for a moment). */
-    for (uint32_t k = 1; k < n; k++)
-        w.koff[d->idom[d->order[k]] + 1]++;
-    for (size_t u = 0; u < nn; u++)
-        w.koff[u + 1] += w.koff[u];
-    memcpy(tof, w.koff, nn * sizeof(uint32_t));
-    for (uint32_t k = 1; k < n; k++) {
-        uint32_t v = d->order[k];
-        w.kids[tof[d->idom[v]]++] = v;
+    ec_free(&c);
+    if (c.err) {
+        rc = c.err;
+        goto done;
     }
+    if (own_s != NULL)
+        spill_nodes(own_s, SPILL_DROP, SP_FIRST);
+    if (spilled && (own_s->ntype == NULL || own_s->nname == NULL) &&
+        (rc = spill_nodes(own_s, SPILL_IN, SP_TYPE | SP_NAME)) != 0)
+        goto done;
+    rc = -ENOMEM;
+
+    /* The dominator tree's children lists, each in preorder: counted at
+     * their parent, summed to the end of each run, then filled backwards
+     * (so each run's offset ends at its start). */
+    w.koff = isoprof_calloc(nn + 1, sizeof(uint32_t));
+    w.kids = isoprof_malloc((n ? n : 1) * sizeof(uint32_t));
+    if (w.koff == NULL || w.kids == NULL)
+        goto done;
+    for (uint32_t k = 1; k < n; k++)
+        w.koff[d->idom[d->order[k]]]++;
+    for (size_t u = 1; u <= nn; u++)
+        w.koff[u] += w.koff[u - 1];
+    for (uint32_t k = n; k-- > 1;) {
+        uint32_t v = d->order[k];
+        w.kids[--w.koff[d->idom[v]]] = v;
+    }
+    if (own_d != NULL) {
+        isoprof_free(own_d->idom);
+        own_d->idom = NULL;
+    }
+    if ((w.next = isoprof_malloc(nn * sizeof(uint32_t))) == NULL)
+        goto done;
+    /* From here on a node's lname is its path's trie entry (tof) once its
+     * group is admitted (its frame named by then), and byidom says which
+     * are admitted. */
+    uint32_t *tof = lname;
+    uint8_t *adm = byidom;
+    memset(adm, 0, nn / 8 + 1);
 
     /* Frames 0 and 1 and trie entries 0 and 1 are reserved: the root's
      * own frame and path, and the (deeper) frame. */
@@ -2129,8 +2732,8 @@ int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
     uint32_t t_root = trie_child(&pr, t_empty, f_root);
     if (pr.err)
         goto done;
-    memset(tof, 0xff, nn * sizeof(uint32_t));
     tof[0] = t_empty;
+    adm[0] |= 1;
     w.next[0] = NONE;
     if (expand(&pr, &w, t_empty, 0) != 0)
         goto done;
@@ -2139,7 +2742,7 @@ int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
         struct grp g = heap_pop(&w);
         uint32_t f = f_deeper;
         if (g.rep != NONE)
-            f = frame_id(&pr, b, frame_str(&pr, g.rep, lab[g.rep], b), false);
+            f = frame_id(&pr, b, frame_str(&pr, g.rep, ltype[g.rep], lname[g.rep], b), false);
         if (pr.err)
             goto done;
         if (f == NONE)
@@ -2148,28 +2751,57 @@ int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
         if (pr.err)
             goto done;
         ISOPROF_ASSERT(t != NONE && t >= 2);
-        for (uint32_t v = g.head; v != NONE; v = w.next[v])
+        for (uint32_t v = g.head; v != NONE; v = w.next[v]) {
             tof[v] = t;
+            adm[v / 8] |= (uint8_t)(1u << (v % 8));
+        }
         if (g.rep != NONE && expand(&pr, &w, t, g.head) != 0)
             goto done;
     }
 
-    /* Every node to its path, or its nearest admitted dominator's. */
+    /* Every node to its path, or its nearest admitted dominator's: in
+     * preorder, a node's path is known when its turn comes, and passes to
+     * its children that were not admitted. */
     uint64_t deeper = 0, folded = 0;
     for (uint32_t k = 0; k < n; k++) {
-        uint32_t v = d->order[k], t = tof[v];
-        if (t == NONE) {
-            t = tof[v] = tof[d->idom[v]];
-            folded += pr.tframe[t] != f_deeper;
+        uint32_t u = d->order[k], t = tof[u];
+        for (uint32_t j = w.koff[u]; j < w.koff[u + 1]; j++) {
+            uint32_t v = w.kids[j];
+            if (!(adm[v / 8] >> (v % 8) & 1)) {
+                tof[v] = t;
+                adm[v / 8] |= (uint8_t)(1u << (v % 8));
+                folded += pr.tframe[t] != f_deeper;
+            }
         }
         deeper += pr.tframe[t] == f_deeper;
         t = t == t_empty ? t_root : t;
         pr.tcount[t]++;
-        pr.tbytes[t] = sat_add(pr.tbytes[t], s->nself[v]);
+        if (!spilled)
+            pr.tbytes[t] = sat_add(pr.tbytes[t], s->nself[u]);
     }
+    /* spilled, the self sizes come from the file in node order */
+    if (spilled && (selfbuf = isoprof_malloc(SELF_CHUNK * sizeof(uint64_t))) == NULL)
+        goto done;
+    for (size_t u0 = 0; spilled && u0 < nn; u0 += SELF_CHUNK) {
+        size_t k = nn - u0 < SELF_CHUNK ? nn - u0 : SELF_CHUNK;
+        if (pread_full(s->fd, selfbuf, k * sizeof(uint64_t),
+                       nodes_off(s) + (uint64_t)nn * 5 + u0 * sizeof(uint64_t)) != 0) {
+            rc = -EIO;
+            goto done;
+        }
+        for (size_t j = 0; j < k; j++) {
+            size_t u = u0 + j;
+            if (!(adm[u / 8] >> (u % 8) & 1))
+                continue;
+            uint32_t t = tof[u] == t_empty ? t_root : tof[u];
+            pr.tbytes[t] = sat_add(pr.tbytes[t], selfbuf[j]);
+        }
+    }
+    isoprof_free(selfbuf);
+    selfbuf = NULL;
     walk_free(&w);
-    isoprof_free(tof);
-    tof = NULL;
+    isoprof_free(byidom);
+    byidom = NULL;
 
     char c1[200], c2[200], c3[200];
     const char *comments[3];
@@ -2210,9 +2842,127 @@ int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
     *out = r;
     rc = 0;
 done:
+    ec_free(&c);
+    isoprof_free(selfbuf);
     isoprof_free(byidom);
-    isoprof_free(tof);
     walk_free(&w);
     prof_free(&pr);
+    return rc;
+}
+
+int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
+                   const struct heapsnap_pprof_opts *o, struct heapsnap_pprof_result *out)
+{
+    return pprof_run(s, d, NULL, NULL, o, out);
+}
+
+/* --- the retained profile within a budget --- */
+
+struct retained_feed {
+    struct heapsnap_parser *p;
+    int reason;
+};
+
+static int retained_feed(void *arg, const void *data, size_t len)
+{
+    struct retained_feed *f = arg;
+    f->reason = heapsnap_parser_feed(f->p, data, len);
+    return f->reason != HEAPSNAP_OK;
+}
+
+static int retained_why(char **why, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int retained_why(char **why, int rc, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    *why = isoprof_strdup(buf);
+    return rc;
+}
+
+int heapsnap_retained(const struct heapsnap_retained_opts *o, heapsnap_source_fn src, void *arg,
+                      struct heapsnap_pprof_result *out, char **why)
+{
+    *why = NULL;
+    if (o->budget != 0 && o->budget < HEAPSNAP_RETAINED_FIXED) {
+        if (o->spill_fd >= 0)
+            close(o->spill_fd);
+        return retained_why(why, HEAPSNAP_E_TOOBIG, "a budget of %zu bytes holds no snapshot",
+                            o->budget);
+    }
+    /* The fixed part (the caches, the profile's tables) is set aside; the
+     * rest pays for the snapshot and, reserved with its nodes, for what
+     * each later pass needs a node. */
+    struct heapsnap_parse_opts po = {
+        .budget = o->budget ? o->budget - HEAPSNAP_RETAINED_FIXED : 0,
+        .spill_fd = o->spill_fd,
+        .used_names = true,
+        .reserve_node = HEAPSNAP_RESERVE_NODE,
+    };
+    struct retained_feed f = {0};
+    if (heapsnap_parser_new_opts(&po, &f.p) != 0)
+        return -ENOMEM;
+    int rc = src(arg, retained_feed, &f);
+    if (rc != 0 && f.reason == HEAPSNAP_OK) {
+        heapsnap_parser_free(f.p);
+        return retained_why(why, rc < 0 ? rc : -EIO, "the snapshot could not be read back: %s",
+                            isoprof_strerror(rc < 0 ? rc : -EIO));
+    }
+    /* A refusal while feeding comes back from finish, with its why. */
+    struct heapsnap *s = NULL;
+    char *pwhy = NULL;
+    int reason = heapsnap_parser_finish(f.p, &s, &pwhy);
+    heapsnap_parser_free(f.p);
+    if (reason != HEAPSNAP_OK) {
+        rc = reason == HEAPSNAP_E_NOMEM ? -ENOMEM
+                                        : retained_why(why, reason, "snapshot refused (%s): %s",
+                                                       heapsnap_reason(reason), pwhy ? pwhy : "");
+        isoprof_free(pwhy);
+        return rc;
+    }
+    size_t left = 0; /* what the snapshot leaves of the budget; 0: no cap */
+    if (o->budget) {
+        size_t held = heapsnap_bytes(s);
+        left = held < o->budget ? o->budget - held : 1;
+    }
+    struct heapsnap_dom *d = NULL;
+    rc = dominators(s, s, left, &d);
+    if (rc != 0) {
+        size_t need = dom_need(s, s->fd >= 0);
+        heapsnap_free(s);
+        if (rc == ISOPROF_ETOOBIG)
+            return retained_why(why, rc,
+                                "the dominator tree would need %zu bytes, past the %zu the "
+                                "snapshot leaves of the budget",
+                                need, left);
+        if (rc == -EIO)
+            return retained_why(why, rc, "the spill file failed in the dominator tree");
+        return rc;
+    }
+    /* the profile's arrays and the dominator tree beside them: what the
+     * snapshot leaves is beyond its 17 bytes a node, of which the
+     * profile holds at most 5 at once (the types and names; the edge index
+     * before them, the self sizes read back in pieces), and it frees d's
+     * idoms (4) before it needs its last arrays */
+    struct heapsnap_dom_stats st;
+    heapsnap_dom_stats(d, &st);
+    size_t pneed = heapsnap_pprof_need(s) + st.bytes + (size_t)5 * s->nnodes -
+                   (size_t)(HEAPSNAP_NODE_BYTES + 4) * s->nnodes + SELF_CHUNK * sizeof(uint64_t);
+    if (left != 0 && pneed > left) {
+        heapsnap_dom_free(d);
+        heapsnap_free(s);
+        return retained_why(why, ISOPROF_ETOOBIG,
+                            "the profile would need %zu bytes, past the %zu the snapshot leaves "
+                            "of the budget",
+                            pneed, left);
+    }
+    rc = pprof_run(s, d, s, d, &o->pprof, out);
+    heapsnap_dom_free(d);
+    heapsnap_free(s);
+    if (rc == -EIO)
+        return retained_why(why, rc, "the spill file failed in the profile");
     return rc;
 }

@@ -4,18 +4,25 @@
  * compact graph, its dominator tree and retained sizes, and the retained
  * profile as pprof: what holds the memory, not where it was allocated.
  *
- * Pure: no I/O, no global state, no logging. A parser, a snapshot or a
+ * No global state, no logging, and no I/O but on the spill file a caller
+ * may hand over (struct heapsnap_parse_opts). A parser, a snapshot or a
  * dominator tree belongs to one thread at a time; a finished snapshot and
  * its dominator tree are read-only and may be read by any number of
- * threads at once. All memory comes from isoprof_malloc & co.
+ * threads at once (with a spill file, one heapsnap_dominators at a time:
+ * it writes its predecessor lists there). All memory comes from
+ * isoprof_malloc & co.
  *
- * The compact form (per node 21 bytes, per edge 9 bytes, plus the strings):
+ * The compact form (per node 17 bytes, per edge 9 bytes, plus the strings):
  *   nodes   type (1 byte, an index into meta's node type names), name (a
- *           strings index), self_size (8 bytes), edge_count, and the index
- *           of its first edge; ids, trace_node_id and detachedness are read
- *           and dropped (nothing here needs them);
- *   edges   type (1 byte), name_or_index, and the target node's ordinal
- *           (to_node / the node field count);
+ *           strings index), self_size (8 bytes), and the index of its
+ *           first edge (its edge_count while it parses); ids,
+ *           trace_node_id and detachedness are read and dropped (nothing
+ *           here needs them);
+ *   edges   the target node's ordinal (to_node / the node field count),
+ *           name_or_index and type (1 byte), one packed 9-byte record an
+ *           edge: in memory, or with a spill file in that file, written as
+ *           they stream by and read back in blocks (the edges are most of
+ *           a snapshot: 5 a node in a V8 heap);
  *   strings packed in one buffer, NUL-terminated, with an offset each; of
  *           each, at most HEAPSNAP_MAX_NAME bytes are kept (a string node's
  *           name is the string's contents: a 100 MB string must not cost
@@ -41,8 +48,8 @@
 #define HEAPSNAP_MAX_NESTING 65536              /* JSON depth (a trace_tree nests per call) */
 #define HEAPSNAP_MAX_FIELDS 64                  /* entries of node_fields / edge_fields */
 #define HEAPSNAP_MAX_TYPES 64                   /* node or edge type names */
-#define HEAPSNAP_NODE_BYTES 21                  /* what a node costs the parse's budget */
-#define HEAPSNAP_EDGE_BYTES 9                   /* ... and an edge */
+#define HEAPSNAP_NODE_BYTES 17                  /* what a node costs the parse's budget */
+#define HEAPSNAP_EDGE_BYTES 9                   /* ... and an edge (0 with a spill file) */
 #define HEAPSNAP_NONE UINT32_MAX                /* no node */
 
 /*
@@ -71,6 +78,7 @@ enum heapsnap_reason {
     HEAPSNAP_E_TOOBIG,     /* a count past its HEAPSNAP_MAX_*, or the snapshot past the budget */
     HEAPSNAP_E_NOMEM,      /* an allocation failed */
     HEAPSNAP_E_INCOMPLETE, /* the text ended before the snapshot did (a cut stream) */
+    HEAPSNAP_E_IO,         /* the spill file could not be written */
     HEAPSNAP_NREASONS
 };
 
@@ -96,6 +104,46 @@ struct heapsnap_parser;
  * owned by the caller (heapsnap_parser_free).
  */
 int heapsnap_parser_new(size_t budget, struct heapsnap_parser **out);
+
+/*
+ * The parse's options, for a snapshot that must fit a fixed memory budget
+ * whatever its size (the daemon's retained profile).
+ */
+struct heapsnap_parse_opts {
+    size_t budget; /* as heapsnap_parser_new's */
+    /* -1, or a file open for reading and writing, empty, that the parser
+     * takes over (closed by heapsnap_parser_free or, once finished, by
+     * heapsnap_free; on every path): the edges go there instead of memory
+     * (HEAPSNAP_EDGE_BYTES is then not charged; a 64 KiB write buffer is,
+     * while the edges stream), and heapsnap_dominators writes its
+     * predecessor lists after them (and heapsnap_retained the node arrays
+     * it sets aside): about 17 bytes an edge and 13 a node of file. Reading
+     * it back costs I/O, not memory: the dominators read it through a cache
+     * of HEAPSNAP_SPILL_CACHE bytes, the profile sequentially. Meant to be
+     * unlinked (O_TMPFILE): its pages are page cache, which the kernel
+     * reclaims, not the process's. */
+    int spill_fd;
+    /* With a spill file: the predecessor entries the dominators hold at
+     * once (0: HEAPSNAP_PRED_CHUNK); fewer cost more passes over the
+     * edges. */
+    size_t pred_chunk;
+    /* Keep only the strings the retained profile names: node names of the
+     * types object, closure, native and synthetic, and the names of edges
+     * that are not element or hidden. Every other string (a string node's
+     * contents) is kept as "" (heapsnap_node then says "" for its name).
+     * Applies when strings[] comes after nodes[] and edges[], as V8 writes
+     * it; otherwise every string is kept. */
+    bool used_names;
+    /* Bytes a node charged to the budget on top of its arrays when
+     * node_count is read: what the passes after the parse will need, so
+     * that a snapshot that would not fit them is refused before its nodes
+     * are read. Not held by the snapshot. */
+    size_t reserve_node;
+};
+
+/* heapsnap_parser_new with options (o->spill_fd is taken over even when
+ * this fails). Returns 0 or -ENOMEM. */
+int heapsnap_parser_new_opts(const struct heapsnap_parse_opts *o, struct heapsnap_parser **out);
 
 /*
  * heapsnap_parser_feed - parse the next len bytes (buf borrowed for the
@@ -159,8 +207,9 @@ struct heapsnap_edge {
     bool retaining;   /* whether it counts for the dominator tree (see below) */
 };
 
-/* heapsnap_edge - edge e (0-based) into *out: 0, or -EINVAL when e is past
- * the last edge. Finds the edge's node by binary search. Any thread. */
+/* heapsnap_edge - edge e (0-based) into *out: 0, -EINVAL when e is past
+ * the last edge, -EIO when it could not be read from the spill file. Finds
+ * the edge's node by binary search. Any thread. */
 int heapsnap_edge(const struct heapsnap *s, uint32_t e, struct heapsnap_edge *out);
 
 /*
@@ -180,10 +229,18 @@ int heapsnap_edge(const struct heapsnap *s, uint32_t e, struct heapsnap_edge *ou
  * Computed with Lengauer and Tarjan's algorithm (the simple version, with
  * path compression: O(E log N)) over a depth-first search on an explicit
  * stack: no recursion anywhere, so a chain of a million nodes costs no
- * thread stack. Memory: while it runs, at most heapsnap_dom_need(s) bytes
- * (44 bytes a node and 4 a retaining edge, about 64 MB per million nodes
- * of a V8 heap with 5 edges a node); the result keeps 16 bytes a node.
+ * thread stack. Memory: while it runs, at most heapsnap_dom_need(s) bytes:
+ * 32 bytes a node (a node's DFS parent shares the forest's ancestor array,
+ * a bucket's links the idom array, and path compression reverses pointers
+ * instead of keeping a stack), and the predecessor lists, 4 bytes a
+ * retaining edge. With a spill file those go to the file instead, in
+ * windows of HEAPSNAP_PRED_CHUNK entries (pred_chunk), filled in one scan
+ * of the edges through a bucket a window and read back in pieces, and the
+ * edges come through a cache of HEAPSNAP_SPILL_CACHE bytes. The result
+ * keeps 16 bytes a node.
  */
+#define HEAPSNAP_PRED_CHUNK ((size_t)1 << 20)  /* predecessor entries in memory at once */
+#define HEAPSNAP_SPILL_CACHE ((size_t)9 << 19) /* the dominators' edge cache (4.5 MiB) */
 struct heapsnap_dom;
 
 struct heapsnap_dom_stats {
@@ -201,9 +258,9 @@ size_t heapsnap_dom_need(const struct heapsnap *s);
  * heapsnap_dominators - the dominator tree and retained sizes of s.
  * max_bytes: 0 for no cap, else ISOPROF_ETOOBIG without allocating anything
  * when heapsnap_dom_need(s) passes it. Returns 0 with *out set (owned by
- * the caller: heapsnap_dom_free), -ENOMEM (nothing leaks), ISOPROF_ETOOBIG
- * or -EINVAL (a NULL argument). s is borrowed for the call only. Any
- * thread.
+ * the caller: heapsnap_dom_free), -ENOMEM (nothing leaks), ISOPROF_ETOOBIG,
+ * -EIO (the spill file failed) or -EINVAL (a NULL argument). s is borrowed
+ * for the call only. Any thread.
  */
 int heapsnap_dominators(const struct heapsnap *s, size_t max_bytes, struct heapsnap_dom **out);
 
@@ -269,7 +326,12 @@ uint64_t heapsnap_dom_retained(const struct heapsnap_dom *d, uint32_t v);
  *                its prefix; a node whose path is not chosen is charged,
  *                with what it dominates, to its nearest dominator's path
  *                (folded). So what the caps fold is what holds the least,
- *                and every path's cumulative value stays exact.
+ *                and every path's cumulative value stays exact. Among
+ *                the children of one path, at most HEAPSNAP_PPROF_FRESH
+ *                distinct frames are candidates (in preorder): the
+ *                children past them are folded into that path, so that a
+ *                hostile snapshot (an object of a million distinct
+ *                property names) costs the profile a bounded table.
  * Each bound that acted is said in a comment of the profile and counted in
  * the result.
  */
@@ -277,6 +339,7 @@ uint64_t heapsnap_dom_retained(const struct heapsnap_dom *d, uint32_t v);
 #define HEAPSNAP_PPROF_SAMPLES 16000 /* Pyroscope's default samples per profile */
 #define HEAPSNAP_PPROF_FRAMES 8192
 #define HEAPSNAP_PPROF_NAME 128
+#define HEAPSNAP_PPROF_FRESH 65536 /* candidate frames among one path's children */
 #define HEAPSNAP_DEEPER_FRAME "(deeper)"
 #define HEAPSNAP_ROOT_FRAME "(root)"
 
@@ -301,17 +364,65 @@ struct heapsnap_pprof_result {
 /*
  * heapsnap_pprof - the retained profile of s, from its dominator tree d
  * (heapsnap_dominators of the same s; both borrowed for the call). o may be
- * NULL (all defaults). Memory: about 20 bytes a node for the call; 48 a
+ * NULL (all defaults). Memory: heapsnap_pprof_need(s) for its per-node
+ * arrays (17 bytes a node, and a small edge cache with a spill file); 48 a
  * candidate path (at most twice max_samples and 1,024 wait between two
  * choices, plus the distinct frames among the children of the path being
- * expanded: at worst one a node, for an object of a million distinct
- * property names); the bounded tables and the output. Time: linear in the
+ * expanded, at most HEAPSNAP_PPROF_FRESH); the bounded tables and the
+ * output (together under 16 MiB with the default caps). Time: linear in the
  * nodes, plus a heap operation per candidate path.
  * Returns 0 with *out filled (out->pprof owned by the caller), -ENOMEM
- * (nothing leaks, *out untouched), -EINVAL (a NULL argument, d not of s's
- * size, max_depth over 1000). Any thread.
+ * (nothing leaks, *out untouched), -EIO (the spill file failed), -EINVAL
+ * (a NULL argument, d not of s's size, max_depth over 1000). Any thread.
  */
+size_t heapsnap_pprof_need(const struct heapsnap *s);
 int heapsnap_pprof(const struct heapsnap *s, const struct heapsnap_dom *d,
                    const struct heapsnap_pprof_opts *o, struct heapsnap_pprof_result *out);
+
+/*
+ * The retained profile of a snapshot read from a source, within a memory
+ * budget, as the daemon makes it (agent/daemon/snapshot.c): the parse with
+ * a spill file and used_names, its nodes charged HEAPSNAP_RESERVE_NODE more
+ * for the passes after it, so that a snapshot too big for the budget is
+ * refused when node_count is read (before anything is allocated for its
+ * nodes), then the dominators and the profile, each within what the
+ * snapshot leaves of the budget. The snapshot is the conversion's: each
+ * of its node arrays waits in the spill file while no pass reads it.
+ * Peak: about HEAPSNAP_NODE_BYTES + HEAPSNAP_RESERVE_NODE bytes a node (35:
+ * 67 MiB for 2 M nodes, the snapshot of a V8 heap of about 120 MiB),
+ * plus the kept strings, plus at most HEAPSNAP_RETAINED_FIXED.
+ */
+/* What the passes after the parse need a node beyond the snapshot's
+ * HEAPSNAP_NODE_BYTES, which wait in the spill file while no pass reads
+ * them: the dominators hold at most 28 bytes a node at once (11 more), the
+ * profile 34 and a bit (its 17, the dominator tree's 12 once its idoms are
+ * freed, the snapshot's types and names): 17 and a bit more. */
+#define HEAPSNAP_RESERVE_NODE 18
+#define HEAPSNAP_RETAINED_FIXED ((size_t)16 << 20) /* the caches, the profile's tables */
+
+/* A source hands the text to feed in pieces, and stops when feed returns
+ * non-zero; it returns 0 or a negative errno of its own. */
+typedef int (*heapsnap_feed_fn)(void *feed_arg, const void *data, size_t len);
+typedef int (*heapsnap_source_fn)(void *arg, heapsnap_feed_fn feed, void *feed_arg);
+
+struct heapsnap_retained_opts {
+    size_t budget; /* bytes it may take, at least HEAPSNAP_RETAINED_FIXED; 0: none */
+    int spill_fd;  /* taken over, as heapsnap_parse_opts's; -1: everything in memory */
+    struct heapsnap_pprof_opts pprof;
+};
+
+/*
+ * heapsnap_retained - src(arg, ...) parsed and made into its retained
+ * profile within o->budget. Returns 0 with *out filled (out->pprof owned by
+ * the caller); -ENOMEM (nothing leaks); or, with *why an allocated message
+ * (freed with isoprof_free; NULL only when that allocation failed too), a
+ * HEAPSNAP_E_* reason (the snapshot refused, HEAPSNAP_E_TOOBIG when it
+ * would not fit the budget), ISOPROF_ETOOBIG (the dominators or the
+ * profile would pass what the snapshot leaves of it), -EIO (the spill file
+ * failed) or the source's own negative error ("could not be read back").
+ * Any thread.
+ */
+int heapsnap_retained(const struct heapsnap_retained_opts *o, heapsnap_source_fn src, void *arg,
+                      struct heapsnap_pprof_result *out, char **why);
 
 #endif

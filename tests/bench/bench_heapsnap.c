@@ -20,21 +20,30 @@
  * chunks are not) and feeds the parser, then computes the dominators, then
  * the pprof, and reports each phase's time and the process's VmHWM after
  * it, beside what the structures hold by their own count (heapsnap_bytes,
- * heapsnap_dom_need, the result). --reps runs (default 3) give the
- * median. It asserts nothing; it exits non-zero only when something does
- * not work.
+ * heapsnap_dom_need, the result). By default the parse is the daemon's:
+ * edges spilled to an unlinked file beside the snapshot, only the names
+ * the profile uses kept; --in-memory keeps everything in memory.
+ * --budget MIB runs instead the daemon's whole conversion
+ * (heapsnap_retained) within that budget (0: none, to see what it would
+ * take) and reports its peak, or its refusal. --reps runs (default 3) give the median. It asserts nothing;
+ * it exits non-zero only when something does not work.
  *
  * Usage:
  *   bench_heapsnap [--nodes N]... [--reps R] [--chunk BYTES] [--keep]
- *   bench_heapsnap --file SNAPSHOT [--pprof OUT.pb.gz] [--reps R]
+ *                  [--in-memory | --budget MIB]
+ *   bench_heapsnap --file SNAPSHOT [--pprof OUT.pb.gz] [--reps R] [...]
  *       a real snapshot instead; --pprof writes its retained profile,
  *       gzipped, for `go tool pprof -top -cum OUT.pb.gz`
- *   bench_heapsnap --child FILE CHUNK [OUT]
+ *   bench_heapsnap --generate N FILE
+ *       only writes the synthetic snapshot of N nodes (for
+ *       tests/unit/pprof/heapsnap_budget.cmake)
+ *   bench_heapsnap --child FILE CHUNK MODE BUDGET [OUT]
  *       internal: one fresh process's measurement, one line of figures
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -434,7 +443,70 @@ struct figures {
     double reachable, samples, frames, folded, deeper, pprof_bytes;
 };
 
-static int child(const char *file, size_t chunk, const char *out)
+/* An unlinked file beside `file`, for the spill (as the daemon makes one
+ * in its store). */
+static int spill_file(const char *file)
+{
+    char dir[1024];
+    snprintf(dir, sizeof(dir), "%s", file);
+    int fd = open(dirname(dir), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        die("O_TMPFILE in %s: %s", dir, strerror(errno));
+    return fd;
+}
+
+struct file_src {
+    int fd;
+    size_t chunk;
+};
+
+static int file_read(void *arg, heapsnap_feed_fn feed, void *feed_arg)
+{
+    struct file_src *fs = arg;
+    char *buf = isoprof_malloc(fs->chunk);
+    if (buf == NULL)
+        return -ENOMEM;
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(fs->fd, buf, fs->chunk);
+        if (n < 0) {
+            rc = -errno;
+            break;
+        }
+        if (n == 0 || feed(feed_arg, buf, (size_t)n) != 0)
+            break;
+    }
+    isoprof_free(buf);
+    return rc;
+}
+
+/* The daemon's whole conversion within budget bytes: one line, the peak
+ * or the refusal. */
+static int child_budget(const char *file, size_t chunk, size_t budget)
+{
+    double hwm0 = hwm_bytes(), t0 = now_s();
+    struct file_src fs = {open(file, O_RDONLY), chunk};
+    if (fs.fd < 0)
+        die("%s: %s", file, strerror(errno));
+    struct heapsnap_retained_opts o = {.budget = budget, .spill_fd = spill_file(file)};
+    struct heapsnap_pprof_result r;
+    char *why = NULL;
+    int rc = heapsnap_retained(&o, file_read, &fs, &r, &why);
+    close(fs.fd);
+    if (rc == -ENOMEM)
+        die("out of memory");
+    if (rc != 0) {
+        printf("refused %.0f %.0f %s\n", hwm0, hwm_bytes(), why ? why : "");
+        isoprof_free(why);
+        return 0;
+    }
+    printf("converted %.0f %.0f %.6f %.0f %.0f %.0f\n", hwm0, hwm_bytes(), now_s() - t0,
+           (double)r.objects, (double)r.samples, (double)r.pprof.len);
+    pprof_buf_free(&r.pprof);
+    return 0;
+}
+
+static int child(const char *file, size_t chunk, bool spill, const char *out)
 {
     struct figures f = {0};
     f.hwm0 = hwm_bytes();
@@ -443,7 +515,9 @@ static int child(const char *file, size_t chunk, const char *out)
         die("%s: %s", file, strerror(errno));
     char *buf = isoprof_malloc(chunk);
     struct heapsnap_parser *p;
-    if (buf == NULL || heapsnap_parser_new(0, &p) != 0)
+    struct heapsnap_parse_opts po = {.spill_fd = spill ? spill_file(file) : -1,
+                                     .used_names = spill};
+    if (buf == NULL || heapsnap_parser_new_opts(&po, &p) != 0)
         die("out of memory");
     double t0 = now_s();
     for (;;) {
@@ -513,8 +587,15 @@ static int child(const char *file, size_t chunk, const char *out)
     return 0;
 }
 
-/* Runs the child on file; its figures into *f. */
-static void measure(const char *file, size_t chunk, const char *out, struct figures *f)
+/* What the child is to do: the phases with edges in memory or spilled,
+ * or the budgeted conversion. */
+enum mode { M_SPILL, M_MEMORY, M_BUDGET };
+static const char *const mode_names[] = {"spill", "memory", "budget"};
+
+/* Runs the child on file; its figures into *f (with M_BUDGET its line
+ * into line). */
+static void measure(const char *file, size_t chunk, enum mode mode, size_t budget, const char *out,
+                    struct figures *f, char *line, size_t linecap)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -523,18 +604,20 @@ static void measure(const char *file, size_t chunk, const char *out, struct figu
     if (pid < 0)
         die("fork: %s", strerror(errno));
     if (pid == 0) {
-        char cs[32];
+        char cs[32], bs[32];
         snprintf(cs, sizeof(cs), "%zu", chunk);
+        snprintf(bs, sizeof(bs), "%zu", budget);
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
-        execl("/proc/self/exe", "bench_heapsnap", "--child", file, cs, out, (char *)NULL);
+        execl("/proc/self/exe", "bench_heapsnap", "--child", file, cs, mode_names[mode], bs, out,
+              (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
     FILE *r = fdopen(fds[0], "r");
-    char line[1024] = "";
-    if (r == NULL || fgets(line, sizeof(line), r) == NULL)
+    line[0] = '\0';
+    if (r == NULL || fgets(line, (int)linecap, r) == NULL)
         line[0] = '\0';
     if (r)
         fclose(r);
@@ -542,6 +625,8 @@ static void measure(const char *file, size_t chunk, const char *out, struct figu
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         die("the measuring process failed");
+    if (mode == M_BUDGET)
+        return;
     if (sscanf(line, "%lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf",
                &f->nodes, &f->edges, &f->strings, &f->parse_s, &f->dom_s, &f->pprof_s,
                &f->snap_bytes, &f->dom_need, &f->dom_bytes, &f->hwm0, &f->hwm_parse, &f->hwm_dom,
@@ -601,14 +686,68 @@ static void report(const char *what, double file_bytes, const struct figures *ru
            f->pprof_bytes / 1024);
 }
 
+/* The budgeted conversion's figures, from the child's line. */
+static void report_budget(const char *what, double file_bytes, size_t budget, const char *line)
+{
+    double hwm0, hwm, secs, objects, samples, plen;
+    if (budget)
+        printf("\n%s, %.1f MiB of JSON, within a budget of %.0f MiB:\n", what, file_bytes / MIB,
+               (double)budget / MIB);
+    else
+        printf("\n%s, %.1f MiB of JSON, the daemon's conversion without a budget:\n", what,
+               file_bytes / MIB);
+    if (sscanf(line, "converted %lf %lf %lf %lf %lf %lf", &hwm0, &hwm, &secs, &objects, &samples,
+               &plen) == 6) {
+        printf("  converted in %.3f s: %.0f objects, %.0f samples, %.1f KiB of pprof\n", secs,
+               objects, samples, plen / 1024);
+        printf("  peak RSS (VmHWM) %.1f MiB, %.1f MiB above the process's start (%.1f MiB)\n",
+               hwm / MIB, (hwm - hwm0) / MIB, hwm0 / MIB);
+    } else if (sscanf(line, "refused %lf %lf", &hwm0, &hwm) == 2) {
+        const char *why = line;
+        for (int k = 0; k < 3 && why; k++)
+            why = strchr(why, ' ') ? strchr(why, ' ') + 1 : NULL;
+        printf("  refused: %s", why ? why : "\n");
+        printf("  peak RSS (VmHWM) %.1f MiB, %.1f MiB above the process's start (%.1f MiB)\n",
+               hwm / MIB, (hwm - hwm0) / MIB, hwm0 / MIB);
+    } else {
+        die("the measuring process said: %s", line);
+    }
+}
+
+static void run(const char *what, const char *path, double bytes, size_t chunk, enum mode mode,
+                size_t budget, const char *out, size_t reps)
+{
+    struct figures runs[32];
+    char line[1024];
+    if (mode == M_BUDGET) {
+        measure(path, chunk, mode, budget, NULL, &runs[0], line, sizeof(line));
+        report_budget(what, bytes, budget, line);
+        return;
+    }
+    for (size_t r = 0; r < reps; r++)
+        measure(path, chunk, mode, 0, r == 0 ? out : NULL, &runs[r], line, sizeof(line));
+    report(what, bytes, runs, reps);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc >= 4 && strcmp(argv[1], "--child") == 0)
-        return child(argv[2], (size_t)strtoull(argv[3], NULL, 10), argc > 4 ? argv[4] : NULL);
+    if (argc >= 6 && strcmp(argv[1], "--child") == 0) {
+        size_t chunk = (size_t)strtoull(argv[3], NULL, 10);
+        if (strcmp(argv[4], "budget") == 0)
+            return child_budget(argv[2], chunk, (size_t)strtoull(argv[5], NULL, 10));
+        return child(argv[2], chunk, strcmp(argv[4], "spill") == 0, argc > 6 ? argv[6] : NULL);
+    }
+    if (argc == 4 && strcmp(argv[1], "--generate") == 0) {
+        uint64_t edges;
+        uint64_t bytes = generate(argv[3], (uint32_t)strtoul(argv[2], NULL, 10), &edges);
+        printf("%s: %" PRIu64 " bytes, %" PRIu64 " edges\n", argv[3], bytes, edges);
+        return 0;
+    }
     uint32_t sizes[MAX_SIZES];
-    size_t nsizes = 0, reps = 3, chunk = 65536;
+    size_t nsizes = 0, reps = 3, chunk = 65536, budget = 0;
     const char *file = NULL, *out = NULL;
     bool keep = false;
+    enum mode mode = M_SPILL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc && nsizes < MAX_SIZES)
             sizes[nsizes++] = (uint32_t)strtoul(argv[++i], NULL, 10);
@@ -622,9 +761,15 @@ int main(int argc, char **argv)
             out = argv[++i];
         else if (strcmp(argv[i], "--keep") == 0)
             keep = true;
-        else
-            die("usage: bench_heapsnap [--nodes N]... [--reps R] [--chunk BYTES] [--keep] | "
-                "--file SNAPSHOT [--pprof OUT.pb.gz]");
+        else if (strcmp(argv[i], "--in-memory") == 0)
+            mode = M_MEMORY;
+        else if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
+            mode = M_BUDGET;
+            budget = (size_t)(strtod(argv[++i], NULL) * MIB);
+        } else
+            die("usage: bench_heapsnap [--nodes N]... [--reps R] [--chunk BYTES] [--keep] "
+                "[--in-memory | --budget MIB] | --file SNAPSHOT [--pprof OUT.pb.gz] | "
+                "--generate N FILE");
     }
     if (reps < 1 || reps > 32 || chunk < 1)
         die("--reps is 1 to 32, --chunk at least 1");
@@ -632,7 +777,6 @@ int main(int argc, char **argv)
         sizes[nsizes++] = 100000;
         sizes[nsizes++] = 1000000;
     }
-    struct figures runs[32];
     if (file) {
         FILE *fp = fopen(file, "rb");
         if (fp == NULL)
@@ -640,10 +784,8 @@ int main(int argc, char **argv)
         fseek(fp, 0, SEEK_END);
         double bytes = (double)ftell(fp);
         fclose(fp);
-        for (size_t r = 0; r < reps; r++)
-            measure(file, chunk, r == 0 ? out : NULL, &runs[r]);
-        report(file, bytes, runs, reps);
-        if (out)
+        run(file, file, bytes, chunk, mode, budget, out, reps);
+        if (out && mode != M_BUDGET)
             printf("  retained profile written to %s\n", out);
         return 0;
     }
@@ -653,17 +795,18 @@ int main(int argc, char **argv)
     if (mkdtemp(dir) == NULL)
         die("mkdtemp: %s", strerror(errno));
     for (size_t k = 0; k < nsizes; k++) {
-        char path[640], what[64];
+        char path[640], what[96];
         snprintf(path, sizeof(path), "%s/synthetic-%u.heapsnapshot", dir, sizes[k]);
         uint64_t edges;
         double t0 = now_s();
         uint64_t bytes = generate(path, sizes[k], &edges);
         fprintf(stderr, "generated %s (%.1f MiB, %" PRIu64 " edges) in %.1f s\n", path,
                 (double)bytes / MIB, edges, now_s() - t0);
-        for (size_t r = 0; r < reps; r++)
-            measure(path, chunk, NULL, &runs[r]);
-        snprintf(what, sizeof(what), "synthetic, %u nodes", sizes[k]);
-        report(what, (double)bytes, runs, reps);
+        snprintf(what, sizeof(what), "synthetic, %u nodes%s", sizes[k],
+                 mode == M_MEMORY  ? " (in memory)"
+                 : mode == M_SPILL ? " (edges spilled)"
+                                   : "");
+        run(what, path, (double)bytes, chunk, mode, budget, NULL, reps);
         if (!keep)
             remove(path);
     }

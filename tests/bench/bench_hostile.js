@@ -16,6 +16,12 @@
 //   heap        heap profiles with 1,048,576 samples (the kept-samples cap)
 //   everything  all of the above at once, plus a /json/list of 10,000
 //               targets and nested bodies
+//   snapshot    a heap snapshot near the limit, of 2,100,000 nodes (198 MB:
+//               about the most the retained conversion's 96 MiB takes),
+//               then one of 3,200,000 (310 MB, refused by its node
+//               count); synthetic, from bench_heapsnap --generate; the
+//               scenario lasts until both retained conversions ended
+//               (not in the default list: it takes minutes)
 //
 // Prints one row per scenario (VmHWM in MiB, its share of the budget,
 // windows stored, sessions dropped) and writes JSON with --json FILE.
@@ -25,13 +31,14 @@
 //
 // It measures; it asserts nothing.
 'use strict';
-const { spawn } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const F = require('../integration/fake-inspector');
 
 const BUDGET_MIB = 192;
+let BUILD = null; // the build directory (--build)
 const MiB = 1 << 20;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const arg = (name, def) => {
@@ -39,7 +46,7 @@ const arg = (name, def) => {
   return i > 0 ? process.argv[i + 1] : def;
 };
 if (process.argv.includes('--help')) {
-  console.log(fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 27).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  console.log(fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 33).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 
@@ -77,12 +84,17 @@ function heapText(samples) {
 async function scenario(name, isoprofd, seconds, fakesOf) {
   const fakes = await fakesOf();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isoprof-hostile-'));
-  const targets = fakes.map((f, i) => `  - {inspector: "127.0.0.1:${f.port}", worker: "w${i}"}`);
+  // A fake may add to its target (memory_limit) and ask for snapshots, and
+  // say when the scenario is over (until: a log pattern and its count).
+  const targets = fakes.map((f, i) => `  - {inspector: "127.0.0.1:${f.port}", worker: "w${i}"${f.targetExtra || ''}}`);
+  const snapshots = fakes.some((f) => f.snapshot);
   fs.writeFileSync(path.join(dir, 'cfg.yaml'), [
     `store: {path: "${dir}/store"}`, 'targets:', ...targets, 'discovery: {interval: 1s}',
     'sampling: {cpu: {duration: 1s, period: 2s, interval: 1ms, jitter: 10%, max_concurrent: 8}, heap: {period: 2s}, budget: {pause_share: 100%}}',
-    'anomaly: {latency: {listen: ""}}', 'log: {level: info}',
+    snapshots ? 'anomaly: {memory: {snapshot: true, heap_period: 600s}, latency: {listen: ""}}' : 'anomaly: {latency: {listen: ""}}',
+    'log: {level: info}',
   ].join('\n') + '\n');
+  const until = fakes.find((f) => f.until) ? fakes.find((f) => f.until).until : null;
   const d = spawn(isoprofd, ['--config', path.join(dir, 'cfg.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   d.stderr.on('data', (c) => { log += c; if (log.length > 8 << 20) log = log.slice(-(2 << 20)); });
@@ -90,7 +102,9 @@ async function scenario(name, isoprofd, seconds, fakesOf) {
   try {
     if (/libasan|libclang_rt\.asan/.test(fs.readFileSync(`/proc/${d.pid}/maps`, 'utf8'))) throw new Error('an ASan build: its RSS is the sanitizer\'s; use a plain build');
     const t0 = Date.now();
-    while (Date.now() - t0 < seconds * 1000 && d.exitCode === null) await sleep(250);
+    const over = () => (until ? (log.match(until.re) || []).length >= until.count || Date.now() - t0 > 1200000
+      : Date.now() - t0 >= seconds * 1000);
+    while (!over() && d.exitCode === null) await sleep(250);
     if (d.exitCode !== null) throw new Error(`isoprofd exited (${d.exitCode}): ${log.slice(-2000)}`);
     const hwm = status(d.pid, 'VmHWM');
     const count = (re) => (log.match(re) || []).length;
@@ -129,6 +143,35 @@ const SCENARIOS = {
     for (let i = 0; i < 4; i++) fakes.push(await F.startFakeInspector({ heapText: text }));
     return fakes;
   },
+  snapshot: async () => {
+    // Two targets, each with one snapshot's text (generated once into the
+    // temp dir), read in 1 MiB chunks as the daemon takes them; used heap
+    // 72 MiB of a 78 MiB limit: each is asked for at once (one at a time),
+    // and its text may be 4 x 72 + 64 MiB (352 MiB).
+    const fakes = [];
+    for (const nodes of [2100000, 3200000]) {
+      const file = path.join(os.tmpdir(), `isoprof-hostile-snapshot-${nodes}.heapsnapshot`);
+      if (!fs.existsSync(file)) {
+        const r = spawnSync(path.join(BUILD, 'tests', 'bench', 'bench_heapsnap'), ['--generate', String(nodes), file]);
+        if (r.status !== 0) throw new Error(`bench_heapsnap --generate: ${r.stderr}`);
+      }
+      let fd = null;
+      const buf = Buffer.alloc(MiB);
+      const chunks = (i) => {
+        if (fd === null) fd = fs.openSync(file, 'r');
+        const k = fs.readSync(fd, buf, 0, MiB, i * MiB);
+        if (k > 0) return buf.toString('latin1', 0, k);
+        fs.closeSync(fd);
+        fd = null;
+        return null;
+      };
+      const fake = await F.startFakeInspector({ heapUsed: 72 * MiB, snapshot: { chunks } });
+      fake.targetExtra = ', memory_limit: 78MiB';
+      fakes.push(fake);
+    }
+    fakes[0].until = { re: /msg="(window stored|conversion failed)"[^\n]*type=retained/g, count: 2 };
+    return fakes;
+  },
   everything: async () => [
     ...(await SCENARIOS.partial()).slice(0, 8),
     ...(await SCENARIOS.convert()),
@@ -141,6 +184,7 @@ const SCENARIOS = {
 (async () => {
   const root = path.resolve(__dirname, '..', '..');
   const build = path.resolve(arg('build', path.join(root, 'build')));
+  BUILD = build;
   const isoprofd = path.join(build, 'agent', 'isoprofd');
   const seconds = Number(arg('seconds', '40'));
   const only = arg('only', 'idle,partial,convert,heap,everything').split(',');

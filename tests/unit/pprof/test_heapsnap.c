@@ -16,8 +16,10 @@
 #include "heapsnap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 /* --- a graph, written as V8 writes a snapshot --- */
 
@@ -256,6 +258,134 @@ static Profile *retained_profile(const struct heapsnap *s, const struct heapsnap
         test_failed_ = 1;
     }
     return p;
+}
+
+/* --- the spill file and the budgeted conversion against the in-memory form --- */
+
+/* An unlinked spill file in a scratch directory, as the daemon makes one
+ * in its store. */
+static int spill_fd(void)
+{
+    static char *dir;
+    if (dir == NULL)
+        dir = tmp_dir();
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        perror("O_TMPFILE");
+        abort();
+    }
+    return fd;
+}
+
+struct mem_src {
+    const char *text;
+    size_t len, chunk;
+};
+
+static int mem_read(void *arg, heapsnap_feed_fn feed, void *feed_arg)
+{
+    const struct mem_src *m = arg;
+    for (size_t off = 0; off < m->len; off += m->chunk)
+        if (feed(feed_arg, m->text + off, m->len - off < m->chunk ? m->len - off : m->chunk))
+            break;
+    return 0;
+}
+
+static bool same_bytes(const struct pprof_buf *a, const struct pprof_buf *b)
+{
+    return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
+/*
+ * text parsed with a spill file (edges and, with pred_chunk entries at a
+ * time, the predecessors in the file; only the names the profile uses),
+ * checked against s and d, its in-memory parse and dominators: the same
+ * edges, the same dominator tree and retained sizes, and byte for byte the
+ * same profile under each of the caps; then heapsnap_retained (the
+ * daemon's conversion, which spills the node arrays too) gives the same
+ * default profile, within a budget its own figures allow.
+ */
+static void check_spill(const char *text, size_t len, const struct heapsnap *s,
+                        const struct heapsnap_dom *d, size_t pred_chunk, const char *what)
+{
+    struct heapsnap_parse_opts po = {
+        .spill_fd = spill_fd(), .used_names = true, .pred_chunk = pred_chunk};
+    struct heapsnap_parser *p;
+    REQUIRE(heapsnap_parser_new_opts(&po, &p) == 0);
+    for (size_t off = 0; off < len; off += 7919)
+        heapsnap_parser_feed(p, text + off, len - off < 7919 ? len - off : 7919);
+    struct heapsnap *s2 = NULL;
+    char *why = NULL;
+    int rc = heapsnap_parser_finish(p, &s2, &why);
+    heapsnap_parser_free(p);
+    if (rc != HEAPSNAP_OK)
+        fprintf(stderr, "%s: spilled parse refused: %s\n", what, why ? why : "");
+    isoprof_free(why);
+    REQUIRE(rc == HEAPSNAP_OK);
+    size_t nn = heapsnap_node_count(s), ne = heapsnap_edge_count(s);
+    CHECK_EQ_INT(heapsnap_node_count(s2), nn);
+    CHECK_EQ_INT(heapsnap_edge_count(s2), ne);
+    /* no edges held; at most the "" of the unnamed strings more */
+    CHECK(heapsnap_bytes(s2) <= heapsnap_bytes(s) - ne * HEAPSNAP_EDGE_BYTES + 1);
+    for (uint32_t e = 0; e < ne && !test_failed_; e++) {
+        struct heapsnap_edge x, y;
+        CHECK(heapsnap_edge(s, e, &x) == 0 && heapsnap_edge(s2, e, &y) == 0);
+        CHECK(strcmp(x.type, y.type) == 0 && (x.name == NULL) == (y.name == NULL) &&
+              (x.name == NULL || strcmp(x.name, y.name) == 0) && x.index == y.index &&
+              x.from == y.from && x.to == y.to && x.retaining == y.retaining);
+    }
+    struct heapsnap_dom *d2 = NULL;
+    REQUIRE(heapsnap_dominators(s2, heapsnap_dom_need(s2), &d2) == 0);
+    for (uint32_t v = 0; v < nn && !test_failed_; v++) {
+        CHECK_EQ_INT(heapsnap_dom_idom(d2, v), heapsnap_dom_idom(d, v));
+        CHECK_EQ_INT(heapsnap_dom_retained(d2, v), heapsnap_dom_retained(d, v));
+        if (test_failed_)
+            fprintf(stderr, "%s: node %u differs with a spill file\n", what, v);
+    }
+    struct heapsnap_pprof_opts caps[] = {
+        {0}, {.max_depth = 2}, {.max_samples = 5}, {.max_frames = 3}, {.index_frames = true},
+    };
+    struct heapsnap_pprof_result want = {0};
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(caps) && !test_failed_; i++) {
+        struct heapsnap_pprof_result a, b;
+        REQUIRE(heapsnap_pprof(s, d, &caps[i], &a) == 0);
+        REQUIRE(heapsnap_pprof(s2, d2, &caps[i], &b) == 0);
+        CHECK(same_bytes(&a.pprof, &b.pprof));
+        CHECK(a.objects == b.objects && a.bytes == b.bytes && a.folded == b.folded &&
+              a.deeper == b.deeper);
+        if (test_failed_)
+            fprintf(stderr, "%s: profile %zu differs with a spill file\n", what, i);
+        pprof_buf_free(&b.pprof);
+        if (i == 0)
+            want = a;
+        else
+            pprof_buf_free(&a.pprof);
+    }
+    heapsnap_dom_free(d2);
+
+    /* the daemon's conversion: a budget of what it says it needs holds it
+     * (the snapshot, its reserve, the fixed part, and while it parses the
+     * 64 KiB write buffer and the names' index, a bit a string doubled
+     * from 4 KiB) */
+    size_t names = 4096;
+    while (names * 8 < heapsnap_string_count(s2))
+        names *= 2;
+    size_t budget =
+        HEAPSNAP_RETAINED_FIXED + heapsnap_bytes(s2) + 65536 + names + nn * HEAPSNAP_RESERVE_NODE;
+    heapsnap_free(s2);
+    struct mem_src src = {text, len, 65536};
+    struct heapsnap_retained_opts ro = {.budget = budget, .spill_fd = spill_fd()};
+    struct heapsnap_pprof_result r;
+    rc = heapsnap_retained(&ro, mem_read, &src, &r, &why);
+    if (rc != 0)
+        fprintf(stderr, "%s: heapsnap_retained: %d %s\n", what, rc, why ? why : "");
+    isoprof_free(why);
+    CHECK_EQ_INT(rc, 0);
+    if (rc == 0) {
+        CHECK(same_bytes(&want.pprof, &r.pprof));
+        pprof_buf_free(&r.pprof);
+    }
+    pprof_buf_free(&want.pprof);
 }
 
 /* The sum of value vi over the samples that have a frame named name. */
@@ -916,6 +1046,8 @@ static void check_random(uint32_t n, uint32_t deg, bool local)
         perftools__profiles__profile__free_unpacked(p, NULL);
         pprof_buf_free(&r.pprof);
     }
+    /* with a spill file, in windows of 1 to 7 predecessors */
+    check_spill(t.data, t.len, s, d, 1 + n % 7, "random graph");
     isoprof_free(reach);
     isoprof_free(dom);
     heapsnap_dom_free(d);
@@ -972,6 +1104,56 @@ TEST(long_chain)
     CHECK_EQ_INT(r.deeper, n - 1 - HEAPSNAP_PPROF_DEPTH);
     CHECK_EQ_INT(cum_of(p, HEAPSNAP_DEEPER_FRAME, 1), n - 1 - HEAPSNAP_PPROF_DEPTH);
     CHECK(p->n_comment == 1 && strstr(pstr(p, p->comment[0]), HEAPSNAP_DEEPER_FRAME) != NULL);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    pprof_buf_free(&r.pprof);
+    /* spilled: the search misses the edge cache, the predecessors take 10
+     * windows */
+    check_spill(t.data, t.len, s, d, 100000, "long chain");
+    heapsnap_dom_free(d);
+    heapsnap_free(s);
+    isoprof_buf_free(&t);
+}
+
+/* An object with more distinct property names than HEAPSNAP_PPROF_FRESH:
+ * the candidates among one path's children stop there, the rest fold into
+ * that path, and everything still adds up (the table of candidates stays
+ * bounded whatever a hostile snapshot holds). */
+TEST(many_distinct_frames)
+{
+    size_t k = HEAPSNAP_PPROF_FRESH + 4464, n = k + 2;
+    struct isoprof_buf t;
+    isoprof_buf_init(&t, SIZE_MAX / 2);
+    isoprof_buf_printf(&t,
+                       "{\"snapshot\":{\"meta\":{\"node_fields\":[\"type\",\"name\",\"self_size\","
+                       "\"edge_count\"],\"node_types\":[[\"object\",\"synthetic\"]],"
+                       "\"edge_fields\":[\"type\",\"name_or_index\",\"to_node\"],"
+                       "\"edge_types\":[[\"property\"]]},\"node_count\":%zu,\"edge_count\":%zu},"
+                       "\"nodes\":[1,0,0,1,0,1,10,%zu",
+                       n, k + 1, k);
+    for (size_t i = 0; i < k; i++)
+        isoprof_buf_puts(&t, ",0,2,1,0");
+    isoprof_buf_puts(&t, "],\"edges\":[0,3,4");
+    for (size_t i = 0; i < k; i++)
+        isoprof_buf_printf(&t, ",0,%zu,%zu", 4 + i, (2 + i) * 4);
+    isoprof_buf_puts(&t, "],\"strings\":[\"(root)\",\"Holder\",\"Leaf\",\"h\"");
+    for (size_t i = 0; i < k; i++)
+        isoprof_buf_printf(&t, ",\"p%zu\"", i);
+    isoprof_buf_puts(&t, "]}");
+    REQUIRE(t.err == 0);
+    struct heapsnap *s = PARSE(&t);
+    REQUIRE(s != NULL);
+    struct heapsnap_dom *d = dominate(s);
+    REQUIRE(d != NULL);
+    struct heapsnap_pprof_opts o = {.max_samples = 2 * k, .max_frames = 2 * k};
+    struct heapsnap_pprof_result r;
+    Profile *p = retained_profile(s, d, &o, &r);
+    check_profile(p, d, &r);
+    REQUIRE(p != NULL);
+    /* (root), Holder h, and one path a candidate leaf */
+    CHECK_EQ_INT(p->n_sample, HEAPSNAP_PPROF_FRESH + 2);
+    CHECK_EQ_INT(r.folded, k - HEAPSNAP_PPROF_FRESH);
+    CHECK_EQ_INT(r.objects, n);
+    CHECK_EQ_INT(cum_of(p, "Holder h", 0), (int64_t)k + 1);
     perftools__profiles__profile__free_unpacked(p, NULL);
     pprof_buf_free(&r.pprof);
     heapsnap_dom_free(d);
@@ -1503,6 +1685,30 @@ static int op_pprof(void *c)
     return rc;
 }
 
+/* The daemon's conversion, with a spill file: every allocation that
+ * fails is -ENOMEM, nothing leaks (no descriptor either: the walk would
+ * run out). */
+static int op_retained(void *c)
+{
+    struct oom_ctx *x = c;
+    struct mem_src src = {x->t.data, x->t.len, 4093};
+    struct heapsnap_retained_opts o = {.spill_fd = spill_fd(), .pprof = {.max_samples = 20}};
+    struct heapsnap_pprof_result r;
+    char *why = NULL;
+    int rc = heapsnap_retained(&o, mem_read, &src, &r, &why);
+    if (rc == 0) {
+        struct heapsnap_dom_stats st;
+        heapsnap_dom_stats(x->d, &st);
+        if (r.objects != st.reachable)
+            rc = -1;
+        pprof_buf_free(&r.pprof);
+    }
+    if (rc == -ENOMEM && why != NULL)
+        rc = -2;
+    isoprof_free(why);
+    return rc;
+}
+
 TEST(alloc_failures)
 {
     struct oom_ctx x = {0};
@@ -1524,6 +1730,7 @@ TEST(alloc_failures)
     walk("parse in chunks", op_parse, &x, HEAPSNAP_E_NOMEM);
     walk("dominators", op_dom, &x, -ENOMEM);
     walk("pprof", op_pprof, &x, -ENOMEM);
+    walk("retained, spilled", op_retained, &x, -ENOMEM);
     heapsnap_dom_free(x.d);
     heapsnap_free(x.s);
     isoprof_buf_free(&x.t);
@@ -1657,6 +1864,9 @@ TEST(real_node_snapshot)
     CHECK(cum_of(p, "Map registry", 1) >= (int64_t)arrays);
     perftools__profiles__profile__free_unpacked(p, NULL);
     pprof_buf_free(&r.pprof);
+    /* V8's own text with a spill file and only the names the profile uses,
+     * the predecessors in windows of 4,096 */
+    check_spill(text, len, s, d, 4096, "real snapshot");
     heapsnap_dom_free(d);
     heapsnap_free(s);
     isoprof_free(text);
@@ -1672,6 +1882,7 @@ int main(void)
     RUN(caps_keep_what_holds_most);
     RUN(random_against_brute_force);
     RUN(long_chain);
+    RUN(many_distinct_frames);
     RUN(chunks_of_every_size);
     RUN(every_prefix_is_incomplete);
     RUN(strings);
