@@ -1,0 +1,253 @@
+/*
+ * keepalive.c - the driver of warm windows (warm.h decides): sends the
+ * keep-alive's calls on an isolate's session, reads the console-profile
+ * events that say what V8 did, and feeds warm.c the costs of cold windows.
+ *
+ * The keep-alive is a console profile titled
+ * "isoprof-keepalive-<daemon pid>-<isolate>-<n>", started, rotated and ended
+ * with Runtime.evaluate of one fixed expression built here from those
+ * numbers alone (nothing a target, a config or a person supplies reaches
+ * it): console.profile("T"), console.profile("T+1");console.profileEnd("T"),
+ * console.profileEnd("T"). V8 answers console.profile in every session with
+ * Profiler enabled by Profiler.consoleProfileStarted, before the evaluate's
+ * reply; so a reply without our title's event means the runtime did not
+ * start it (console.profile replaced by the app, workerd's missing default
+ * context): refused, and the isolate stays cold (warm.c's retry).
+ *
+ * Measured on Node 20 (PROTOCOLS.md): closing the socket stops the
+ * session's profiles, the keep-alive included; V8's sampler thread
+ * (v8:ProfEvntProc) is gone ~135 ms after. So a daemon that dies, even by
+ * kill -9, leaves nothing running, and a shutdown needs no call. A second
+ * session's Profiler.start does not keep the first session's profiler warm
+ * (each session has its own v8::CpuProfiler): it doubled the cold start.
+ *
+ * Others on the isolate: our console profile starts in their session too
+ * if they have Profiler enabled, and theirs in ours. A console profile we
+ * did not start (a person's console.profile, another agent) or our
+ * keep-alive ended by someone else's console.profileEnd is a disturbance:
+ * ours ends, the isolate goes cold for a while and the log says so.
+ *
+ * The tick runs with the memory poll (sampling.memory_poll, 1 s by
+ * default), so a rotation or a reload's mode change takes effect within
+ * one poll.
+ */
+#include "daemon.h"
+#include "log.h"
+#include "warm.h"
+
+#include "base.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define KA_TIMEOUT_MS 30000
+#define KA_PREFIX "isoprof-keepalive-"
+
+static void ka_title(const struct target *t, uint64_t seq, char *out, size_t cap)
+{
+    snprintf(out, cap, KA_PREFIX "%u-%u-%llu", (unsigned)getpid(), (unsigned)t->isolate,
+             (unsigned long long)seq);
+}
+
+/* The target of an event's session (NULL: the main thread t). */
+static struct target *ka_target(struct target *t, const char *session)
+{
+    if (session == NULL)
+        return t;
+    for (struct target *k = t->a->targets; k; k = k->next)
+        if (k->parent == t && k->session && strcmp(k->session, session) == 0)
+            return k;
+    return NULL;
+}
+
+static void ka_log_choice(struct target *t)
+{
+    if (t->warm.want == t->ka_logged_want && t->warm.why == t->ka_logged_why)
+        return;
+    t->ka_logged_want = t->warm.want;
+    t->ka_logged_why = t->warm.why;
+    uint64_t cold, sampler;
+    warm_costs(&t->warm, t->a->cfg, &cold, &sampler);
+    log_info("cpu mode",
+             "worker=%s thread=%s isolate=%u mode=%s configured=%s why=%s cold_ms=%f "
+             "sampler_ms=%f",
+             t->worker, t->thread, t->isolate, t->warm.want ? "warm" : "cold",
+             cfg_cpu_mode_names[t->a->cfg->sampling.cpu.mode], warm_why_name(t->warm.why),
+             (double)cold / 1e6, (double)sampler / 1e6);
+}
+
+static void ka_on_reply(struct target *t, struct cdp_reply *r)
+{
+    if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
+        return; /* the session ended: warm_detached already */
+    uint64_t now = isoprof_now_mono_ns();
+    enum warm_state st = t->warm.st;
+    int ok = r->status == 0;
+    int started = ok && t->ka_seen == t->warm.seq;
+    if (ok && t->ka_sent_ns != 0)
+        win_pause(&t->w, now, WIN_CALL_START, now - t->ka_sent_ns);
+    t->ka_sent_ns = 0;
+    warm_answered(&t->warm, now, ok, started);
+    if (st == WARM_ENDING) {
+        log_info("warm windows off", "worker=%s thread=%s isolate=%u why=%s", t->worker, t->thread,
+                 t->isolate, warm_why_name(t->warm.why));
+    } else if (started) {
+        agent_log(st == WARM_STARTING ? CFG_LOG_INFO : CFG_LOG_DEBUG,
+                  st == WARM_STARTING ? "warm windows on" : "keep-alive rotated",
+                  "worker=%s thread=%s isolate=%u interval_ns=%U", t->worker, t->thread, t->isolate,
+                  t->warm.interval_ns);
+    } else {
+        log_warn("warm windows refused, windows stay cold",
+                 "worker=%s thread=%s isolate=%u err=%s "
+                 "why=%s retry_s=%U",
+                 t->worker, t->thread, t->isolate, ok ? "no console profile started" : "failed",
+                 r->error_message ? r->error_message : (ok ? "" : isoprof_strerror(r->status)),
+                 (t->warm.retry_ns - now) / 1000000000u);
+    }
+    ka_log_choice(t);
+}
+
+/* The interval's answer: a refusal shows in the evaluate's (a profiler
+ * already made by someone's console profile keeps its interval). */
+static void ka_on_interval(struct target *t, struct cdp_reply *r)
+{
+    (void)t;
+    (void)r;
+}
+
+void keepalive_tick(struct target *t)
+{
+    struct agent *a = t->a;
+    if (t->state != TARGET_READY || a->stopping || t->removing || snapshot_busy(t))
+        return;
+    uint64_t now = isoprof_now_mono_ns();
+    int open = t->w.cpu == WIN_STARTING || t->w.cpu == WIN_STOPPING;
+    enum warm_act act = warm_next(&t->warm, a->cfg, now, open);
+    ka_log_choice(t);
+    if (act == WARM_ACT_NONE)
+        return;
+    char cur[96], next[96], expr[256];
+    ka_title(t, t->warm.seq, cur, sizeof(cur));
+    ka_title(t, t->warm.seq + 1, next, sizeof(next));
+    if (act == WARM_ACT_START)
+        snprintf(expr, sizeof(expr), "console.profile(\\\"%s\\\")", next);
+    else if (act == WARM_ACT_ROTATE)
+        snprintf(expr, sizeof(expr), "console.profile(\\\"%s\\\");console.profileEnd(\\\"%s\\\")",
+                 next, cur);
+    else
+        snprintf(expr, sizeof(expr), "console.profileEnd(\\\"%s\\\")", cur);
+    char params[384];
+    snprintf(params, sizeof(params), "{\"expression\":\"%s\",\"silent\":true}", expr);
+    int rc = 0;
+    if (act == WARM_ACT_START) {
+        /* The interval is V8's from the profiler's making on: the
+         * scheduled one. A window running now made it already (at its own
+         * interval), and then the keep-alive only joins it. */
+        uint64_t iv =
+            t->w.cpu == WIN_RUNNING ? t->w.tags.interval_ns : a->cfg->sampling.cpu.interval_ns;
+        if (t->w.cpu != WIN_RUNNING) {
+            char ip[64];
+            snprintf(ip, sizeof(ip), "{\"interval\":%llu}", (unsigned long long)(iv / 1000u));
+            rc = target_call(t, "Profiler.setSamplingInterval", ip, KA_TIMEOUT_MS, 0,
+                             ka_on_interval);
+        }
+        if (rc == 0)
+            warm_sent(&t->warm, act, now, iv);
+    } else {
+        warm_sent(&t->warm, act, now, 0);
+    }
+    if (rc == 0) {
+        t->ka_sent_ns = now;
+        rc = target_call(t, "Runtime.evaluate", params, KA_TIMEOUT_MS, 0, ka_on_reply);
+    }
+    if (rc != 0) {
+        log_warn("keep-alive call not sent", "worker=%s isolate=%u err=%e", t->worker, t->isolate,
+                 rc);
+        t->ka_sent_ns = 0;
+        warm_answered(&t->warm, now, 0, 0);
+    }
+}
+
+/* A console profile we did not ask for: someone else on the isolate. */
+static void ka_disturbed(struct target *t, const char *what, const char *title)
+{
+    uint64_t now = isoprof_now_mono_ns();
+    warm_disturbed(&t->warm, now);
+    log_warn("warm windows disturbed, windows stay cold",
+             "worker=%s thread=%s isolate=%u what=%s title=%s retry_s=%U", t->worker, t->thread,
+             t->isolate, what, title, (t->warm.retry_ns - now) / 1000000000u);
+    ka_log_choice(t);
+    keepalive_tick(t); /* ends ours if it still runs */
+}
+
+/* title is a console profile's that started (started 1) or finished. */
+static void ka_console_event(struct target *t, int started, const char *title)
+{
+    char cur[96], mine[96];
+    ka_title(t, t->warm.seq, cur, sizeof(cur));
+    if (started) {
+        if (strcmp(title, cur) == 0) {
+            t->ka_seen = t->warm.seq;
+            return;
+        }
+        /* One of ours, an earlier one (a late event), is not another client. */
+        snprintf(mine, sizeof(mine), KA_PREFIX "%u-%u-", (unsigned)getpid(), (unsigned)t->isolate);
+        if (strncmp(title, mine, strlen(mine)) != 0)
+            ka_disturbed(t, "another console profile started", title);
+        return;
+    }
+    /* Ours ended while we did not ask (a rotation or an end ends it). */
+    if (strcmp(title, cur) == 0 && t->warm.st == WARM_ON)
+        ka_disturbed(t, "the keep-alive was ended by another client", title);
+}
+
+int keepalive_on_event(struct target *t, const char *session, const char *method, yajl_val params)
+{
+    int started = strcmp(method, "Profiler.consoleProfileStarted") == 0;
+    if (!started && strcmp(method, "Profiler.consoleProfileFinished") != 0)
+        return 0;
+    struct target *k = ka_target(t, session);
+    const char *path[] = {"title", NULL};
+    yajl_val v = params ? yajl_tree_get(params, path, yajl_t_string) : NULL;
+    if (k != NULL && k->state == TARGET_READY)
+        ka_console_event(k, started, v ? YAJL_GET_STRING(v) : "");
+    return 1;
+}
+
+int keepalive_on_big_event(struct target *t, const char *method, const char *data, size_t len)
+{
+    if (strcmp(method, "Profiler.consoleProfileFinished") != 0)
+        return 0;
+    /* Too big to parse on the loop: only whether it is our keep-alive's
+     * end matters, and its title is a string no profile holds otherwise. */
+    char title[96], quoted[100];
+    ka_title(t, t->warm.seq, title, sizeof(title));
+    snprintf(quoted, sizeof(quoted), "\"%s\"", title);
+    if (t->state == TARGET_READY && memmem(data, len, quoted, strlen(quoted)) != NULL)
+        ka_console_event(t, 0, title);
+    return 1;
+}
+
+void keepalive_window_start(struct target *t)
+{
+    t->win_warm = warm_is_on(&t->warm);
+    if (t->win_warm)
+        t->warm.warm_windows++;
+}
+
+void keepalive_window_cost(struct target *t, enum win_call call, uint64_t pause_ns)
+{
+    /* Only a window cold from its start to its end tells what cold costs:
+     * a keep-alive that started meanwhile made its stop warm. */
+    if (!t->win_warm && !warm_is_on(&t->warm) && t->warm.st == WARM_OFF)
+        warm_cold_cost(&t->warm, call == WIN_CALL_STOP, pause_ns);
+}
+
+void keepalive_detached(struct target *t)
+{
+    warm_detached(&t->warm);
+    t->ka_sent_ns = 0;
+    t->win_warm = 0;
+}
