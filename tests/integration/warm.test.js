@@ -164,3 +164,33 @@ test('warm windows refused (console.profile replaced) or disturbed (another clie
   assert.strictEqual(by.pool.mode, 'warm', JSON.stringify(by));
   await L.stopDaemon(d);
 });
+
+test('auto: warm for the app whose cold windows cost more than the sampler, cold for the small one; isoprof status says which and why', { timeout: 240000 }, async () => {
+  const dir = L.tmpdir();
+  const big = await L.startNode(MANY, { env: { FUNCS: '100000' } });
+  const small = await L.startNode(MANY, { env: { FUNCS: '200' } });
+  const store = path.join(dir, 'store');
+  const sock = path.join(dir, 'control.sock');
+  // 1 s of every 6 s at 1 ms: the sampler would cost ~64 ms/s x 5 s = 320 ms
+  // a period; 100,000 functions cost more to start and stop cold (seconds
+  // on a busy machine), 200 much less (5-120 ms).
+  const text = L.yamlConfig({
+    store, targets: [{ port: big.port, worker: 'big' }, { port: small.port, worker: 'small' }],
+    duration: '1s', period: '6s', interval: '1ms', heap: '{period: 1h}', extra: `control: {socket: ${JSON.stringify(sock)}}\n`,
+  }).replace('max_concurrent: 4', 'max_concurrent: 4, mode: auto');
+  const d = await L.startDaemon(text, { dir });
+  const bigWarm = await d.waitLog((l) => l.msg === 'cpu mode' && l.worker === 'big' && l.mode === 'warm', 120000, 'auto choosing warm for the big app');
+  assert.strictEqual(bigWarm.why, 'cold_costlier');
+  assert.ok(Number(bigWarm.cold_ms) > Number(bigWarm.sampler_ms), bigWarm.raw);
+  await d.waitLog((l) => l.msg === 'warm windows on' && l.worker === 'big', 60000, 'the big app warm', bigWarm.seq);
+  const smallCold = await d.waitLog((l) => l.msg === 'cpu mode' && l.worker === 'small' && l.why === 'cold_cheaper', 120000, 'auto keeping the small app cold');
+  assert.ok(Number(smallCold.cold_ms) < Number(smallCold.sampler_ms), smallCold.raw);
+  // Warm windows after: their starts are cheap.
+  await d.waitLog((l) => l.msg === 'window started' && l.worker === 'big' && l.warm === '1', 30000, 'a warm window');
+  const r = L.cli(['status', '--socket', sock]);
+  assert.strictEqual(r.status, 0, r.stderr);
+  assert.match(r.stdout, /big\/main isolate \d+: warm \(auto: cold_costlier, cold start\+stop \d+ ms, sampler 320 ms a period\)/, r.stdout);
+  assert.match(r.stdout, /small\/main isolate \d+: cold \(auto: cold_cheaper/, r.stdout);
+  assert.strictEqual(d.count((l) => l.msg === 'warm windows on' && l.worker === 'small'), 0);
+  await L.stopDaemon(d);
+});
