@@ -194,3 +194,29 @@ test('auto: warm for the app whose cold windows cost more than the sampler, cold
   assert.strictEqual(d.count((l) => l.msg === 'warm windows on' && l.worker === 'small'), 0);
   await L.stopDaemon(d);
 });
+
+test('Deno warm, workerd refused (no default execution context): both profiled', { timeout: 240000 }, async () => {
+  const deno = await L.startDeno(path.join(L.WORKLOADS, 'deno-hot.js'));
+  const services = [{ name: 'alpha', port: await L.freePort() }];
+  const wd = await L.startWorkerd(path.join(L.WORKLOADS, 'worker-hot.js'), services);
+  const dir = L.tmpdir();
+  const store = path.join(dir, 'store');
+  const text = L.yamlConfig({
+    store, targets: [{ port: deno.port, worker: 'deno' }, { port: wd.port }],
+    duration: '1s', period: '3s', interval: '10ms', heap: '{period: 1h}',
+  }).replace('max_concurrent: 4', 'max_concurrent: 4, mode: warm');
+  const d = await L.startDaemon(text, { dir });
+  const loads = services.map((s) => L.loadLoop(s.port));
+  try {
+    const on = await d.waitLog((l) => l.msg === 'warm windows on' && l.worker === 'deno', 60000, 'Deno warm');
+    await d.waitLog((l) => l.msg === 'window started' && l.worker === 'deno' && l.warm === '1', 30000, 'a warm Deno window', on.seq);
+    await L.waitFor(() => d.lines.slice(on.seq).filter((l) => l.msg === 'window stored' && l.worker === 'deno' && Number(l.samples) > 0).length >= 2 || null,
+      60000, 'warm Deno windows with samples');
+    const ref = await d.waitLog((l) => l.msg === 'warm windows refused, windows stay cold' && l.worker === 'alpha', 60000, 'workerd refusing');
+    assert.match(ref.why, /execution context/, ref.raw);
+    await d.waitLog((l) => l.msg === 'window stored' && l.worker === 'alpha', 60000, 'a cold workerd window', ref.seq);
+  } finally {
+    await Promise.all(loads.map((l) => l.stop()));
+  }
+  await L.stopDaemon(d);
+});
