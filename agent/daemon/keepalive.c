@@ -70,12 +70,15 @@ static void ka_log_choice(struct target *t)
     t->ka_logged_why = t->warm.why;
     uint64_t cold, sampler;
     warm_costs(&t->warm, t->a->cfg, &cold, &sampler);
-    log_info("cpu mode",
-             "worker=%s thread=%s isolate=%u mode=%s configured=%s why=%s cold_ms=%f "
-             "sampler_ms=%f",
-             t->worker, t->thread, t->isolate, t->warm.want ? "warm" : "cold",
-             cfg_cpu_mode_names[t->a->cfg->sampling.cpu.mode], warm_why_name(t->warm.why),
-             (double)cold / 1e6, (double)sampler / 1e6);
+    /* Cold by the config is the default: said at debug only. */
+    enum cfg_log_level lvl =
+        t->a->cfg->sampling.cpu.mode == CFG_CPU_COLD ? CFG_LOG_DEBUG : CFG_LOG_INFO;
+    agent_log(lvl, "cpu mode",
+              "worker=%s thread=%s isolate=%u mode=%s configured=%s why=%s cold_ms=%f "
+              "sampler_ms=%f",
+              t->worker, t->thread, t->isolate, t->warm.want ? "warm" : "cold",
+              cfg_cpu_mode_names[t->a->cfg->sampling.cpu.mode], warm_why_name(t->warm.why),
+              (double)cold / 1e6, (double)sampler / 1e6);
 }
 
 static void ka_on_reply(struct target *t, struct cdp_reply *r)
