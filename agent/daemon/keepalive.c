@@ -81,6 +81,15 @@ static void ka_log_choice(struct target *t)
               (double)cold / 1e6, (double)sampler / 1e6);
 }
 
+/* An answer nothing depends on: the keep-alive's interval (a refusal shows
+ * in the evaluate's; a profiler already made by someone's console profile
+ * keeps its own), or the end of a keep-alive a failed rotation left. */
+static void ka_on_ignored(struct target *t, struct cdp_reply *r)
+{
+    (void)t;
+    (void)r;
+}
+
 static void ka_on_reply(struct target *t, struct cdp_reply *r)
 {
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
@@ -93,6 +102,15 @@ static void ka_on_reply(struct target *t, struct cdp_reply *r)
         win_pause(&t->w, now, WIN_CALL_START, now - t->ka_sent_ns);
     t->ka_sent_ns = 0;
     warm_answered(&t->warm, now, ok, started);
+    if (st == WARM_ROTATING && !started) {
+        /* The previous keep-alive may still run (the new one did not
+         * start before its end): end it, so no profile is left to grow. */
+        char prev[96], params[192];
+        ka_title(t, t->warm.seq - 1, prev, sizeof(prev));
+        snprintf(params, sizeof(params),
+                 "{\"expression\":\"console.profileEnd(\\\"%s\\\")\",\"silent\":true}", prev);
+        (void)target_call(t, "Runtime.evaluate", params, KA_TIMEOUT_MS, 0, ka_on_ignored);
+    }
     if (st == WARM_ENDING) {
         log_info("warm windows off", "worker=%s thread=%s isolate=%u why=%s", t->worker, t->thread,
                  t->isolate, warm_why_name(t->warm.why));
@@ -112,21 +130,18 @@ static void ka_on_reply(struct target *t, struct cdp_reply *r)
     ka_log_choice(t);
 }
 
-/* The interval's answer: a refusal shows in the evaluate's (a profiler
- * already made by someone's console profile keeps its interval). */
-static void ka_on_interval(struct target *t, struct cdp_reply *r)
-{
-    (void)t;
-    (void)r;
-}
-
 void keepalive_tick(struct target *t)
 {
     struct agent *a = t->a;
     if (t->state != TARGET_READY || a->stopping || t->removing || snapshot_busy(t))
         return;
     uint64_t now = isoprof_now_mono_ns();
-    int open = t->w.cpu == WIN_STARTING || t->w.cpu == WIN_STOPPING;
+    /* No keep-alive starts while a window's interval is being set, nor
+     * joins a window at another interval than the schedule's (an anomaly's
+     * finer one would then sample all the time). */
+    int open =
+        t->w.cpu == WIN_STARTING || t->w.cpu == WIN_STOPPING ||
+        (t->w.cpu == WIN_RUNNING && t->w.tags.interval_ns != a->cfg->sampling.cpu.interval_ns);
     enum warm_act act = warm_next(&t->warm, a->cfg, now, open);
     ka_log_choice(t);
     if (act == WARM_ACT_NONE)
@@ -153,8 +168,8 @@ void keepalive_tick(struct target *t)
         if (t->w.cpu != WIN_RUNNING) {
             char ip[64];
             snprintf(ip, sizeof(ip), "{\"interval\":%llu}", (unsigned long long)(iv / 1000u));
-            rc = target_call(t, "Profiler.setSamplingInterval", ip, KA_TIMEOUT_MS, 0,
-                             ka_on_interval);
+            rc =
+                target_call(t, "Profiler.setSamplingInterval", ip, KA_TIMEOUT_MS, 0, ka_on_ignored);
         }
         if (rc == 0)
             warm_sent(&t->warm, act, now, iv);
@@ -197,7 +212,8 @@ static void ka_console_event(struct target *t, int started, const char *title)
         }
         /* One of ours, an earlier one (a late event), is not another client. */
         snprintf(mine, sizeof(mine), KA_PREFIX "%u-%u-", (unsigned)getpid(), (unsigned)t->isolate);
-        if (strncmp(title, mine, strlen(mine)) != 0)
+        /* Cold by the config, nothing of ours can share it. */
+        if (strncmp(title, mine, strlen(mine)) != 0 && t->a->cfg->sampling.cpu.mode != CFG_CPU_COLD)
             ka_disturbed(t, "another console profile started", title);
         return;
     }

@@ -94,6 +94,9 @@ test('warm windows: a 100,000-function app keeps its schedule without stalls; no
   assert.strictEqual(t.cpu_mode.keepalive, 'on', JSON.stringify(t.cpu_mode));
   assert.ok(t.cpu_mode.warm_windows >= 8, JSON.stringify(t.cpu_mode));
   assert.ok(sampler(app.pid), 'the sampler runs between warm windows');
+  // The keep-alive was rotated (every 60 s), so its samples stay bounded.
+  assert.ok(t.cpu_mode.rotations >= 1, JSON.stringify(t.cpu_mode));
+  assert.ok(d.count((l) => l.msg === 'keep-alive rotated' && l.worker === 'many') >= 1, d.story());
   // Reload to cold: the keep-alive ends; between windows no sampler.
   const mark = d.lines.length;
   fs.writeFileSync(d.config, config(store, app.port, sock, 'cold'));
