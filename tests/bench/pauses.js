@@ -102,9 +102,10 @@
 //   --pauses-budget-funcs LIST    budget: the app sizes (200,20000,200000)
 //   --pauses-budget-ready S       budget: how long an app may take to start (600;
 //                                 two 200k apps take about a minute here)
-//   --pauses-warm-funcs LIST      warm: the app sizes (200,20000,200000)
-//   --pauses-warm-reps N          warm: windows of each kind per app (4; quick 2)
-//   --pauses-warm-window MS       warm: window length (2000)
+//   --pauses-warm-funcs LIST      warm: the app sizes (200,20000,200000; quick 200 and
+//                                 --pauses-funcs)
+//   --pauses-warm-reps N          warm: windows of each kind per app (4; quick 1)
+//   --pauses-warm-window MS       warm: window length (2000; quick 1000)
 //   --pauses-snapshot-mib LIST    snapshot: the live heaps, MiB (32,64,128; quick 16)
 //   --pauses-snapshot-reps N      snapshot: snapshots per size (3; quick 1)
 //
@@ -938,9 +939,9 @@ async function measure(ctx) {
   }
   if (has('warm')) {
     data.warm = await warmPart(ctx, {
-      funcs: String(ctx.opt('pauses-warm-funcs', '200,20000,200000')).split(',').map((x) => parseInt(x, 10)).filter((x) => x > 0),
-      reps: parseInt(ctx.opt('pauses-warm-reps', quick ? '2' : '4'), 10),
-      windowMs: parseInt(ctx.opt('pauses-warm-window', '2000'), 10),
+      funcs: String(ctx.opt('pauses-warm-funcs', quick ? `200,${bigFuncs}` : '200,20000,200000')).split(',').map((x) => parseInt(x, 10)).filter((x) => x > 0),
+      reps: parseInt(ctx.opt('pauses-warm-reps', quick ? '1' : '4'), 10),
+      windowMs: parseInt(ctx.opt('pauses-warm-window', quick ? '1000' : '2000'), 10),
     });
   }
   if (has('budget')) {
