@@ -47,10 +47,16 @@ void warm_costs(const struct warm *k, const struct cfg *cfg, uint64_t *cold_ns,
     double rate =
         (double)WARM_SAMPLER_NS_PER_S / (double)NS_S * ((double)NS_10MS / (double)interval);
     *sampler_ns = (uint64_t)(rate * (double)gap);
-    if (k->ncold_start < WARM_EST || k->ncold_stop < WARM_EST)
+    if (k->ncold_start == 0 || k->ncold_stop == 0) {
         *cold_ns = 0;
-    else
-        *cold_ns = median(k->cold_start, k->ncold_start) + median(k->cold_stop, k->ncold_stop);
+        return;
+    }
+    *cold_ns = median(k->cold_start, k->ncold_start) + median(k->cold_stop, k->ncold_stop);
+    /* One window is enough when it cost several times the sampler: a
+     * large app waits long for its next cold window under the budget. */
+    if ((k->ncold_start < WARM_EST || k->ncold_stop < WARM_EST) &&
+        *cold_ns < WARM_CLEAR * *sampler_ns)
+        *cold_ns = 0;
 }
 
 int warm_choose(const struct warm *k, const struct cfg *cfg, uint64_t now, enum warm_why *why)

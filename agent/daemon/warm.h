@@ -26,8 +26,10 @@
  *   cold ones measured) cost more than the continuous sampler would between
  *   two windows: cold (S + T) > sampler rate x (period - duration), the
  *   sampler's rate being WARM_SAMPLER_NS_PER_S at a 10 ms interval, scaled
- *   by 10 ms / interval. It turns warm again only once it is not cheaper by
- *   half (hysteresis). Before WARM_EST cold windows are measured: cold.
+ *   by 10 ms / interval. It turns cold again only once cold is cheaper by
+ *   half (hysteresis). Before WARM_EST cold windows are measured: cold,
+ *   unless those measured cost WARM_CLEAR times the sampler (a large app
+ *   under the budget waits long for each cold window).
  * - A keep-alive the runtime refused (no consoleProfileStarted for it: no
  *   console.profile, or Runtime.evaluate failed, as on workerd) or that was
  *   disturbed (ended by someone else, or another client started a console
@@ -54,8 +56,10 @@
 /* The sampler thread's CPU at a 10 ms interval, per second of wall time
  * (measured on Node 20: README, the pause benchmark). */
 #define WARM_SAMPLER_NS_PER_S 6400000ull
-/* Cold windows measured before auto chooses. */
+/* Cold windows measured before auto chooses, unless the first ones cost
+ * WARM_CLEAR times the sampler or more. */
 #define WARM_EST 3
+#define WARM_CLEAR 4
 
 enum warm_state {
     WARM_OFF,
@@ -132,7 +136,8 @@ void warm_cold_cost(struct warm *k, int call, uint64_t pause_ns);
 int warm_is_on(const struct warm *k);
 
 /* The figures auto compares, in ns per period: the cold windows' start +
- * stop (median), and the sampler between two windows. 0 when unmeasured. */
+ * stop (median; 0 until enough are measured), and the sampler between two
+ * windows. */
 void warm_costs(const struct warm *k, const struct cfg *cfg, uint64_t *cold_ns,
                 uint64_t *sampler_ns);
 

@@ -160,6 +160,21 @@ TEST(auto_chooses_from_cold_costs)
     CHECK_EQ_INT(sampler, 320 * MS);
     CHECK_EQ_INT(warm_next(&k, c, S, 0), WARM_ACT_NONE);
     CHECK_EQ_INT(k.why, WARM_WHY_UNMEASURED);
+    /* One window far over the sampler is enough; one under is not. */
+    {
+        struct warm b;
+        warm_init(&b);
+        warm_cold_cost(&b, 0, 100 * MS);
+        warm_cold_cost(&b, 1, 40 * MS);
+        CHECK_EQ_INT(warm_next(&b, c, S, 0), WARM_ACT_NONE);
+        CHECK_EQ_INT(b.why, WARM_WHY_UNMEASURED);
+        warm_init(&b);
+        warm_cold_cost(&b, 0, 2100 * MS);
+        CHECK_EQ_INT(warm_next(&b, c, S, 0), WARM_ACT_NONE); /* no stop yet */
+        warm_cold_cost(&b, 1, 500 * MS);
+        CHECK_EQ_INT(warm_next(&b, c, S, 0), WARM_ACT_START);
+        CHECK_EQ_INT(b.why, WARM_WHY_COSTLY);
+    }
     /* A small app: 5 + 2 ms a window. */
     for (int i = 0; i < WARM_EST; i++) {
         warm_cold_cost(&k, 0, 5 * MS);
