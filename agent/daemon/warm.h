@@ -54,7 +54,7 @@
 /* A keep-alive action unanswered this long counts as refused. */
 #define WARM_ANSWER_NS (30ull * 1000000000ull)
 /* The sampler thread's CPU at a 10 ms interval, per second of wall time
- * (measured on Node 20: README, the pause benchmark). */
+ * (measured on Node 20: README, the overhead benchmark; PROTOCOLS.md). */
 #define WARM_SAMPLER_NS_PER_S 6400000ull
 /* Cold windows measured before auto chooses, unless the first ones cost
  * WARM_CLEAR times the sampler or more. */
