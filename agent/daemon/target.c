@@ -899,7 +899,8 @@ static void target_on_started(struct target *t, struct cdp_reply *r)
     uint64_t pause = target_pause(t, WIN_CALL_START);
     keepalive_window_cost(t, WIN_CALL_START, pause);
     log_debug("window started", "worker=%s isolate=%u interval_ns=%U start_us=%U warm=%d",
-              t->worker, t->isolate, t->w.tags.interval_ns, pause / 1000u, t->win_warm);
+              t->worker, t->isolate, t->win_warm ? t->warm.interval_ns : t->w.tags.interval_ns,
+              pause / 1000u, t->win_warm);
     win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
 }
 
