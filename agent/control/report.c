@@ -354,6 +354,15 @@ static void status_cpu_mode(struct isoprof_buf *b, const struct target *t, uint6
     isoprof_json_str(b, warm_state_name(k->st));
     json_u64_or_null(b, "cold_cost_ms", cold != 0, cold / 1000000u);
     json_ms(b, "sampler_cost_ms", sampler, 0);
+    /* The sampler thread's CPU as measured in /proc, per second at the
+     * interval it was measured at (null: not measured, a figure stands in). */
+    json_key(b, "sampler_ms_per_s", 0);
+    if (k->sampler_ns_per_s != 0)
+        isoprof_buf_printf(b, "%.3f", (double)k->sampler_ns_per_s / 1e6);
+    else
+        isoprof_buf_puts(b, "null");
+    json_u64_or_null(b, "sampler_interval_us", k->sampler_ns_per_s != 0,
+                     k->sampler_interval_ns / 1000u);
     json_u64_or_null(b, "interval_us", k->interval_ns != 0 && k->st != WARM_OFF,
                      k->interval_ns / 1000u);
     json_u64_or_null(b, "retry_in_s", k->retry_ns > now, (k->retry_ns - now) / 1000000000u);

@@ -153,6 +153,10 @@ struct target {
     uint64_t ka_sent_ns;       /* its call in flight was sent (its stall) */
     int ka_logged_want;        /* the choice last logged */
     enum warm_why ka_logged_why;
+    uint32_t proc_pid;         /* its process, as the limit job found it (0: unknown) */
+    uint64_t ka_probe;         /* the sampler probe out (its seq), 0: none */
+    uint32_t ka_tid;           /* the sampler thread last read, its CPU and when */
+    uint64_t ka_tid_cpu_ns, ka_tid_mono_ns;
     struct target *next; /* a->targets */
 };
 

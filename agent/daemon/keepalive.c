@@ -27,6 +27,9 @@
  * keep-alive ended by someone else's console.profileEnd is a disturbance:
  * ours ends, the isolate goes cold for a while and the log says so.
  *
+ * The sampler's own cost (its thread's CPU, read in /proc) is measured
+ * while a profile runs, for auto (warm.h).
+ *
  * The tick runs with the memory poll (sampling.memory_poll, 1 s by
  * default), so a rotation or a reload's mode change takes effect within
  * one poll.
@@ -37,8 +40,10 @@
 
 #include "base.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -130,6 +135,110 @@ static void ka_on_reply(struct target *t, struct cdp_reply *r)
     ka_log_choice(t);
 }
 
+/* --- the sampler's cost, measured ---
+ *
+ * V8's sampler thread is named v8:ProfEvntProc; it lives while a profile
+ * runs. Its CPU (schedstat's first field) read twice a tick apart gives its
+ * rate, the continuous sampler's cost auto weighs. Read off the loop; only
+ * for a main thread with no worker attached (each isolate of a process has
+ * a sampler of the same name) whose process is known. */
+struct ka_probe_job {
+    uv_work_t req;
+    struct agent *a;
+    uint64_t seq;
+    uint32_t pid;
+    uint32_t tid; /* out: 0 if none */
+    uint64_t cpu_ns;
+};
+
+static uint64_t ka_probe_seq;
+
+static void ka_probe_work(uv_work_t *req)
+{
+    struct ka_probe_job *j = container_of(req, struct ka_probe_job, req);
+    char path[96];
+    snprintf(path, sizeof(path), "/proc/%u/task", (unsigned)j->pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while (j->tid == 0 && (e = readdir(d)) != NULL) {
+        char *end;
+        unsigned long tid = strtoul(e->d_name, &end, 10);
+        if (*end != '\0' || tid == 0 || tid > UINT32_MAX)
+            continue;
+        char buf[64];
+        snprintf(path, sizeof(path), "/proc/%u/task/%lu/comm", (unsigned)j->pid, tid);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        if (strncmp(buf, "v8:ProfEvntProc", 15) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%u/task/%lu/schedstat", (unsigned)j->pid, tid);
+        f = fopen(path, "r");
+        unsigned long long ns = 0;
+        if (f && fscanf(f, "%llu", &ns) == 1) {
+            j->tid = (uint32_t)tid;
+            j->cpu_ns = ns;
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+}
+
+static void ka_probe_done(uv_work_t *req, int status)
+{
+    struct ka_probe_job *j = container_of(req, struct ka_probe_job, req);
+    uint64_t now = isoprof_now_mono_ns();
+    for (struct target *t = j->a->targets; t; t = t->next) {
+        if (t->ka_probe != j->seq)
+            continue;
+        t->ka_probe = 0;
+        if (status != 0 || t->removing || t->state != TARGET_READY)
+            break;
+        /* The profiler's interval now: the keep-alive's, or the window's. */
+        uint64_t iv = t->warm.st == WARM_ON     ? t->warm.interval_ns
+                      : t->w.cpu == WIN_RUNNING ? t->w.tags.interval_ns
+                                                : 0;
+        if (j->tid != 0 && j->tid == t->ka_tid && iv != 0 && j->cpu_ns >= t->ka_tid_cpu_ns &&
+            now - t->ka_tid_mono_ns >= 500000000ull) {
+            uint64_t per_s = (uint64_t)((double)(j->cpu_ns - t->ka_tid_cpu_ns) * 1e9 /
+                                        (double)(now - t->ka_tid_mono_ns));
+            warm_sampler_measured(&t->warm, per_s, iv);
+        }
+        t->ka_tid = j->tid;
+        t->ka_tid_cpu_ns = j->cpu_ns;
+        t->ka_tid_mono_ns = now;
+        break;
+    }
+    isoprof_free(j);
+}
+
+static void ka_probe(struct target *t)
+{
+    uint32_t pid = t->ep->pid ? t->ep->pid : t->title_pid ? t->title_pid : t->proc_pid;
+    int sampling = t->warm.st == WARM_ON || t->w.cpu == WIN_RUNNING;
+    if (t->parent != NULL || t->nworkers > 0 || pid == 0 || t->ka_probe != 0 || !sampling) {
+        if (!sampling)
+            t->ka_tid = 0; /* the thread ends with the profile */
+        return;
+    }
+    struct ka_probe_job *j = isoprof_calloc(1, sizeof(*j));
+    if (j == NULL)
+        return;
+    j->a = t->a;
+    j->seq = ++ka_probe_seq;
+    j->pid = pid;
+    if (uv_queue_work(t->a->loop, &j->req, ka_probe_work, ka_probe_done) != 0) {
+        isoprof_free(j);
+        return;
+    }
+    t->ka_probe = j->seq;
+}
+
 void keepalive_tick(struct target *t)
 {
     struct agent *a = t->a;
@@ -142,6 +251,8 @@ void keepalive_tick(struct target *t)
     int open =
         t->w.cpu == WIN_STARTING || t->w.cpu == WIN_STOPPING ||
         (t->w.cpu == WIN_RUNNING && t->w.tags.interval_ns != a->cfg->sampling.cpu.interval_ns);
+    if (a->cfg->sampling.cpu.mode != CFG_CPU_COLD)
+        ka_probe(t);
     enum warm_act act = warm_next(&t->warm, a->cfg, now, open);
     ka_log_choice(t);
     if (act == WARM_ACT_NONE)

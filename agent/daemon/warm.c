@@ -44,8 +44,10 @@ void warm_costs(const struct warm *k, const struct cfg *cfg, uint64_t *cold_ns,
     const uint64_t interval = cfg->sampling.cpu.interval_ns ? cfg->sampling.cpu.interval_ns : 1;
     const uint64_t gap = cfg->sampling.cpu.period_ns - cfg->sampling.cpu.duration_ns;
     /* The sampler's CPU grows as its interval shrinks (one tick each). */
-    double rate =
-        (double)WARM_SAMPLER_NS_PER_S / (double)NS_S * ((double)NS_10MS / (double)interval);
+    double per_s =
+        k->sampler_ns_per_s ? (double)k->sampler_ns_per_s : (double)WARM_SAMPLER_NS_PER_S;
+    double at = k->sampler_ns_per_s ? (double)k->sampler_interval_ns : (double)NS_10MS;
+    double rate = per_s / (double)NS_S * (at / (double)interval);
     *sampler_ns = (uint64_t)(rate * (double)gap);
     if (k->ncold_start == 0 || k->ncold_stop == 0) {
         *cold_ns = 0;
@@ -206,6 +208,22 @@ void warm_cold_cost(struct warm *k, int call, uint64_t pause_ns)
         k->cold_start[k->ncold_start++ % WARM_EST] = pause_ns;
     else
         k->cold_stop[k->ncold_stop++ % WARM_EST] = pause_ns;
+}
+
+void warm_sampler_measured(struct warm *k, uint64_t ns_per_s, uint64_t interval_ns)
+{
+    if (interval_ns == 0)
+        return;
+    /* Kept at the first measure's interval (a measure at another one is
+     * scaled to it), as a moving average that weighs the latest a quarter. */
+    if (k->sampler_ns_per_s == 0) {
+        k->sampler_ns_per_s = ns_per_s ? ns_per_s : 1;
+        k->sampler_interval_ns = interval_ns;
+        return;
+    }
+    double v = (double)ns_per_s * (double)interval_ns / (double)k->sampler_interval_ns;
+    double m = 0.75 * (double)k->sampler_ns_per_s + 0.25 * v;
+    k->sampler_ns_per_s = m >= 1.0 ? (uint64_t)m : 1;
 }
 
 int warm_is_on(const struct warm *k)

@@ -25,11 +25,12 @@
  * - auto: warm when a cold window's start + stop (the medians of the latest
  *   cold ones measured) cost more than the continuous sampler would between
  *   two windows: cold (S + T) > sampler rate x (period - duration), the
- *   sampler's rate being WARM_SAMPLER_NS_PER_S at a 10 ms interval, scaled
- *   by 10 ms / interval. It turns cold again only once cold is cheaper by
- *   half (hysteresis). Before WARM_EST cold windows are measured: cold,
- *   unless those measured cost WARM_CLEAR times the sampler (a large app
- *   under the budget waits long for each cold window).
+ *   sampler's rate measured from outside (its thread's CPU in /proc, when
+ *   the process is known) or else WARM_SAMPLER_NS_PER_S at a 10 ms
+ *   interval, scaled by the measured interval / the configured one. It turns cold again only once
+ * cold is cheaper by half (hysteresis). Before WARM_EST cold windows are measured: cold, unless
+ * those measured cost WARM_CLEAR times the sampler (a large app under the budget waits long for
+ * each cold window).
  * - A keep-alive the runtime refused (no consoleProfileStarted for it: no
  *   console.profile, or Runtime.evaluate failed, as on workerd) or that was
  *   disturbed (ended by someone else, or another client started a console
@@ -99,6 +100,10 @@ struct warm {
     /* auto's input: the latest cold windows' start and stop stalls */
     uint64_t cold_start[WARM_EST], cold_stop[WARM_EST];
     uint64_t ncold_start, ncold_stop;
+    /* the sampler thread's CPU measured from outside (keepalive.c reads
+     * /proc while a profile runs), ns per second at sampler_interval_ns;
+     * 0: not measured, WARM_SAMPLER_NS_PER_S stands in */
+    uint64_t sampler_ns_per_s, sampler_interval_ns;
     /* counts, for /status */
     uint64_t starts, rotations, refusals, disturbances;
     uint64_t warm_windows; /* windows that started while the profiler was warm */
@@ -132,6 +137,10 @@ void warm_detached(struct warm *k);
 /* A cold window's start (WIN_CALL_START) or stop stalled the isolate
  * pause_ns: auto's input. call: 0 start, 1 stop. */
 void warm_cold_cost(struct warm *k, int call, uint64_t pause_ns);
+/* The sampler thread was measured at ns_per_s of CPU per second of wall
+ * time while the profiler sampled every interval_ns: auto's sampler cost
+ * from then on (smoothed over the latest measures). */
+void warm_sampler_measured(struct warm *k, uint64_t ns_per_s, uint64_t interval_ns);
 /* The profiler is warm now (a window starting now is a warm one). */
 int warm_is_on(const struct warm *k);
 

@@ -218,6 +218,34 @@ TEST(auto_chooses_from_cold_costs)
     cfg_free(c);
 }
 
+TEST(sampler_measured)
+{
+    struct cfg *c = conf(CFG_CPU_AUTO);
+    struct warm k;
+    warm_init(&k);
+    uint64_t cold, sampler;
+    /* Measured 4 ms/s at 10 ms: 4 x 50 s = 200 ms a default period. */
+    warm_sampler_measured(&k, 4 * MS, 10 * MS);
+    warm_costs(&k, c, &cold, &sampler);
+    CHECK_EQ_INT(sampler, 200 * MS);
+    /* At 1 ms it would be ten times that. */
+    c->sampling.cpu.interval_ns = MS;
+    warm_costs(&k, c, &cold, &sampler);
+    CHECK_EQ_INT(sampler, 2000 * MS);
+    c->sampling.cpu.interval_ns = 10 * MS;
+    /* A measure at 1 ms of 80 ms/s is 8 ms/s at 10 ms: averaged in by a
+     * quarter, 5 ms/s. */
+    warm_sampler_measured(&k, 80 * MS, MS);
+    CHECK_EQ_INT(k.sampler_ns_per_s, 5 * MS);
+    /* So auto weighs it: cold 300 ms is over 250 ms. */
+    for (int i = 0; i < WARM_EST; i++) {
+        warm_cold_cost(&k, 0, 200 * MS);
+        warm_cold_cost(&k, 1, 100 * MS);
+    }
+    CHECK_EQ_INT(warm_next(&k, c, S, 0), WARM_ACT_START);
+    cfg_free(c);
+}
+
 TEST(names)
 {
     CHECK_STR(warm_state_name(WARM_ON), "on");
@@ -233,6 +261,7 @@ int main(void)
     RUN(unanswered_is_refused);
     RUN(disturbed_ends_and_retries);
     RUN(auto_chooses_from_cold_costs);
+    RUN(sampler_measured);
     RUN(names);
     TEST_EXIT();
 }
