@@ -15,7 +15,7 @@
  *            memory_limit.
  *   discovery.interval, discovery.processes.{enabled, executables, activate,
  *   users}
- *   sampling.cpu.{duration, period, interval, jitter, max_concurrent}
+ *   sampling.cpu.{duration, period, interval, jitter, max_concurrent, mode}
  *   sampling.budget.{pause_share, max_pause, max_duration, horizon}
  *   sampling.heap.{interval, period}, sampling.memory_poll
  *   anomaly.memory.{threshold, heap_period}, anomaly.{cpu_interval,
@@ -77,6 +77,12 @@ enum cfg_log_level { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR };
 
 /* upload.api: the Connect Push API or the legacy /ingest endpoint. */
 enum cfg_upload_api { CFG_UPLOAD_PUSH, CFG_UPLOAD_INGEST };
+
+/* sampling.cpu.mode: how a CPU window starts V8's profiler (agent/daemon/
+ * warm.h): cold every window, kept warm between windows, or chosen per
+ * isolate from what its windows cost. */
+enum cfg_cpu_mode { CFG_CPU_COLD, CFG_CPU_WARM, CFG_CPU_AUTO };
+extern const char *const cfg_cpu_mode_names[];
 
 /* store.on_damage: what isoprofd does with a store it finds damaged at start. */
 enum cfg_store_on_damage { CFG_STORE_REFUSE, CFG_STORE_MOVE_ASIDE };
@@ -184,6 +190,7 @@ struct cfg {
             uint64_t duration_ns, period_ns, interval_ns; /* period_ns >= duration_ns */
             double jitter;           /* share of the period, 0..0.5 */
             uint32_t max_concurrent; /* 1..1024 */
+            enum cfg_cpu_mode mode;
         } cpu;
         struct {
             uint64_t interval; /* bytes */

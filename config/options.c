@@ -35,11 +35,13 @@ _Static_assert(sizeof(enum cfg_log_level) == sizeof(int), "enum cfg_log_level is
 _Static_assert(sizeof(enum cfg_upload_api) == sizeof(int), "enum cfg_upload_api is not int-sized");
 _Static_assert(sizeof(enum cfg_store_on_damage) == sizeof(int),
                "enum cfg_store_on_damage is not int-sized");
+_Static_assert(sizeof(enum cfg_cpu_mode) == sizeof(int), "enum cfg_cpu_mode is not int-sized");
 
 /* In the order of the enum's values. */
 const char *const cfg_log_level_names[] = {"debug", "info", "warn", "error", NULL};
 const char *const cfg_upload_api_names[] = {"push", "ingest", NULL};
 static const char *const cfg_store_on_damage_names[] = {"refuse", "move_aside", NULL};
+const char *const cfg_cpu_mode_names[] = {"cold", "warm", "auto", NULL};
 
 /*
  * control.group: a group name as getgrnam takes it (resolved when the agent
@@ -455,6 +457,18 @@ const struct cfg_option cfg_options[] = {
      .reloadable = 1,
      .offset = G(sampling.cpu.max_concurrent),
      .help = "CPU windows at once on this host; more are delayed"},
+    {.name = "sampling.cpu.mode",
+     .type = CFG_T_ENUM,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "cold",
+     .reloadable = 1,
+     .offset = G(sampling.cpu.mode),
+     .help = "cold: V8's profiler made and torn down for every window; warm: kept alive "
+             "between windows by a console profile the agent starts (Runtime.evaluate of "
+             "console.profile), so a window starts and stops in ~1 ms whatever the app's "
+             "size, at sampling.cpu.interval; auto: warm where cold windows cost more "
+             "than the continuous sampler",
+     .choices = cfg_cpu_mode_names},
 
     {.name = "sampling.heap.interval",
      .type = CFG_T_SIZE,

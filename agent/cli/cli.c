@@ -1947,6 +1947,34 @@ static void print_budget(yajl_val targets)
         printf("budget    every isolate on the configured schedule\n");
 }
 
+/* Warm or cold windows (sampling.cpu.mode): one line when every isolate is
+ * cold by the config, else a line per isolate saying which and why. */
+static void print_cpu_mode(yajl_val targets)
+{
+    size_t nt = targets && YAJL_IS_ARRAY(targets) ? targets->u.array.len : 0;
+    int lines = 0;
+    for (size_t i = 0; i < nt; i++) {
+        yajl_val t = targets->u.array.values[i], cm = jget(t, "cpu_mode");
+        const char *conf = jstr(cm, "configured"), *why = jstr(cm, "why");
+        if (cm == NULL || conf == NULL || strcmp(conf, "cold") == 0)
+            continue;
+        uint64_t iso = 0, cold = 0;
+        double sampler = 0;
+        jnum(t, "isolate", &iso);
+        int measured = jnum(cm, "cold_cost_ms", &cold) == 0;
+        jdouble(cm, "sampler_cost_ms", &sampler);
+        printf("%s %s/%s isolate %" PRIu64 ": %s (%s: %s", lines ? "         " : "cpu mode ",
+               or_dash(jstr(t, "worker")), or_dash(jstr(t, "thread")), iso,
+               or_dash(jstr(cm, "mode")), conf, or_dash(why));
+        if (measured)
+            printf(", cold start+stop %" PRIu64 " ms, sampler %.0f ms a period", cold, sampler);
+        printf(")\n");
+        lines = 1;
+    }
+    if (!lines && nt > 0)
+        printf("cpu mode  cold windows (sampling.cpu.mode: cold)\n");
+}
+
 static void print_status(yajl_val root)
 {
     const char *s;
@@ -2010,6 +2038,7 @@ static void print_status(yajl_val root)
         printf(" (at most %" PRIu64 " at once)", max);
     putchar('\n');
     print_budget(targets);
+    print_cpu_mode(targets);
     yajl_val st = jget(root, "store");
     printf("store     %s:", (s = jstr(st, "path")) ? s : "?");
     if (jnum(st, "windows", &v) == 0)

@@ -338,6 +338,44 @@ static void json_ms(struct isoprof_buf *b, const char *key, uint64_t ns, int fir
     isoprof_buf_printf(b, "%" PRIu64 ".%03u", ns / 1000000u, (unsigned)(ns / 1000u % 1000u));
 }
 
+/* The "cpu_mode" object of a target: cold or warm windows and why
+ * (agent/daemon/warm.h), the figures auto compares, the keep-alive's life. */
+static void status_cpu_mode(struct isoprof_buf *b, const struct target *t, uint64_t now)
+{
+    const struct warm *k = &t->warm;
+    uint64_t cold, sampler;
+    warm_costs(k, t->a->cfg, &cold, &sampler);
+    isoprof_buf_putc(b, '{');
+    json_key(b, "mode", 1);
+    isoprof_json_str(b, k->want ? "warm" : "cold");
+    json_key(b, "configured", 0);
+    isoprof_json_str(b, cfg_cpu_mode_names[t->a->cfg->sampling.cpu.mode]);
+    json_key(b, "why", 0);
+    isoprof_json_str(b, warm_why_name(k->why));
+    json_key(b, "keepalive", 0);
+    isoprof_json_str(b, warm_state_name(k->st));
+    json_u64_or_null(b, "cold_cost_ms", cold != 0, cold / 1000000u);
+    json_ms(b, "sampler_cost_ms", sampler, 0);
+    /* The sampler thread's CPU as measured in /proc, per second at the
+     * interval it was measured at (null: not measured, a figure stands in). */
+    json_key(b, "sampler_ms_per_s", 0);
+    if (k->sampler_ns_per_s != 0)
+        isoprof_buf_printf(b, "%.3f", (double)k->sampler_ns_per_s / 1e6);
+    else
+        isoprof_buf_puts(b, "null");
+    json_u64_or_null(b, "sampler_interval_us", k->sampler_ns_per_s != 0,
+                     k->sampler_interval_ns / 1000u);
+    json_u64_or_null(b, "interval_us", k->interval_ns != 0 && k->st != WARM_OFF,
+                     k->interval_ns / 1000u);
+    json_u64_or_null(b, "retry_in_s", k->retry_ns > now, (k->retry_ns - now) / 1000000000u);
+    json_u64(b, "starts", k->starts, 0);
+    json_u64(b, "rotations", k->rotations, 0);
+    json_u64(b, "refusals", k->refusals, 0);
+    json_u64(b, "disturbances", k->disturbances, 0);
+    json_u64(b, "warm_windows", k->warm_windows, 0);
+    isoprof_buf_putc(b, '}');
+}
+
 /* The "budget" object of a target: what its windows cost it and the plan
  * that follows (windows.h, the cost budget). */
 static void status_budget(struct isoprof_buf *b, const struct target *t, uint64_t now)
@@ -464,6 +502,8 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
     isoprof_json_str(b, win_state_name(t->w.cpu));
     json_key(b, "budget", 0);
     status_budget(b, t, isoprof_now_mono_ns());
+    json_key(b, "cpu_mode", 0);
+    status_cpu_mode(b, t, isoprof_now_mono_ns());
     /* The open memory episode (the near-limit one first) and, for that
      * one, what its heap windows cost the isolate. */
     json_key(b, "anomaly", 0);

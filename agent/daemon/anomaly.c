@@ -218,6 +218,7 @@ static void limit_job_done(uv_work_t *req, int status)
         t->limit_probe = 0;
         if (status != 0 || t->removing || t->state != TARGET_READY || t->isolate != j->isolate)
             break;
+        t->proc_pid = j->pid; /* keepalive.c reads its sampler thread */
         if (!j->read || j->why[0])
             log_warn("heap limit taken from V8's defaults: the process's flags are not all known",
                      "worker=%s isolate=%u pid=%u limit=%U source=%s why=%s", t->worker,

@@ -24,6 +24,7 @@
 #include "resolve.h"
 #include "store.h"
 #include "upload.h"
+#include "warm.h"
 #include "windows.h"
 #include "ws.h"
 
@@ -158,6 +159,17 @@ struct target {
     struct od_req *snap_od; /* an on-demand snapshot waiting to start (a reference) */
     /* wall start of the last window stored, per type (writer.c); 0: none yet */
     uint64_t last_cpu_ns, last_heap_ns;
+    /* warm windows (warm.h decides, keepalive.c drives) */
+    struct warm warm;
+    int win_warm;              /* the open CPU window started warm */
+    uint64_t ka_seen;          /* the keep-alive whose consoleProfileStarted came */
+    uint64_t ka_sent_ns;       /* its call in flight was sent (its stall) */
+    int ka_logged_want;        /* the choice last logged */
+    enum warm_why ka_logged_why;
+    uint32_t proc_pid;         /* its process, as the limit job found it (0: unknown) */
+    uint64_t ka_probe;         /* the sampler probe out (its seq), 0: none */
+    uint32_t ka_tid;           /* the sampler thread last read, its CPU and when */
+    uint64_t ka_tid_cpu_ns, ka_tid_mono_ns;
     struct target *next; /* a->targets */
 };
 
@@ -263,6 +275,25 @@ void snapshot_target_gone(struct target *t);
 /* An event of t's session (session: a worker's, or NULL): 1 if it was a
  * snapshot's chunk (consumed), 0 if not. */
 int snapshot_on_event(struct target *t, const char *session, const char *method, yajl_val params);
+
+/* --- keepalive.c: warm windows (warm.h) --- */
+
+/* The choice made again and the keep-alive's action due sent (the memory
+ * poll's timer and the attach call it). */
+void keepalive_tick(struct target *t);
+/* A console-profile event on t's session (session: a worker's, or NULL):
+ * 1 if it was one (consumed). */
+int keepalive_on_event(struct target *t, const char *session, const char *method,
+                       yajl_val params);
+/* The same for an event too big to parse (data borrowed): 1 if it was a
+ * console profile's end (the caller frees data). */
+int keepalive_on_big_event(struct target *t, const char *method, const char *data, size_t len);
+/* A CPU window is starting: warm or cold (t->win_warm). */
+void keepalive_window_start(struct target *t);
+/* A window's start or stop stalled t pause_ns: a cold window's feeds auto. */
+void keepalive_window_cost(struct target *t, enum win_call call, uint64_t pause_ns);
+/* The session ended: V8 ended the keep-alive with it. */
+void keepalive_detached(struct target *t);
 /* A main-session event of t too big to parse on the loop (data[0..len),
  * a ws message): 1 if it was a chunk of t's snapshot (taken: unescaped and
  * stored off the loop), 0 if not (the caller drops it). */

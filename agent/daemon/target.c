@@ -192,6 +192,7 @@ static void target_session_ended(struct target *t)
 {
     memset(t->call_sent_ns, 0, sizeof(t->call_sent_ns));
     win_detached(&t->w, isoprof_now_mono_ns());
+    keepalive_detached(t);
     uv_timer_stop(&t->mem_timer);
     uv_timer_stop(&t->hold_timer);
     t->mem_inflight = 0;
@@ -299,6 +300,8 @@ static void target_on_event(struct cdp_session *s, const char *session, const ch
               method);
     if (snapshot_on_event(t, session, method, params))
         return;
+    if (keepalive_on_event(t, session, method, params))
+        return;
     threads_on_event(t, session, method, params);
 }
 
@@ -308,6 +311,10 @@ static int target_on_big_event(struct cdp_session *s, const char *method, char *
                                void *arg)
 {
     (void)s;
+    if (keepalive_on_big_event(arg, method, data, len)) {
+        ws_msg_free(data);
+        return 1;
+    }
     return snapshot_on_big_event(arg, method, data, len);
 }
 
@@ -531,6 +538,7 @@ static void target_on_mem_timer(uv_timer_t *timer)
 {
     struct target *t = timer->data;
     threads_tick(t);
+    keepalive_tick(t);
     /* No poll while V8 writes a snapshot: it could only time out. None
      * while a call whose stall is measured is out either: V8 would answer
      * it only after that call, and its reply, arriving next, would move
@@ -587,6 +595,7 @@ void target_attach_start(struct target *t)
     memacc_reset(&t->mem_heap);
     anomaly_attached(t);
     win_attached(&t->w, isoprof_now_mono_ns());
+    keepalive_tick(t);
     uint64_t poll_ms = a->cfg->sampling.memory_poll_ns / 1000000u;
     uv_timer_start(&t->mem_timer, target_on_mem_timer, poll_ms, poll_ms);
     if (target_call(t, "HeapProfiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0,
@@ -708,6 +717,7 @@ struct target *target_alloc(struct agent *a, struct endpoint *ep, const char *id
     uv_timer_init(a->loop, &t->hold_timer);
     t->timer.data = t->win_timer.data = t->mem_timer.data = t->hold_timer.data = t;
     win_iso_init(&t->w, &a->wins, &ep->wins);
+    warm_init(&t->warm);
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
     return t;
@@ -872,10 +882,14 @@ static void target_on_stopped(struct target *t, struct cdp_reply *r)
     int ok = r->status == 0 && r->raw != NULL;
     struct win_tags tags;
     if (ok && t->w.cpu == WIN_STOPPING)
-        target_pause(t, WIN_CALL_STOP, r);
+        keepalive_window_cost(t, WIN_CALL_STOP, target_pause(t, WIN_CALL_STOP, r));
     t->call_sent_ns[WIN_CALL_STOP] = 0;
+    int warm = t->win_warm;
+    t->win_warm = 0;
     if (win_cpu_stopped(&t->w, isoprof_now_mono_ns(), ok, &tags) != 0)
         return; /* the session went away first; already accounted */
+    if (warm && t->warm.interval_ns != 0)
+        tags.interval_ns = t->warm.interval_ns; /* the keep-alive's profiler sampled it */
     if (!ok) {
         target_window_failed(t, "Profiler.stop", r);
         return;
@@ -912,8 +926,10 @@ static void target_on_started(struct target *t, struct cdp_reply *r)
         return;
     }
     uint64_t pause = target_pause(t, WIN_CALL_START, r);
-    log_debug("window started", "worker=%s isolate=%u interval_ns=%U start_us=%U", t->worker,
-              t->isolate, t->w.tags.interval_ns, pause / 1000u);
+    keepalive_window_cost(t, WIN_CALL_START, pause);
+    log_debug("window started", "worker=%s isolate=%u interval_ns=%U start_us=%U warm=%d",
+              t->worker, t->isolate, t->win_warm ? t->warm.interval_ns : t->w.tags.interval_ns,
+              pause / 1000u, t->win_warm);
     win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
 }
 
@@ -943,6 +959,13 @@ int target_win_cpu_start(struct win_iso *w, uint64_t interval_ns)
     snprintf(params, sizeof(params), "{\"interval\":%llu}",
              (unsigned long long)(interval_ns / 1000u));
     memacc_reset(&t->mem_cpu);
+    keepalive_window_start(t);
+    if (t->win_warm) {
+        /* The keep-alive's profiler samples at its own interval, which V8
+         * will not change while it runs: straight to the start. */
+        t->call_sent_ns[WIN_CALL_START] = isoprof_now_mono_ns();
+        return target_call(t, "Profiler.start", NULL, TARGET_CALL_TIMEOUT_MS, 0, target_on_started);
+    }
     return target_call(t, "Profiler.setSamplingInterval", params, TARGET_CALL_TIMEOUT_MS, 0,
                        target_on_interval);
 }

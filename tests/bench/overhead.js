@@ -62,8 +62,9 @@
 //   --overhead-warmup S  warm-up load per service before the rounds (default 8; quick 2)
 //   --overhead-connections C  wrk connections (default 16)
 //   --overhead-rate-fraction F  the fixed rate as a share of no-profiler throughput (default 0.5)
-//   --overhead-schedules LIST    extra isoprofd variants, "duration/period/interval[/jitter]"
-//                       comma-separated, e.g. "5s/60s/10ms,10s/60s/20ms"
+//   --overhead-schedules LIST    extra isoprofd variants, "duration/period/interval[/jitter[/mode]]"
+//                       comma-separated, e.g. "5s/60s/10ms,10s/60s/20ms,10s/60s/10ms/10%/warm"
+//                       (mode: sampling.cpu.mode, warm windows)
 //   --overhead-heap LIST  extra isoprofd variants at the default CPU schedule
 //                       with another sampling.heap.interval, e.g. "4MiB,64MiB"
 //   --overhead-variants LIST  run only these of the standard variants
@@ -188,11 +189,13 @@ function variantList(ctx) {
   ];
   const extra = String(ctx.opt('overhead-schedules', '')).split(',').map((s) => s.trim()).filter(Boolean);
   for (const s of extra) {
-    const [duration, period, interval, jitter] = s.split('/');
-    if (!duration || !period) throw new Error(`--schedules: '${s}' is not duration/period[/interval[/jitter]]`);
+    const [duration, period, interval, jitter, mode] = s.split('/');
+    if (!duration || !period) throw new Error(`--schedules: '${s}' is not duration/period[/interval[/jitter[/mode]]]`);
+    if (mode && !['cold', 'warm', 'auto'].includes(mode)) throw new Error(`--schedules: '${s}': mode is cold, warm or auto`);
     const sampling = { duration, period };
     if (interval) sampling.interval = interval;
     if (jitter) sampling.jitter = jitter;
+    if (mode) sampling.mode = mode;
     v.push({ name: `isoprofd-${s}`, kind: 'isoprofd', sampling });
   }
   // The default CPU schedule with another heap sampling interval: the heap

@@ -69,6 +69,17 @@
 //           their span). The run's figures include each cell's first
 //           windows, made before anything was measured, which weigh more
 //           the shorter the run: the "plan" rows are the steady state.
+//   warm    cold windows beside warm ones (sampling.cpu.mode, agent/daemon/
+//           warm.h) on one app per size (200, 20000, 200000 functions): the
+//           bench drives CDP as the agent does, a few cold windows
+//           (setSamplingInterval, start, the window, stop), then the
+//           keep-alive's start (Runtime.evaluate of console.profile: one
+//           cold start), as many warm windows (start, the window, stop:
+//           the keep-alive's profiler samples them), a rotation (console.
+//           profile(next); console.profileEnd(current)) and the end. Per
+//           call, the in-target stall as in direct; and what auto picks
+//           under the default schedule (cold start + stop against the
+//           sampler's 6.4 ms/s at 10 ms over the 50 s between windows).
 //   snapshot  what a heap snapshot costs: an app holding 32, 64 and 128
 //           MiB of live heap (a Map of session records), snapshotted by
 //           the bench as the agent does (HeapProfiler.takeHeapSnapshot,
@@ -91,6 +102,10 @@
 //   --pauses-budget-funcs LIST    budget: the app sizes (200,20000,200000)
 //   --pauses-budget-ready S       budget: how long an app may take to start (600;
 //                                 two 200k apps take about a minute here)
+//   --pauses-warm-funcs LIST      warm: the app sizes (200,20000,200000; quick 200 and
+//                                 --pauses-funcs)
+//   --pauses-warm-reps N          warm: windows of each kind per app (4; quick 1)
+//   --pauses-warm-window MS       warm: window length (2000; quick 1000)
 //   --pauses-snapshot-mib LIST    snapshot: the live heaps, MiB (32,64,128; quick 16)
 //   --pauses-snapshot-reps N      snapshot: snapshots per size (3; quick 1)
 //
@@ -364,6 +379,86 @@ async function direct(app, { intervals, reps, repsFine, windowMs, log }) {
   await polls;
   s.close();
   return { calls, baseline_100ms_max_gap: baseline, heap_used_mib: +(heap.heapUsed / 1048576).toFixed(1), rss_mib: +(heap.rss / 1048576).toFixed(1) };
+}
+
+// --- warm: cold windows beside warm ones ---------------------------------
+
+// The sampler's CPU per second at 10 ms (warm.h, WARM_SAMPLER_NS_PER_S) and
+// the default schedule's gap between windows: auto's comparison.
+const WARM_SAMPLER_MS_PER_S = 6.4;
+const DEFAULT_GAP_S = 50;
+
+async function warmApp(app, { reps, windowMs, log }) {
+  const s = await cdp(app.wsUrl);
+  const calls = [];
+  const step = async (kind, method, params = {}) => {
+    const r = await s.call(method, params);
+    await sleep(15); // the tick that ends the gap must have run
+    const q = await stallIn(app, r.t0, r.t1);
+    calls.push({ kind, stall_ms: +q.max.toFixed(3), rtt_ms: +(r.t1 - r.t0).toFixed(3) });
+    return r;
+  };
+  const started = [];
+  s.on('Profiler.consoleProfileStarted', (p) => started.push(p.title));
+  await step('Profiler.enable', 'Profiler.enable');
+  for (let i = 0; i < reps; i++) {
+    log(`warm: ${app.info.funcs} functions, cold window ${i + 1}/${reps}`);
+    await step('cold setSamplingInterval', 'Profiler.setSamplingInterval', { interval: 10000 });
+    await step('cold start', 'Profiler.start');
+    await sleep(windowMs);
+    await step('cold stop', 'Profiler.stop');
+    await sleep(500);
+  }
+  await s.call('Profiler.setSamplingInterval', { interval: 10000 });
+  await step('keep-alive start', 'Runtime.evaluate', { expression: 'console.profile("isoprof-bench-1")', silent: true });
+  if (!started.includes('isoprof-bench-1')) throw new Error('the keep-alive did not start');
+  for (let i = 0; i < reps; i++) {
+    log(`warm: ${app.info.funcs} functions, warm window ${i + 1}/${reps}`);
+    await sleep(500);
+    await step('warm start', 'Profiler.start');
+    await sleep(windowMs);
+    await step('warm stop', 'Profiler.stop');
+  }
+  await step('keep-alive rotation', 'Runtime.evaluate',
+    { expression: 'console.profile("isoprof-bench-2");console.profileEnd("isoprof-bench-1")', silent: true });
+  await sleep(500);
+  await step('keep-alive end', 'Runtime.evaluate', { expression: 'console.profileEnd("isoprof-bench-2")', silent: true });
+  s.close();
+  const med = (k) => common.median(calls.filter((c) => c.kind === k).map((c) => c.stall_ms));
+  const cold = med('cold start') + med('cold stop');
+  const sampler = WARM_SAMPLER_MS_PER_S * DEFAULT_GAP_S;
+  return { funcs: app.info.funcs, calls, cold_ms: cold, warm_ms: med('warm start') + med('warm stop'), sampler_ms: sampler, auto: cold > sampler ? 'warm' : 'cold' };
+}
+
+async function warmPart(ctx, o) {
+  const out = [];
+  for (const funcs of o.funcs) {
+    const app = await startApp({ FUNCS: String(funcs) }, true, 600000);
+    try {
+      out.push(await warmApp(app, { reps: o.reps, windowMs: o.windowMs, log: ctx.log }));
+    } finally {
+      await common.stop(app);
+    }
+  }
+  return out;
+}
+
+const WARM_HEADER = ['functions', 'call', 'n', 'stall p50 ms', 'max', 'CDP rtt p50 ms'];
+
+function warmTables(list) {
+  const table = [];
+  const rows = [];
+  for (const a of list) {
+    const kinds = [...new Set(a.calls.map((c) => c.kind))].filter((k) => k !== 'Profiler.enable');
+    for (const k of kinds) {
+      const cs = a.calls.filter((c) => c.kind === k);
+      const d = dist(cs.map((c) => c.stall_ms));
+      table.push([a.funcs, k, d.n, common.fx(d.p50, 1), common.fx(d.max, 1), common.fx(common.median(cs.map((c) => c.rtt_ms)), 1)]);
+    }
+    rows.push([`window stall start+stop p50, ${a.funcs} functions, cold / warm`,
+      `${common.fx(a.cold_ms, 1)} / ${common.fx(a.warm_ms, 1)} ms; auto picks ${a.auto} (sampler ${a.sampler_ms} ms a default period)`, '', '']);
+  }
+  return { table, rows };
 }
 
 function parseDur(s) {
@@ -803,8 +898,8 @@ const BUDGET_CALLS = ['app', 'schedule', 'call', 'n/calls', 'in-target stall p50
 
 async function measure(ctx) {
   const quick = ctx.quick;
-  const parts = String(ctx.opt('pauses-parts', 'direct,daemon,peer,budget,snapshot')).split(',').map((x) => x.trim()).filter(Boolean);
-  const PARTS = ['direct', 'daemon', 'peer', 'budget', 'snapshot'];
+  const parts = String(ctx.opt('pauses-parts', 'direct,daemon,peer,warm,budget,snapshot')).split(',').map((x) => x.trim()).filter(Boolean);
+  const PARTS = ['direct', 'daemon', 'peer', 'warm', 'budget', 'snapshot'];
   for (const p of parts) if (!PARTS.includes(p)) throw new Error(`--pauses-parts: unknown part '${p}' (${PARTS.join(', ')})`);
   const bigFuncs = parseInt(ctx.opt('pauses-funcs', '20000'), 10);
   const cfg = {
@@ -841,6 +936,13 @@ async function measure(ctx) {
       }
     }
     data.apps[a.name] = res;
+  }
+  if (has('warm')) {
+    data.warm = await warmPart(ctx, {
+      funcs: String(ctx.opt('pauses-warm-funcs', quick ? `200,${bigFuncs}` : '200,20000,200000')).split(',').map((x) => parseInt(x, 10)).filter((x) => x > 0),
+      reps: parseInt(ctx.opt('pauses-warm-reps', quick ? '1' : '4'), 10),
+      windowMs: parseInt(ctx.opt('pauses-warm-window', quick ? '1000' : '2000'), 10),
+    });
   }
   if (has('budget')) {
     const scale = parseFloat(ctx.opt('pauses-budget-scale', '10'));
@@ -908,12 +1010,17 @@ async function measure(ctx) {
     budget.seconds = data.budget.seconds;
     rows.push(...budget.rows);
   }
+  let warm = null;
+  if (data.warm) {
+    warm = warmTables(data.warm);
+    rows.push(...warm.rows);
+  }
   let snapshot = null;
   if (data.snapshot) {
     snapshot = snapshotTable(data.snapshot);
     rows.push(...snapshot.rows);
   }
-  return { rows, data, table, budget, snapshot };
+  return { rows, data, table, budget, warm, snapshot };
 }
 
 const HEADER = ['app', 'driven by', 'call', 'interval', 'n', 'stall p50 ms', 'p90', 'max', 'CDP rtt p50 ms', 'reply KiB'];
@@ -934,6 +1041,11 @@ function printDetail(r) {
       'and the daemon\'s own /status p50 and max (its latest 64).\n');
     common.printTable(BUDGET_CALLS, b.calls);
   }
+  if (r.warm) {
+    process.stdout.write('\nCold windows beside warm ones (sampling.cpu.mode): the in-target stall per call (the app\'s 1 ms ticks), ' +
+      'the keep-alive\'s own calls (Runtime.evaluate of console.profile) included.\n');
+    common.printTable(WARM_HEADER, r.warm.table);
+  }
   if (r.snapshot) {
     process.stdout.write('\nHeap snapshots (HeapProfiler.takeHeapSnapshot) of an app holding a Map of session records: the target\'s stall ' +
       '(send to reply), the JSON it streams, its peak RSS during the call above its RSS before, and what it holds a second after; ' +
@@ -952,7 +1064,7 @@ async function run(ctx) {
   const opts = {};
   for (const k of ['pauses-reps', 'pauses-window', 'pauses-intervals', 'pauses-funcs', 'pauses-parts',
     'pauses-budget-scale', 'pauses-budget-seconds', 'pauses-budget-funcs', 'pauses-budget-ready',
-    'pauses-snapshot-mib', 'pauses-snapshot-reps']) {
+    'pauses-snapshot-mib', 'pauses-snapshot-reps', 'pauses-warm-funcs', 'pauses-warm-reps', 'pauses-warm-window']) {
     const v = ctx.opt(k, undefined);
     if (v !== undefined) opts[k] = v;
   }

@@ -35,5 +35,18 @@ function tick() {
     next = (next + 1) % fns.length;
   }
 }
-setInterval(tick, 10);
+// STALLS_FILE: the app's own event-loop clock. Each tick later than 40 ms
+// past its 10 ms due time appends "<Date.now() ms> <stall ms>" to it (the
+// warm windows test counts stalls). NO_CONSOLE_PROFILE: console.profile
+// replaced by a no-op, as an app's logger might (warm windows refused).
+const stallsFile = process.env.STALLS_FILE;
+const fs = require('node:fs');
+let last = performance.now();
+if (process.env.NO_CONSOLE_PROFILE) console.profile = console.profileEnd = () => {};
+setInterval(() => {
+  const now = performance.now();
+  if (stallsFile && now - last - 10 > 40) fs.appendFileSync(stallsFile, `${Date.now()} ${Math.round(now - last - 10)}\n`);
+  last = now;
+  tick();
+}, 10);
 process.stdout.write(`ready ${fns.length} ${acc & 1}\n`);

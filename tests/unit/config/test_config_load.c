@@ -29,6 +29,7 @@ TEST(defaults)
     CHECK_EQ_INT(c->sampling.cpu.interval_ns, 10000000ull);
     CHECK(c->sampling.cpu.jitter == 0.1);
     CHECK_EQ_INT(c->sampling.cpu.max_concurrent, 4);
+    CHECK_EQ_INT(c->sampling.cpu.mode, CFG_CPU_COLD);
     CHECK_EQ_INT(c->log.level, CFG_LOG_INFO);
     cfg_free(c);
     cfg_free(NULL);
@@ -62,7 +63,7 @@ TEST(full_file)
                          "  - {inspector: 'localhost:65535', memory_limit: 100MB}\n"
                          "discovery: {interval: 500ms}\n"
                          "sampling:\n  cpu:\n    duration: 2s\n    period: 1.5m\n"
-                         "    interval: 100us\n    jitter: 25%\n    max_concurrent: 16\n"
+                         "    interval: 100us\n    jitter: 25%\n    max_concurrent: 16\n    mode: auto\n"
                          "log: {level: debug}\n",
                          &why);
     if (c == NULL)
@@ -94,6 +95,7 @@ TEST(full_file)
     CHECK_EQ_INT(c->sampling.cpu.interval_ns, 100000ull);
     CHECK(c->sampling.cpu.jitter == 0.25);
     CHECK_EQ_INT(c->sampling.cpu.max_concurrent, 16);
+    CHECK_EQ_INT(c->sampling.cpu.mode, CFG_CPU_AUTO);
     CHECK_EQ_INT(c->log.level, CFG_LOG_DEBUG);
     cfg_free(c);
 }
