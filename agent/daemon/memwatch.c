@@ -214,6 +214,57 @@ static void growth_reset(struct memwatch_growth *g)
 }
 
 /*
+ * The envelope alone is biased upward at its newest end: the least floor
+ * of the last few buckets is the least of few polls, so a heap that only
+ * swings (a sawtooth whose buckets do not all reach its bottom) has an
+ * envelope that rises there by construction. So the floors must also rise
+ * quarter by quarter: the least floor of each quarter above the one before
+ * it by a sixteenth of the rise from the first to the last, and that rise
+ * at least MEMWATCH_MIN_GROWTH and no smaller than the floors' own swing
+ * inside a quarter (the median of the four quarters' ranges). A leak's
+ * quarters step up by a quarter of its growth each while a quarter's range
+ * is that quarter plus the noise; a swinging heap's quarters barely differ
+ * while its range is the whole swing.
+ */
+static int quarters_rise(const struct memwatch_growth *g, uint64_t last)
+{
+    enum { N = MEMWATCH_BUCKETS, Q = MEMWATCH_BUCKETS / 4 };
+    uint64_t lo[4], range[4];
+    for (int q = 0; q < 4; q++) {
+        uint64_t mn = 0, mx = 0;
+        for (int i = q * Q; i < (q + 1) * Q; i++) {
+            uint64_t f = g->floor[(last - (uint64_t)(N - 1 - i)) % N];
+            if (f == 0)
+                continue;
+            if (mn == 0 || f < mn)
+                mn = f;
+            if (f > mx)
+                mx = f;
+        }
+        if (mn == 0)
+            return 0; /* a quarter of gaps tells nothing */
+        lo[q] = mn;
+        range[q] = mx - mn;
+    }
+    if (lo[3] <= lo[0])
+        return 0;
+    uint64_t rise = lo[3] - lo[0];
+    if (rise < MEMWATCH_MIN_GROWTH)
+        return 0;
+    for (int q = 1; q < 4; q++)
+        if (lo[q] <= lo[q - 1] || (lo[q] - lo[q - 1]) * 16 < rise)
+            return 0;
+    /* The median of four: the mean of the middle two. */
+    for (int i = 1; i < 4; i++)
+        for (int j = i; j > 0 && range[j] < range[j - 1]; j--) {
+            uint64_t x = range[j];
+            range[j] = range[j - 1];
+            range[j - 1] = x;
+        }
+    return rise >= (range[1] + range[2]) / 2;
+}
+
+/*
  * Judge the last MEMWATCH_BUCKETS closed buckets (the newest is index
  * last): the envelope, its growth per quarter and its trend. Sets g's
  * judgement; steady when it is a leak by the rules of memwatch.h.
@@ -279,6 +330,8 @@ static void growth_judge(struct memwatch_growth *g, uint64_t last, uint64_t limi
         if (part * 16 < total)
             return;
     }
+    if (!quarters_rise(g, last))
+        return;
     g->steady = g->eta_ns <= p->growth_horizon_ns;
 }
 

@@ -32,8 +32,11 @@
  *   episode opens when the envelope grew by at least MEMWATCH_MIN_GROWTH
  *   over the window, in every quarter of it (each at least a sixteenth of
  *   the whole: a fill that plateaued, a step or a ramp that ended grows in
- *   one or two quarters only), and its least-squares trend reaches the limit
- *   within growth_horizon. It takes a heap window at once; it ends once the
+ *   one or two quarters only), the least floor of each quarter rises above
+ *   the one before by as much, that rise no smaller than the floors' own
+ *   swing inside a quarter (the envelope's newest end is the least of few
+ *   polls, so a heap that only swings would otherwise read as growth), and
+ *   its least-squares trend reaches the limit within growth_horizon. It takes a heap window at once; it ends once the
  *   test has failed for half a window.
  * - Either episode owes one heap snapshot when snapshot is on (the daemon
  *   tries it at the next poll that can take it, memwatch_snapshot_done).
