@@ -260,7 +260,7 @@ function connectWs(url, timeoutMs = 5000) {
 // anomaly; the latency listener is off unless anomaly names one.
 // budget: sampling.budget; by default none (100 %), so that the short
 // periods tests use are kept as written (budget.test.js tests the budget).
-function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, level = 'debug', maxSize, pendingMax, heap, memoryPoll, anomaly, budget = '{pause_share: 100%}', extra = '' }) {
+function yamlConfig({ store, targets, duration = '2s', period = '3s', interval = '1ms', jitter, discovery = '500ms', maxConcurrent = 4, mode = 'cold', level = 'debug', maxSize, pendingMax, heap, memoryPoll, anomaly, budget = '{pause_share: 100%}', extra = '' }) {
   const q = (s) => JSON.stringify(String(s));
   const target = (t) => {
     const f = [`inspector: ${q(t.inspector || `127.0.0.1:${t.port}`)}`];
@@ -274,6 +274,10 @@ function yamlConfig({ store, targets, duration = '2s', period = '3s', interval =
     return `  - {${f.join(', ')}}`;
   };
   const cpu = [`duration: ${duration}`, `period: ${period}`, `interval: ${interval}`, `max_concurrent: ${maxConcurrent}`];
+  // Tests of other features pin cold windows (the daemon's default, auto,
+  // would warm a costly app on the tests' short schedules); warm.test.js
+  // passes its own.
+  if (mode) cpu.push(`mode: ${mode}`);
   if (jitter !== undefined) cpu.push(`jitter: ${jitter}`);
   return [
     `store: {path: ${q(store)}${maxSize ? `, max_size: ${maxSize}` : ''}${pendingMax ? `, pending_max: ${pendingMax}` : ''}}`,

@@ -52,8 +52,8 @@ function status(sock) {
 function config(store, port, sock, mode, extra = {}) {
   return L.yamlConfig({
     store, targets: [{ port, worker: extra.worker || 'many' }], duration: '2s', period: '5s', interval: '10ms', jitter: '0%',
-    heap: '{period: 1h}', extra: `control: {socket: ${JSON.stringify(sock)}}\n`,
-  }).replace('max_concurrent: 4', `max_concurrent: 4, mode: ${mode}`);
+    heap: '{period: 1h}', extra: `control: {socket: ${JSON.stringify(sock)}}\n`, mode,
+  });
 }
 
 test('warm windows: a 100,000-function app keeps its schedule without stalls; nothing left running after', { timeout: 400000 }, async () => {
@@ -130,8 +130,8 @@ test('warm windows refused (console.profile replaced) or disturbed (another clie
   const sock = path.join(dir, 'control.sock');
   const text = L.yamlConfig({
     store, targets: [{ port: refusing.port, worker: 'refusing' }, { port: other.port, worker: 'other' }, { port: threads.port, worker: 'pool', threads: '{enabled: true}' }],
-    duration: '1s', period: '3s', interval: '10ms', heap: '{period: 1h}', extra: `control: {socket: ${JSON.stringify(sock)}}\n`,
-  }).replace('max_concurrent: 4', 'max_concurrent: 8, mode: warm');
+    duration: '1s', period: '3s', interval: '10ms', heap: '{period: 1h}', extra: `control: {socket: ${JSON.stringify(sock)}}\n`, maxConcurrent: 8, mode: 'warm',
+  });
   const d = await L.startDaemon(text, { dir });
   // The refusal: said, and windows carry on cold.
   const ref = await d.waitLog((l) => l.msg === 'warm windows refused, windows stay cold' && l.worker === 'refusing', 60000, 'the refusal');
@@ -182,8 +182,8 @@ test('auto: warm for the app whose cold windows cost more than the sampler, cold
   // on a busy machine), 200 much less (5-120 ms).
   const text = L.yamlConfig({
     store, targets: [{ port: big.port, worker: 'big' }, { port: small.port, worker: 'small' }],
-    duration: '1s', period: '6s', interval: '1ms', heap: '{period: 1h}', extra: `control: {socket: ${JSON.stringify(sock)}}\n`,
-  }).replace('max_concurrent: 4', 'max_concurrent: 4, mode: auto');
+    duration: '1s', period: '6s', interval: '1ms', heap: '{period: 1h}', extra: `control: {socket: ${JSON.stringify(sock)}}\n`, mode: 'auto',
+  });
   const d = await L.startDaemon(text, { dir });
   const bigWarm = await d.waitLog((l) => l.msg === 'cpu mode' && l.worker === 'big' && l.mode === 'warm', 120000, 'auto choosing warm for the big app');
   assert.strictEqual(bigWarm.why, 'cold_costlier');
@@ -209,8 +209,8 @@ test('Deno warm, workerd refused (no default execution context): both profiled',
   const store = path.join(dir, 'store');
   const text = L.yamlConfig({
     store, targets: [{ port: deno.port, worker: 'deno' }, { port: wd.port }],
-    duration: '1s', period: '3s', interval: '10ms', heap: '{period: 1h}',
-  }).replace('max_concurrent: 4', 'max_concurrent: 4, mode: warm');
+    duration: '1s', period: '3s', interval: '10ms', heap: '{period: 1h}', mode: 'warm',
+  });
   const d = await L.startDaemon(text, { dir });
   const loads = services.map((s) => L.loadLoop(s.port));
   try {

@@ -29,7 +29,7 @@ TEST(defaults)
     CHECK_EQ_INT(c->sampling.cpu.interval_ns, 10000000ull);
     CHECK(c->sampling.cpu.jitter == 0.1);
     CHECK_EQ_INT(c->sampling.cpu.max_concurrent, 4);
-    CHECK_EQ_INT(c->sampling.cpu.mode, CFG_CPU_COLD);
+    CHECK_EQ_INT(c->sampling.cpu.mode, CFG_CPU_AUTO);
     CHECK_EQ_INT(c->log.level, CFG_LOG_INFO);
     cfg_free(c);
     cfg_free(NULL);
