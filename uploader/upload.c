@@ -48,7 +48,10 @@ _Static_assert(STORE_WINDOW_LABEL_VALUE_MAX <= PUSH_MAX_VALUE &&
                    STORE_WINDOW_LABEL_NAME_MAX <= PUSH_MAX_NAME,
                "the store's label bounds are within the server's");
 
-enum upl_state { ST_IDLE, ST_PREPARE, ST_SENDING, ST_STORE, ST_WAIT, ST_BACKOFF };
+enum upl_state { ST_IDLE, ST_PREPARE, ST_SENDING, ST_STORE, ST_WAIT, ST_BACKOFF, ST_RATE };
+
+/* Windows a prepare job expires at most (one write transaction). */
+#define UPL_EXPIRE_BATCH 256u
 
 /* One window of a batch, copied out of the peek's read transaction. */
 struct upl_item {
@@ -64,7 +67,7 @@ struct upl_item {
     int urgent;
 };
 
-enum job_kind { JOB_PREPARE, JOB_ACK, JOB_REJECT };
+enum job_kind { JOB_PREPARE, JOB_ACK, JOB_REJECT, JOB_EXPIRE };
 
 struct upl_job {
     uv_work_t req;
@@ -83,6 +86,11 @@ struct upl_job {
     size_t body_len;
     char *url;
     char ctype[96];
+    /* expired without sending (PREPARE) */
+    size_t expired;
+    uint64_t expired_first;
+    /* static labels left out to fit PUSH_MAX_LABELS (PREPARE) */
+    uint64_t labels_cut;
     /* rejected without sending (PREPARE) */
     size_t unsendable;
     uint64_t unsendable_first;
@@ -102,6 +110,10 @@ struct upl {
     enum upl_api api;
     char *url, *host, *ca_file, *userpwd, *push_url;
     uint64_t timeout_ms, max_bytes, max_delay_ms, max_profile_size, bmin, bmax;
+    uint64_t max_age_ms, max_rate;
+    int isolate_label;
+    /* max_rate's bucket: bytes it holds at rate_ms (uv_now) */
+    uint64_t rate_tokens, rate_ms;
     uint32_t max_profiles;
     int insecure;
     char **headers; /* "Name: value" lines, including the fixed ones */
@@ -224,17 +236,20 @@ static int has_label(const struct push_label *l, size_t n, const char *name)
  * that would take the series past PUSH_MAX_LABELS are left out, the last
  * ones first, so that the window is still sent. */
 static size_t item_labels(const struct upl *u, const struct upl_item *it, struct push_label *l,
-                          char isolate[16], int with_meta)
+                          char isolate[16], int with_meta, uint64_t *cut)
 {
     size_t n = 0;
-    snprintf(isolate, 16, "%" PRIu32, it->isolate);
+    snprintf(isolate, 16, "%" PRIu32, it->isolate & STORE_ISOLATE_PROCESS);
     /* prepare_work never gets here with a type profile_name does not name. */
     if (with_meta)
         l[n++] = (struct push_label){"__name__", profile_name(it->type)};
     l[n++] = (struct push_label){"service_name", it->worker};
     l[n++] = (struct push_label){"version", it->version};
     l[n++] = (struct push_label){"host", u->host};
-    l[n++] = (struct push_label){"isolate", isolate};
+    /* The process, not the thread: a thread's own isolate would make a
+     * series per Worker a job runner starts. */
+    if (u->isolate_label)
+        l[n++] = (struct push_label){"isolate", isolate};
     l[n++] = (struct push_label){"runtime", it->runtime[0] ? it->runtime : "unknown"};
     /* Always, "main" too: a query can then select the main thread alone
      * ({thread="main"}), not only a worker's. */
@@ -249,9 +264,14 @@ static size_t item_labels(const struct upl *u, const struct upl_item *it, struct
     size_t own = n;
     for (size_t i = 0; i < it->nlabels; i++)
         l[n++] = it->labels[i];
-    for (size_t i = 0; i < u->nlabels && n < PUSH_MAX_LABELS; i++)
-        if (!has_label(l + own, it->nlabels, u->labels[i].name))
+    for (size_t i = 0; i < u->nlabels; i++) {
+        if (has_label(l + own, it->nlabels, u->labels[i].name))
+            continue;
+        if (n < PUSH_MAX_LABELS)
             l[n++] = u->labels[i];
+        else if (cut != NULL)
+            (*cut)++;
+    }
     return n;
 }
 
@@ -260,6 +280,9 @@ static size_t item_labels(const struct upl *u, const struct upl_item *it, struct
 struct peek_ctx {
     struct upl_item *items;
     size_t n, cap;
+    uint64_t expire_ns; /* windows that started before are expired */
+    uint64_t *expired;  /* their ids (UPL_EXPIRE_BATCH) */
+    size_t nexpired;
     int err;
 };
 
@@ -302,6 +325,10 @@ static int item_copy_labels(struct upl_item *it, const struct store_window *w)
 static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void *arg)
 {
     struct peek_ctx *c = arg;
+    if (w->start_ns < c->expire_ns) {
+        c->expired[c->nexpired++] = w->id;
+        return c->nexpired == UPL_EXPIRE_BATCH;
+    }
     struct upl_item *it = &c->items[c->n++];
     memset(it, 0, sizeof(*it));
     it->id = w->id;
@@ -317,14 +344,16 @@ static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void
     it->worker = isoprof_strdup(w->worker);
     it->version = isoprof_strdup(w->version);
     it->runtime = isoprof_strdup(w->runtime);
-    /* The store never hands out a window without a thread. */
-    it->thread = isoprof_strdup(w->thread ? w->thread : STORE_THREAD_MAIN);
+    /* The store never hands out a window without a thread. Its id stays
+     * in the store: the series is named by what the thread runs. */
+    const char *th = w->thread ? w->thread : STORE_THREAD_MAIN;
+    it->thread = isoprof_asprintf("%.*s", (int)store_thread_label(th), th);
     if (it->worker == NULL || it->version == NULL || it->runtime == NULL || it->thread == NULL ||
         item_copy_labels(it, w) != 0) {
         c->err = -ENOMEM;
         return 1;
     }
-    return 0;
+    return c->n == c->cap;
 }
 
 /* The largest legacy name ingest_name can make: as many labels as
@@ -390,7 +419,7 @@ static int build_ingest(struct upl_job *j, const struct upl_item *it, const uint
     struct upl *u = j->u;
     struct push_label l[UPL_LABELS_OWN + PUSH_MAX_LABELS];
     char iso[16];
-    size_t n = item_labels(u, it, l, iso, 0); /* l[0] is service_name */
+    size_t n = item_labels(u, it, l, iso, 0, NULL); /* l[0] is service_name */
     struct isoprof_buf name, url, body;
     isoprof_buf_init(&name, UPL_INGEST_NAME_MAX);
     ingest_name(&name, l, n);
@@ -462,16 +491,47 @@ static void prepare_work(struct upl_job *j)
     struct upl *u = j->u;
     struct peek_ctx pc = {.cap = j->maxp + 1};
     pc.items = isoprof_calloc(pc.cap, sizeof(*pc.items));
-    if (pc.items == NULL) {
+    pc.expired = isoprof_calloc(UPL_EXPIRE_BATCH, sizeof(*pc.expired));
+    if (pc.items == NULL || pc.expired == NULL) {
+        isoprof_free(pc.items);
+        isoprof_free(pc.expired);
         j->err = -ENOMEM;
         return;
     }
-    int rc = store_outbox_peek(u->store, pc.cap, peek_on_window, &pc);
+    uint64_t late_ns = 0, now = isoprof_now_wall_ns(), age_ns = u->max_age_ms * 1000000ull;
+    if (u->max_age_ms != 0 && now > age_ns) {
+        pc.expire_ns = now - age_ns;
+        late_ns = pc.expire_ns + age_ns / UPL_LATE_SHARE;
+    }
+    int rc = store_outbox_peek_late(u->store, late_ns, pc.expire_ns, SIZE_MAX, peek_on_window, &pc);
     if (pc.err != 0 || (rc != 0 && rc != 1)) {
         j->err = pc.err ? pc.err : rc;
         items_free(pc.items, pc.n);
+        isoprof_free(pc.expired);
         return;
     }
+    if (pc.nexpired > 0) {
+        /* Never sent: the server would refuse them. They stay stored. */
+        char why[UPL_REASON_MAX];
+        snprintf(why, sizeof(why), "older than upload.max_age (%" PRIu64 " s) when its turn came",
+                 u->max_age_ms / 1000);
+        if ((rc = store_outbox_expire(u->store, pc.expired, pc.nexpired, why)) != 0) {
+            j->err = rc;
+            items_free(pc.items, pc.n);
+            isoprof_free(pc.expired);
+            return;
+        }
+        j->expired = pc.nexpired;
+        j->expired_first = pc.expired[0];
+        j->more = 1;
+        if (pc.nexpired == UPL_EXPIRE_BATCH) {
+            /* More may follow: expire them before any batch is built. */
+            items_free(pc.items, pc.n);
+            isoprof_free(pc.expired);
+            return;
+        }
+    }
+    isoprof_free(pc.expired);
     /* Pick the batch. */
     size_t *pick = isoprof_calloc(pc.n ? pc.n : 1, sizeof(*pick));
     j->ids = isoprof_calloc(pc.n ? pc.n : 1, sizeof(*j->ids));
@@ -537,7 +597,7 @@ static void prepare_work(struct upl_job *j)
     for (size_t k = 0; k < np; k++) {
         struct upl_item *it = &pc.items[pick[k]];
         struct push_label *l = lab + n * (UPL_LABELS_OWN + PUSH_MAX_LABELS);
-        size_t nl = item_labels(u, it, l, iso[n], 1);
+        size_t nl = item_labels(u, it, l, iso[n], 1, &j->labels_cut);
         size_t bad = 0;
         if (push_label_check(l, nl, &bad) != 0) {
             char why[UPL_REASON_MAX];
@@ -623,6 +683,9 @@ static void job_work(uv_work_t *req)
     case JOB_REJECT:
         j->err = store_outbox_reject(j->u->store, j->ids, j->n, (unsigned)j->code, j->reason);
         break;
+    case JOB_EXPIRE:
+        j->err = store_outbox_expire(j->u->store, j->ids, j->n, j->reason);
+        break;
     }
 }
 
@@ -681,9 +744,60 @@ static void timer_on_close(uv_handle_t *h)
 static int start_job(struct upl *u, struct upl_job *j);
 static void upl_wait(struct upl *u, enum upl_state st, uint64_t ms);
 
+static void send_batch(struct upl *u, struct upl_job *j);
+
+/* Refill max_rate's bucket to now: it holds at most one batch (max_bytes)
+ * or one second's worth, whichever is larger, so that a batch can always
+ * go once it is full and the burst after an idle spell stays small. */
+static void rate_refill(struct upl *u)
+{
+    uint64_t now = uv_now(u->loop);
+    uint64_t cap = u->max_rate > u->max_bytes ? u->max_rate : u->max_bytes;
+    if (u->rate_ms == 0) {
+        u->rate_tokens = cap;
+    } else if (now > u->rate_ms) {
+        uint64_t add = (now - u->rate_ms) * u->max_rate / 1000;
+        u->rate_tokens = cap - u->rate_tokens < add ? cap : u->rate_tokens + add;
+    }
+    u->rate_ms = now;
+}
+
+/* How long a request of bytes (uncompressed) must wait for the bucket. */
+static uint64_t rate_wait_ms(struct upl *u, uint64_t bytes)
+{
+    if (u->max_rate == 0)
+        return 0;
+    rate_refill(u);
+    uint64_t cap = u->max_rate > u->max_bytes ? u->max_rate : u->max_bytes;
+    if (bytes > cap)
+        bytes = cap; /* one window larger than the bucket goes once it is full */
+    if (u->rate_tokens >= bytes)
+        return 0;
+    return ((bytes - u->rate_tokens) * 1000 + u->max_rate - 1) / u->max_rate;
+}
+
+static void rate_take(struct upl *u, uint64_t bytes)
+{
+    if (u->max_rate == 0)
+        return;
+    rate_refill(u);
+    u->rate_tokens = u->rate_tokens > bytes ? u->rate_tokens - bytes : 0;
+}
+
 static void timer_on_fire(uv_timer_t *t)
 {
     struct upl *u = container_of(t, struct upl, timer);
+    if (u->state == ST_RATE) {
+        struct upl_job *held = u->job;
+        uint64_t ms = rate_wait_ms(u, held->raw_bytes);
+        if (ms > 0) {
+            upl_wait(u, ST_RATE, ms);
+            return;
+        }
+        rate_take(u, held->raw_bytes);
+        send_batch(u, held);
+        return;
+    }
     u->state = ST_IDLE;
     struct upl_job *j = u->settle_retry;
     if (j != NULL) {
@@ -767,6 +881,21 @@ static int retryable(long code)
     return code == 401 || code == 403 || code == 404 || code == 408 || code == 429;
 }
 
+/* What a refusal says of the profile's time: 1 older than the server's
+ * ingestion window, 2 newer (this clock is ahead of it), 0 neither. Grafana
+ * Pyroscope says "... is outside of ingestion window (profile timestamp:
+ * T, the ingestion window starts at S)" when too old, "... ends at E" when
+ * too new; other servers say "too old" / "too new". */
+static int window_verdict(const char *body)
+{
+    if (strstr(body, "ingestion window starts at") != NULL || strstr(body, "too old") != NULL)
+        return 1;
+    if (strstr(body, "ingestion window ends at") != NULL || strstr(body, "too new") != NULL ||
+        strstr(body, "in the future") != NULL)
+        return 2;
+    return 0;
+}
+
 static void resp_on_done(const struct http_resp *r, void *arg)
 {
     struct upl *u = arg;
@@ -823,10 +952,24 @@ static void resp_on_done(const struct http_resp *r, void *arg)
         upl_kick(u);
         return;
     }
-    u->st.profiles_rejected += j->n;
-    emit(u, UPL_EV_REJECTED, 0, r->code, j->n, j->body_len, 0, first, why);
     if (u->solo > 0)
         u->solo--;
+    int verdict = window_verdict(why);
+    if (verdict == 1) {
+        /* Left the server's window on the way (or the server's is shorter
+         * than max_age): the same as expiring it here. */
+        u->st.profiles_expired += j->n;
+        emit(u, UPL_EV_EXPIRED, 0, r->code, j->n, j->body_len, 0, first, why);
+        settle(u, j, JOB_EXPIRE, r->code, why);
+        return;
+    }
+    u->st.profiles_rejected += j->n;
+    if (verdict == 2) {
+        u->st.profiles_too_new += j->n;
+        emit(u, UPL_EV_CLOCK_SKEW, 0, r->code, j->n, j->body_len, 0, first, why);
+    } else {
+        emit(u, UPL_EV_REJECTED, 0, r->code, j->n, j->body_len, 0, first, why);
+    }
     settle(u, j, JOB_REJECT, r->code, why);
 }
 
@@ -899,12 +1042,25 @@ static void job_after(uv_work_t *req, int status)
         upl_kick(u);
         return;
     }
+    u->st.labels_cut += j->labels_cut;
+    if (j->expired > 0) {
+        u->st.profiles_expired += j->expired;
+        emit(u, UPL_EV_EXPIRED, 0, 0, j->expired, 0, 0, j->expired_first, "");
+    }
     if (j->unsendable > 0) {
         u->st.profiles_unsendable += j->unsendable;
         emit(u, UPL_EV_UNSENDABLE, 0, 0, j->unsendable, 0, 0, j->unsendable_first,
              j->unsendable_why);
     }
     if (j->n > 0) {
+        uint64_t ms = rate_wait_ms(u, j->raw_bytes);
+        if (ms > 0) {
+            u->st.rate_waits++;
+            u->job = j;
+            upl_wait(u, ST_RATE, ms);
+            return;
+        }
+        rate_take(u, j->raw_bytes);
         send_batch(u, j);
         return;
     }
@@ -1008,6 +1164,9 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
     if (u->bmin > u->bmax)
         u->bmin = u->bmax;
     u->insecure = o->insecure;
+    u->max_age_ms = o->max_age_ms;
+    u->max_rate = o->max_rate;
+    u->isolate_label = o->isolate_label;
     isoprof_rng_init(&u->rng);
     size_t ul = strlen(o->url);
     while (ul > 0 && o->url[ul - 1] == '/')
@@ -1088,7 +1247,7 @@ void upl_close_then(struct upl *u, void (*closed)(void *arg), void *arg)
         http_cancel(u->inflight);
         u->inflight = NULL;
     }
-    if (u->state == ST_SENDING) {
+    if (u->state == ST_SENDING || u->state == ST_RATE) {
         job_free(u->job);
         u->job = NULL;
         u->state = ST_IDLE;

@@ -284,7 +284,7 @@ static const char *type_name(uint8_t t)
 
 static const char *upload_name(uint8_t u)
 {
-    static const char *const names[] = {"off", "pending", "uploaded", "rejected"};
+    static const char *const names[] = {"off", "pending", "uploaded", "rejected", "expired"};
     return u < ISOPROF_ARRAY_SIZE(names) ? names[u] : "unknown";
 }
 
@@ -727,7 +727,7 @@ static int list_on_window(const struct store_window *w, void *arg)
         else
             fputs(",\"memory\":null", stdout);
         printf(",\"upload\":\"%s\"", upload_name(w->upload));
-        if (w->upload == STORE_UPLOAD_REJECTED) {
+        if (w->upload == STORE_UPLOAD_REJECTED || w->upload == STORE_UPLOAD_EXPIRED) {
             printf(",\"upload_status\":%u,\"upload_reason\":", (unsigned)w->reject_status);
             json_str(stdout, w->reject_reason ? w->reject_reason : "");
         }
@@ -2061,6 +2061,8 @@ static void print_status(yajl_val root)
             printf("; %" PRIu64 " profiles sent", v);
         if (jnum(up, "requests_failed", &v) == 0)
             printf(", %" PRIu64 " failed requests", v);
+        if (jnum(ob, "expired", &v) == 0 && v > 0)
+            printf("; %" PRIu64 " expired (older than upload.max_age, kept)", v);
         putchar('\n');
     } else {
         printf("upload    off\n");
