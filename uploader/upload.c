@@ -65,6 +65,7 @@ struct upl_item {
     struct push_label *labels;
     size_t nlabels;
     int urgent;
+    size_t src; /* replay: its index in the replay list */
 };
 
 enum job_kind { JOB_PREPARE, JOB_ACK, JOB_REJECT, JOB_EXPIRE };
@@ -95,6 +96,8 @@ struct upl_job {
     size_t unsendable;
     uint64_t unsendable_first;
     char unsendable_why[UPL_REASON_MAX];
+    /* replay: ids of the list this batch took (sent, refused, or skipped) */
+    size_t consumed;
     /* ACK / REJECT input */
     long code;
     char reason[STORE_REJECT_REASON_MAX + 1];
@@ -112,6 +115,8 @@ struct upl {
     uint64_t timeout_ms, max_bytes, max_delay_ms, max_profile_size, bmin, bmax;
     uint64_t max_age_ms, max_rate;
     int isolate_label;
+    uint64_t *replay; /* replay mode: the ids (a copy), the next to send */
+    size_t nreplay, replay_next;
     /* max_rate's bucket: bytes it holds at rate_ms (uv_now) */
     uint64_t rate_tokens, rate_ms;
     uint32_t max_profiles;
@@ -278,6 +283,7 @@ static size_t item_labels(const struct upl *u, const struct upl_item *it, struct
 /* --- the PREPARE job (thread pool) ----------------------------------- */
 
 struct peek_ctx {
+    size_t src; /* replay: the index of the window being read */
     struct upl_item *items;
     size_t n, cap;
     uint64_t expire_ns; /* windows that started before are expired */
@@ -341,6 +347,7 @@ static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void
     it->raw_size = w->raw_size;
     it->queued_ns = queued_ns;
     it->urgent = w->anomaly != 0 || w->pinned != 0;
+    it->src = c->src;
     it->worker = isoprof_strdup(w->worker);
     it->version = isoprof_strdup(w->version);
     it->runtime = isoprof_strdup(w->runtime);
@@ -354,6 +361,32 @@ static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void
         return 1;
     }
     return c->n == c->cap;
+}
+
+static int replay_on_window(const struct store_window *w, void *arg)
+{
+    struct peek_ctx *c = arg;
+    int rc = peek_on_window(w, 0, arg);
+    c->items[c->n - 1].urgent = 1; /* asked for now: no batch delay */
+    return rc;
+}
+
+/* Replay: read the next windows of the list into pc (at most pc->cap);
+ * *looked receives the ids read. Returns 0 or an error. */
+static int replay_peek(struct upl *u, struct peek_ctx *pc, size_t *looked)
+{
+    size_t i = u->replay_next;
+    for (; i < u->nreplay && pc->n < pc->cap; i++) {
+        struct store_filter f = {.id = u->replay[i]};
+        pc->src = i;
+        int rc = store_windows(u->store, &f, replay_on_window, pc);
+        if (pc->err != 0)
+            return pc->err;
+        if (rc != 0 && rc != 1 && rc != ISOPROF_ENOTFOUND)
+            return rc;
+    }
+    *looked = i - u->replay_next;
+    return 0;
 }
 
 /* The largest legacy name ingest_name can make: as many labels as
@@ -473,7 +506,7 @@ static int build_ingest(struct upl_job *j, const struct upl_item *it, const uint
 /* Reject window it without sending it; why says what is wrong with it. */
 static void unsendable(struct upl_job *j, const struct upl_item *it, const char *why)
 {
-    int rc = store_outbox_reject(j->u->store, &it->id, 1, 0, why);
+    int rc = j->u->replay ? 0 : store_outbox_reject(j->u->store, &it->id, 1, 0, why);
     if (rc != 0) {
         if (j->err == 0)
             j->err = rc;
@@ -499,6 +532,20 @@ static void prepare_work(struct upl_job *j)
         return;
     }
     uint64_t late_ns = 0, now = isoprof_now_wall_ns(), age_ns = u->max_age_ms * 1000000ull;
+    size_t looked = 0;
+    if (u->replay != NULL) {
+        pc.cap = j->maxp;
+        int rc = replay_peek(u, &pc, &looked);
+        isoprof_free(pc.expired);
+        pc.expired = NULL;
+        if (rc != 0) {
+            j->err = rc;
+            items_free(pc.items, pc.n);
+            return;
+        }
+        j->consumed = looked;
+        goto pick;
+    }
     if (u->max_age_ms != 0 && now > age_ns) {
         pc.expire_ns = now - age_ns;
         late_ns = pc.expire_ns + age_ns / UPL_LATE_SHARE;
@@ -532,6 +579,7 @@ static void prepare_work(struct upl_job *j)
         }
     }
     isoprof_free(pc.expired);
+pick:
     /* Pick the batch. */
     size_t *pick = isoprof_calloc(pc.n ? pc.n : 1, sizeof(*pick));
     j->ids = isoprof_calloc(pc.n ? pc.n : 1, sizeof(*j->ids));
@@ -564,6 +612,8 @@ static void prepare_work(struct upl_job *j)
         if (np >= j->maxp || (np > 0 && bytes + it->raw_size > u->max_bytes)) {
             full = 1;
             j->more = 1;
+            if (u->replay != NULL)
+                j->consumed = it->src - u->replay_next; /* it and those after go next time */
             break;
         }
         pick[np++] = i;
@@ -678,13 +728,16 @@ static void job_work(uv_work_t *req)
         prepare_work(j);
         break;
     case JOB_ACK:
-        j->err = store_outbox_ack(j->u->store, j->ids, j->n);
+        if (j->u->replay == NULL)
+            j->err = store_outbox_ack(j->u->store, j->ids, j->n);
         break;
     case JOB_REJECT:
-        j->err = store_outbox_reject(j->u->store, j->ids, j->n, (unsigned)j->code, j->reason);
+        if (j->u->replay == NULL)
+            j->err = store_outbox_reject(j->u->store, j->ids, j->n, (unsigned)j->code, j->reason);
         break;
     case JOB_EXPIRE:
-        j->err = store_outbox_expire(j->u->store, j->ids, j->n, j->reason);
+        if (j->u->replay == NULL)
+            j->err = store_outbox_expire(j->u->store, j->ids, j->n, j->reason);
         break;
     }
 }
@@ -715,6 +768,7 @@ static void upl_free(struct upl *u)
     void (*closed)(void *) = u->closed_cb;
     void *closed_arg = u->closed_arg;
     job_free(u->settle_retry);
+    isoprof_free(u->replay);
     isoprof_free(u->url);
     isoprof_free(u->push_url);
     isoprof_free(u->host);
@@ -881,17 +935,32 @@ static int retryable(long code)
     return code == 401 || code == 403 || code == 404 || code == 408 || code == 429;
 }
 
-/* What a refusal says of the profile's time: 1 older than the server's
- * ingestion window, 2 newer (this clock is ahead of it), 0 neither. Grafana
- * Pyroscope says "... is outside of ingestion window (profile timestamp:
- * T, the ingestion window starts at S)" when too old, "... ends at E" when
- * too new; other servers say "too old" / "too new". */
-static int window_verdict(const char *body)
+/* Where in body[0..len) needle starts, or NULL. */
+static const char *find(const char *body, size_t len, const char *needle)
 {
-    if (strstr(body, "ingestion window starts at") != NULL || strstr(body, "too old") != NULL)
+    size_t n = strlen(needle);
+    for (size_t i = 0; body != NULL && n <= len && i <= len - n; i++)
+        if (memcmp(body + i, needle, n) == 0)
+            return body + i;
+    return NULL;
+}
+
+/* What a refusal says of the profile's time: 1 older than the server's
+ * ingestion window, 2 newer (this clock is ahead of it), 0 neither; *at
+ * receives where the telling part starts (for the reason kept). Grafana
+ * Pyroscope says "profile with labels '{...}' is outside of ingestion
+ * window (profile timestamp: T, the ingestion window starts at S)" when
+ * too old, "... ends at E" when too new, after every label of the series:
+ * the whole body is searched, not the reason's first bytes. Other servers
+ * say "too old" / "too new". */
+static int window_verdict(const char *body, size_t len, const char **at)
+{
+    const char *w = find(body, len, "outside of ingestion window");
+    *at = w ? w : body;
+    if (find(body, len, "ingestion window starts at") != NULL || find(body, len, "too old") != NULL)
         return 1;
-    if (strstr(body, "ingestion window ends at") != NULL || strstr(body, "too new") != NULL ||
-        strstr(body, "in the future") != NULL)
+    if (find(body, len, "ingestion window ends at") != NULL || find(body, len, "too new") != NULL ||
+        find(body, len, "in the future") != NULL)
         return 2;
     return 0;
 }
@@ -954,7 +1023,10 @@ static void resp_on_done(const struct http_resp *r, void *arg)
     }
     if (u->solo > 0)
         u->solo--;
-    int verdict = window_verdict(why);
+    const char *at = NULL;
+    int verdict = window_verdict(r->body, r->body ? r->len : 0, &at);
+    if (verdict != 0 && at != NULL && at != r->body) /* the part that says why */
+        clean_copy(why, sizeof(why), at, r->len - (size_t)(at - r->body));
     if (verdict == 1) {
         /* Left the server's window on the way (or the server's is shorter
          * than max_age): the same as expiring it here. */
@@ -1037,6 +1109,11 @@ static void job_after(uv_work_t *req, int status)
         return;
     }
     if (j->kind != JOB_PREPARE) {
+        /* Replay: the ids this batch took (sent, refused or skipped) are
+         * done; a batch refused as a whole was freed before this, so its
+         * ids go again, one a request. */
+        if (u->replay != NULL)
+            u->replay_next += j->consumed;
         job_free(j);
         u->state = ST_IDLE;
         upl_kick(u);
@@ -1062,6 +1139,17 @@ static void job_after(uv_work_t *req, int status)
         }
         rate_take(u, j->raw_bytes);
         send_batch(u, j);
+        return;
+    }
+    if (u->replay != NULL) {
+        /* Nothing to send in what was read (all unsendable or gone). */
+        u->replay_next += j->consumed;
+        job_free(j);
+        u->state = ST_IDLE;
+        if (u->replay_next < u->nreplay)
+            upl_kick(u);
+        else
+            emit(u, UPL_EV_DONE, 0, 0, 0, 0, 0, 0, "");
         return;
     }
     uint64_t wait = j->wait_until_ns;
@@ -1137,7 +1225,7 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
         o->host == NULL || o->max_profiles == 0 || o->max_bytes == 0 || o->max_profile_size == 0 ||
         o->timeout_ms == 0 || (o->nheaders > 0 && o->headers == NULL) ||
         (o->nlabels > 0 && o->labels == NULL) || o->nheaders > 48 ||
-        o->nlabels > PUSH_MAX_LABELS - UPL_LABELS_OWN)
+        o->nlabels > PUSH_MAX_LABELS - UPL_LABELS_OWN || (o->replay != NULL && o->nreplay == 0))
         return -EINVAL;
     if (strncmp(o->url, "http://", 7) != 0 && strncmp(o->url, "https://", 8) != 0)
         return -EINVAL;
@@ -1167,6 +1255,15 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
     u->max_age_ms = o->max_age_ms;
     u->max_rate = o->max_rate;
     u->isolate_label = o->isolate_label;
+    if (o->replay != NULL && o->nreplay > 0) {
+        u->replay = isoprof_calloc(o->nreplay, sizeof(*u->replay));
+        if (u->replay == NULL) {
+            isoprof_free(u);
+            return -ENOMEM;
+        }
+        memcpy(u->replay, o->replay, o->nreplay * sizeof(*u->replay));
+        u->nreplay = o->nreplay;
+    }
     isoprof_rng_init(&u->rng);
     size_t ul = strlen(o->url);
     while (ul > 0 && o->url[ul - 1] == '/')

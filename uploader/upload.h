@@ -104,6 +104,16 @@ struct upl_options {
      * life of the process. Zero: no per-process label (the store keeps the
      * isolate and the pid). */
     int isolate_label;
+    /* Replay (isoprof upload --since): send windows replay[0..nreplay)
+     * (store ids, borrowed until the uploader is closed) in that order
+     * instead of draining the outbox, e.g. to a server whose acceptance
+     * window was raised for a backfill. The store is only read (a
+     * read-only handle will do): nothing is acknowledged, rejected or
+     * expired in it, max_age does not apply, and UPL_EV_DONE follows the
+     * last window. NULL: drain the outbox; nreplay 0 with replay set is
+     * -EINVAL. */
+    const uint64_t *replay;
+    size_t nreplay;
 };
 
 /* A window within max_age / UPL_LATE_SHARE of leaving the acceptance
@@ -120,6 +130,7 @@ enum upl_event_kind {
                            old: code) were expired, never sent */
     UPL_EV_CLOCK_SKEW,  /* the server refused a profile as too new (code, why): this
                            host's clock is ahead of it; the profile is rejected */
+    UPL_EV_DONE,        /* replay: every window was sent or refused */
 };
 
 /* One event. why is borrowed for the call; it never holds a secret. */

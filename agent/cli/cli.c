@@ -10,6 +10,7 @@
  */
 #include "config.h"
 #include "flamegraph.h"
+#include "replay.h"
 #include "pprof.h"
 #include "store.h"
 
@@ -108,14 +109,16 @@ static void usage(FILE *f)
         "                         --type cpu|heap|snapshot\n"
         "                         [--seconds 10] [--interval 1ms] [--all] [-o FILE] [--socket S]\n"
         "       isoprof metrics   [--socket S]\n"
+        "       isoprof upload    --since T [FILTERS] [--config FILE] [--store DIR] [--json]\n"
         "\n"
         "The store DIR: --store, else $ISOPROF_STORE, else store.path of --config FILE or of\n"
         "/etc/isoprof/isoprof.yaml (when it exists), else ./isoprof-data (isoprofd's default).\n"
         "\n"
         "Reads the windows isoprofd stored. FILTERS:\n"
         "  --worker W      only worker W          --version V   only version V\n"
-        "  --thread T      only thread T: main, or a worker thread's name (its Worker's\n"
-        "                  name option, else worker-<threadId>)\n"
+        "  --thread T      only thread T: main, or a worker thread's label (its Worker's\n"
+        "                  name option, else its script's file name or worker, then\n"
+        "                  #<threadId>: resize.js#7)\n"
         "  --pid N         only the isolates of process N (1..4194304; windows stored\n"
         "                  without a pid never match)\n"
         "  --type T        only windows of type T: cpu, heap, retained (what the objects of\n"
@@ -183,6 +186,12 @@ static void usage(FILE *f)
         "           it); the answer is its retained profile (what holds the memory), and the\n"
         "           raw snapshot stays in the store (export --type snapshot writes it)\n"
         "metrics    the agent's own Prometheus metrics (GET /metrics)\n"
+        "upload     send the matching stored windows (cpu, heap, retained) to the server of\n"
+        "           the config's upload section again, whatever their upload state (a\n"
+        "           backfill once the server's acceptance window was raised; windows that\n"
+        "           expired or were refused); upload.max_age does not apply, the outbox is\n"
+        "           not touched. Prints how many were accepted and how many refused; exit\n"
+        "           status 0 when all were accepted, 1 otherwise\n"
         "The socket S: --socket, else $ISOPROF_SOCKET, else $RUNTIME_DIRECTORY/isoprof.sock,\n"
         "else DIR/control.sock with --store DIR, else /run/isoprof/isoprof.sock (the first\n"
         "that exists).\n"
@@ -755,6 +764,30 @@ static int list_on_window(const struct store_window *w, void *arg)
     }
     l->count++;
     return 0;
+}
+
+/* isoprof upload --since T [FILTERS] [--config FILE]: send stored windows
+ * again (replay.c). The config names the server (--config, else the
+ * system's). */
+static int cmd_upload(int argc, char **argv)
+{
+    struct cli c = {0};
+    int rc = parse_args(&c, argc, argv, ARG_JSON | ARG_PID);
+    if (rc)
+        return rc;
+    if (c.f.since_ns == 0)
+        return die("upload: --since T is required (the windows to send again)");
+    if (c.config_path == NULL && access(CLI_SYSTEM_CONFIG, F_OK) == 0)
+        c.config_path = CLI_SYSTEM_CONFIG;
+    if (c.config_path == NULL)
+        return die("upload: no --config FILE and no %s: its upload section names the server",
+                   CLI_SYSTEM_CONFIG);
+    struct store *s;
+    if ((rc = open_store(&c, &s)) != 0)
+        return rc;
+    rc = cli_replay(s, c.config_path, &c.f, c.json);
+    store_close(s);
+    return rc;
 }
 
 static int cmd_windows(int argc, char **argv)
@@ -2294,6 +2327,8 @@ int main(int argc, char **argv)
         return cmd_profile(argc - 1, argv + 1);
     if (strcmp(cmd, "metrics") == 0)
         return cmd_metrics(argc - 1, argv + 1);
+    if (strcmp(cmd, "upload") == 0)
+        return cmd_upload(argc - 1, argv + 1);
     fprintf(stderr, "isoprof: unknown command '%s'; try 'isoprof --help'\n", cmd);
     return EXIT_USAGE;
 }

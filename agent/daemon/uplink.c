@@ -186,6 +186,8 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
     case UPL_EV_STORE_ERROR:
         log_error("upload: outbox read or update failed, will retry", "err=%e", ev->err);
         break;
+    case UPL_EV_DONE: /* a replay's; the daemon drains the outbox */
+        break;
     }
 }
 

@@ -6,7 +6,8 @@
 // script's file name), not one per job, while the store keeps each job's
 // thread id. The server's acceptance window: after an outage of twice
 // that window, the windows still young arrive, the older ones are expired
-// and never sent, and nothing else is lost.
+// and never sent, and nothing else is lost; `isoprof upload --since`
+// sends them on demand once the server takes them.
 'use strict';
 const { test, after } = require('node:test');
 const assert = require('node:assert');
@@ -82,7 +83,7 @@ test('one process, the agent restarted twice: one series per profile type', { ti
   assert.deepStrictEqual([...byType.keys()].sort(), ['memory', 'process_cpu']);
   for (const [t, set] of byType) assert.strictEqual(set.size, 1, `${t}: ${[...set].join(' | ')}`);
   const one = srv.profiles.find((p) => p.labels.__name__ === 'process_cpu');
-  assert.strictEqual(one.labels.isolate, String(ws[0].isolate & 0xfffff000));
+  assert.strictEqual(one.labels.isolate, String((ws[0].isolate & 0xfffff000) >>> 0));
   assert.ok(!('pid' in one.labels));
   L.storeCheck(store);
   await srv.close();
@@ -146,7 +147,10 @@ test('an outage of twice the server\'s acceptance window: young windows arrive, 
   await L.stop(node);
   await L.sleep(1500);
   await drained(store, d, ['uploaded', 'expired'], 30000);
-  const st = L.status(store);
+  // /status reads the store's figures every few seconds
+  const nExpired = L.windows(store).filter((w) => w.upload === 'expired').length;
+  const st = await L.waitFor(() => { const x = L.status(store); return x.outbox.expired === nExpired ? x : null; },
+    20000, `isoprof status to count ${nExpired} expired`);
   const r = await L.stopDaemon(d);
   assert.strictEqual(r.code, 0, d.tail());
 
@@ -171,5 +175,32 @@ test('an outage of twice the server\'s acceptance window: young windows arrive, 
   assert.strictEqual(st.outbox.expired, expired.length);
   assert.ok(st.upload.profiles_expired >= expired.length - srv.windowRefused.length);
   L.storeCheck(store);
+
+  // A backfill: `isoprof upload --since` sends the outage's windows again:
+  // refused while the server keeps its window (the old ones), accepted
+  // once it is raised; the store is only read. (cliAsync: the server runs
+  // in this process.)
+  const since = new Date(outageStart).toISOString();
+  const refused = await L.cliAsync(['upload', '--store', store, '--config', d.config, '--since', since, '--type', 'cpu']);
+  assert.strictEqual(refused.status, 1, refused.stderr);
+  const outageCpu = ws.filter((w) => w.type === 'cpu' && Date.parse(w.start) >= outageStart);
+  const old = outageCpu.filter((w) => Date.parse(w.start) < Date.now() - N * 1000).length;
+  assert.match(refused.stdout, new RegExp(`^${outageCpu.length} windows: \\d+ accepted, (\\d+) refused`));
+  assert.ok(Number(/, (\d+) refused/.exec(refused.stdout)[1]) >= old, refused.stdout);
+  assert.match(refused.stdout, /first refused: \S+, status 400: outside of ingestion window \(profile timestamp: .*starts at/);
+  srv.acceptWindow(null);
+  const n0 = srv.profiles.length;
+  const ok = await L.cliAsync(['upload', '--store', store, '--config', d.config, '--since', since, '--json']);
+  assert.strictEqual(ok.status, 0, ok.stderr + ok.stdout);
+  const res = JSON.parse(ok.stdout);
+  const outage = ws.filter((w) => Date.parse(w.start) >= outageStart);
+  assert.deepStrictEqual([res.windows, res.accepted, res.refused], [outage.length, outage.length, 0]);
+  const again = new Set(srv.profiles.slice(n0).map((p) => p.id));
+  for (const w of expired) assert.ok(again.has(w.id), `expired window ${w.id} sent on demand`);
+  assert.deepStrictEqual(L.windows(store).filter((w) => w.upload === 'expired').map((w) => w.id).sort(),
+    expired.map((w) => w.id).sort(), 'the store is only read');
+  const none = await L.cliAsync(['upload', '--store', store, '--config', d.config, '--since', '+1h']);
+  assert.strictEqual(none.status, 1);
+  assert.match(none.stderr, /no window matches/);
   await srv.close();
 });

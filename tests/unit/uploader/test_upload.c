@@ -80,7 +80,7 @@ struct fx {
     size_t nlabels;
     uint64_t want; /* windows uploaded() waits for */
     /* events */
-    int ev[UPL_EV_CLOCK_SKEW + 1];
+    int ev[UPL_EV_DONE + 1];
     int ev_after_close;
     int closed;
     long last_code;
@@ -224,6 +224,11 @@ static int uploaded(struct fx *f)
 {
     struct store_stat st = stat_of(f);
     return st.outbox_pending == 0 && st.outbox_uploaded == f->want;
+}
+
+static int replay_done(struct fx *f)
+{
+    return f->ev[UPL_EV_DONE] > 0;
 }
 
 static int one_request(struct fx *f)
@@ -821,8 +826,13 @@ TEST(max_age_expires_and_orders)
     fx_done(&f);
 }
 
+/* The labels come first, all of them: far past the 200 bytes of a reason. */
+#define LONG_LABELS                                                                                \
+    "{service_name=\"checkout\", team=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"  \
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}"
 #define WINDOW_OLD                                                                                 \
-    "profile with labels '{service_name=\"checkout\"}' is outside of ingestion window (profile "   \
+    "profile with labels '" LONG_LABELS "' is outside of ingestion window (profile "               \
     "timestamp: 2026-12-06 10:00:00 +0000 UTC, the ingestion window starts at 2026-12-06 "       \
     "11:00:00 +0000 UTC)"
 #define WINDOW_NEW                                                                                 \
@@ -837,7 +847,7 @@ TEST(max_age_expires_and_orders)
  * retried. */
 TEST(window_refusals)
 {
-    char old_ans[512], new_ans[512];
+    char old_ans[1024], new_ans[512];
     snprintf(old_ans, sizeof(old_ans), HTTP_400(WINDOW_OLD), strlen(WINDOW_OLD));
     snprintf(new_ans, sizeof(new_ans), HTTP_400(WINDOW_NEW), strlen(WINDOW_NEW));
     struct script sc = {{old_ans, new_ans}, 2};
@@ -849,8 +859,10 @@ TEST(window_refusals)
     CHECK(run_until(&f, outbox_empty, 5000));
     run_for(&f, 300);
     CHECK_EQ_INT(f.srv.requests, 3); /* none retried */
-    CHECK_EQ_INT(state_of(&f, a).upload, STORE_UPLOAD_EXPIRED);
-    struct wstate w = state_of(&f, b);
+    struct wstate w = state_of(&f, a);
+    CHECK_EQ_INT(w.upload, STORE_UPLOAD_EXPIRED);
+    CHECK(strncmp(w.reason, "outside of ingestion window", 27) == 0); /* the part that says why */
+    w = state_of(&f, b);
     CHECK(w.upload == STORE_UPLOAD_REJECTED && w.status == 400);
     CHECK(strstr(w.reason, "ingestion window ends at") != NULL);
     CHECK_EQ_INT(state_of(&f, c).upload, STORE_UPLOAD_UPLOADED);
@@ -884,6 +896,53 @@ TEST(max_rate_paces_a_backlog)
     upl_stats(f.u, &us);
     CHECK(us.rate_waits >= 3);
     CHECK_EQ_INT(us.profiles_sent, 8);
+    fx_done(&f);
+}
+
+/* Replay (isoprof upload --since): stored windows, uploaded or not, sent
+ * again in the given order; the store is not written; one refused window
+ * is counted; DONE at the end. */
+TEST(replay_sends_again_without_writing)
+{
+    char ans[256];
+    snprintf(ans, sizeof(ans), HTTP_400("bad profile"), strlen("bad profile"));
+    struct script sc = {{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", ans}, 2};
+    struct fx f;
+    REQUIRE(fx_init(&f, script_answer, &sc) == 0);
+    uint64_t ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = put(&f, 1000, 0);
+    /* a store whose outbox is drained already: replay does not look at it */
+    REQUIRE(store_outbox_ack(f.st, ids, 5) == 0);
+    struct store_stat before = stat_of(&f);
+    uint64_t order[] = {ids[4], ids[0], 999999, ids[2]}; /* one id that is not stored */
+    f.o.replay = order;
+    f.o.nreplay = 4;
+    f.o.max_profiles = 2;
+    f.o.max_age_ms = 1000; /* does not apply to a replay */
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    CHECK(run_until(&f, replay_done, 5000));
+    /* [4, 0] refused as a whole? no: the first request is accepted, the
+     * second ([2]) refused. */
+    CHECK_EQ_INT(f.srv.requests, 2);
+    uint64_t got[4];
+    CHECK_EQ_INT(request_ids(&f, 0, got, 4), 2);
+    CHECK(got[0] == ids[4] && got[1] == ids[0]);
+    CHECK_EQ_INT(request_ids(&f, 1, got, 4), 1);
+    CHECK_EQ_INT(got[0], ids[2]);
+    struct upl_stats us;
+    upl_stats(f.u, &us);
+    CHECK(us.profiles_sent == 2 && us.profiles_rejected == 1 && us.profiles_expired == 0);
+    CHECK_EQ_INT(f.ev[UPL_EV_DONE], 1);
+    struct store_stat after = stat_of(&f);
+    CHECK(after.outbox_uploaded == before.outbox_uploaded && after.outbox_rejected == 0);
+    CHECK_EQ_INT(state_of(&f, ids[2]).upload, STORE_UPLOAD_UPLOADED);
+    fx_done(&f);
+    /* replay set with nothing in it */
+    REQUIRE(fx_init(&f, NULL, NULL) == 0);
+    f.o.replay = order;
+    f.o.nreplay = 0;
+    CHECK_EQ_INT(fx_start(&f), -EINVAL);
     fx_done(&f);
 }
 
@@ -1693,6 +1752,7 @@ int main(void)
     RUN(max_age_expires_and_orders);
     RUN(window_refusals);
     RUN(max_rate_paces_a_backlog);
+    RUN(replay_sends_again_without_writing);
     RUN(backoff_bounds);
     RUN(gzip);
     RUN(init_arguments);
