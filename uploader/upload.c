@@ -117,8 +117,10 @@ struct upl {
     int isolate_label;
     uint64_t *replay; /* replay mode: the ids (a copy), the next to send */
     size_t nreplay, replay_next;
-    /* max_rate's bucket: bytes it holds at rate_ms (uv_now) */
-    uint64_t rate_tokens, rate_ms;
+    /* max_rate's bucket: bytes it holds at rate_ms (uv_now); negative: a
+     * batch larger than the bucket left it in debt */
+    int64_t rate_tokens;
+    uint64_t rate_ms;
     uint32_t max_profiles;
     int insecure;
     char **headers; /* "Name: value" lines, including the fixed ones */
@@ -800,18 +802,21 @@ static void upl_wait(struct upl *u, enum upl_state st, uint64_t ms);
 
 static void send_batch(struct upl *u, struct upl_job *j);
 
-/* Refill max_rate's bucket to now: it holds at most one batch (max_bytes)
- * or one second's worth, whichever is larger, so that a batch can always
- * go once it is full and the burst after an idle spell stays small. */
+/* Refill max_rate's bucket to now. It holds at most one second's worth,
+ * so the burst after an idle spell, and what a fleet coming back from one
+ * outage sends at once, is one second of the rate. A batch larger than
+ * that goes once the bucket is full and leaves it in debt (negative), so
+ * the rate holds over time whatever the batch size. */
 static void rate_refill(struct upl *u)
 {
     uint64_t now = uv_now(u->loop);
-    uint64_t cap = u->max_rate > u->max_bytes ? u->max_rate : u->max_bytes;
+    int64_t cap = (int64_t)u->max_rate;
     if (u->rate_ms == 0) {
         u->rate_tokens = cap;
     } else if (now > u->rate_ms) {
         uint64_t add = (now - u->rate_ms) * u->max_rate / 1000;
-        u->rate_tokens = cap - u->rate_tokens < add ? cap : u->rate_tokens + add;
+        int64_t room = cap - u->rate_tokens; /* > 0 unless full */
+        u->rate_tokens = room <= 0 || add >= (uint64_t)room ? cap : u->rate_tokens + (int64_t)add;
     }
     u->rate_ms = now;
 }
@@ -822,12 +827,10 @@ static uint64_t rate_wait_ms(struct upl *u, uint64_t bytes)
     if (u->max_rate == 0)
         return 0;
     rate_refill(u);
-    uint64_t cap = u->max_rate > u->max_bytes ? u->max_rate : u->max_bytes;
-    if (bytes > cap)
-        bytes = cap; /* one window larger than the bucket goes once it is full */
-    if (u->rate_tokens >= bytes)
+    int64_t need = bytes < u->max_rate ? (int64_t)bytes : (int64_t)u->max_rate;
+    if (u->rate_tokens >= need)
         return 0;
-    return ((bytes - u->rate_tokens) * 1000 + u->max_rate - 1) / u->max_rate;
+    return ((uint64_t)(need - u->rate_tokens) * 1000 + u->max_rate - 1) / u->max_rate;
 }
 
 static void rate_take(struct upl *u, uint64_t bytes)
@@ -835,7 +838,7 @@ static void rate_take(struct upl *u, uint64_t bytes)
     if (u->max_rate == 0)
         return;
     rate_refill(u);
-    u->rate_tokens = u->rate_tokens > bytes ? u->rate_tokens - bytes : 0;
+    u->rate_tokens -= bytes > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)bytes;
 }
 
 static void timer_on_fire(uv_timer_t *t)

@@ -95,9 +95,9 @@ struct upl_options {
      * younger ones of their group. 0: no limit. */
     uint64_t max_age_ms;
     /* Uncompressed profile bytes a second at most, the measure of
-     * Pyroscope's ingestion rate limit (a request waits until the bucket,
-     * which holds one max_bytes batch or one second's worth, has its
-     * bytes). 0: no limit. */
+     * Pyroscope's ingestion rate limit: a request waits until the bucket,
+     * which holds one second's worth, has its bytes (a larger request, a
+     * full bucket, and leaves it in debt). 0: no limit. */
     uint64_t max_rate;
     /* Nonzero: every series carries the isolate label, the process part of
      * the window's isolate number (STORE_ISOLATE_PROCESS), stable for the

@@ -34,7 +34,7 @@ TEST(defaults)
             .batch = {.max_profiles = 32, .max_bytes = 1ull << 20, .max_delay_ns = 10000000000ull},
             .max_profile_size = 4ull << 20,
             .max_age_ns = 3600000000000ull,
-            .max_rate = 64ull << 10,
+            .max_rate = 4ull << 10,
             .isolate_label = 0,
             .host = "",
             .tls = {.ca_file = "", .insecure_skip_verify = 0},

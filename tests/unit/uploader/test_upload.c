@@ -880,9 +880,9 @@ TEST(max_rate_paces_a_backlog)
 {
     struct fx f;
     REQUIRE(fx_init(&f, NULL, NULL) == 0);
-    f.o.max_rate = 40000;   /* bytes a second */
-    f.o.max_bytes = 20000;  /* the bucket holds max(max_rate, max_bytes) = 40000 */
-    f.o.max_profiles = 1;
+    f.o.max_rate = 40000;   /* bytes a second; the bucket holds as much */
+    f.o.max_bytes = 20000;
+    f.o.max_profiles = 2;
     for (int i = 0; i < 8; i++)
         put(&f, 10000, 0); /* 80000 bytes: 40000 at once, 40000 over a second */
     uv_update_time(&f.loop);
@@ -894,7 +894,7 @@ TEST(max_rate_paces_a_backlog)
     CHECK(took >= 900); /* a lower bound holds on a busy machine */
     struct upl_stats us;
     upl_stats(f.u, &us);
-    CHECK(us.rate_waits >= 3);
+    CHECK(us.rate_waits >= 1);
     CHECK_EQ_INT(us.profiles_sent, 8);
     fx_done(&f);
 }
