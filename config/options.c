@@ -565,7 +565,8 @@ const struct cfg_option cfg_options[] = {
      .def = "false",
      .reloadable = 1,
      .offset = G(anomaly.memory.snapshot),
-     .help = "once per memory episode (memory_near_limit or memory_growth), a heap snapshot of the isolate and the retained "
+     .help = "once per memory episode (memory_near_limit or memory_growth), a heap snapshot of the "
+             "isolate and the retained "
              "profile made from it (what holds the memory); the target stops while V8 writes it "
              "(about 10 s at 128 MiB of heap) and its RSS grows by 7 to 9 times its used heap, "
              "which it keeps"},

@@ -10,8 +10,8 @@
  */
 #include "config.h"
 #include "flamegraph.h"
-#include "replay.h"
 #include "pprof.h"
+#include "replay.h"
 #include "store.h"
 
 #include "base.h"

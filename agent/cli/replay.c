@@ -115,8 +115,8 @@ static void run_on_event(const struct upl_event *ev, void *arg)
         }
         break;
     case UPL_EV_RETRY:
-        snprintf(r->retry_why, sizeof(r->retry_why), "%s%s%ld",
-                 ev->why[0] ? ev->why : "", ev->why[0] ? ", status " : "status ", ev->code);
+        snprintf(r->retry_why, sizeof(r->retry_why), "%s%s%ld", ev->why[0] ? ev->why : "",
+                 ev->why[0] ? ", status " : "status ", ev->code);
         break;
     case UPL_EV_DONE:
         r->done = 1;
@@ -203,7 +203,8 @@ int cli_replay(struct store *s, const char *config_path, const struct store_filt
     size_t nh = c->upload.headers.n, nl = c->upload.labels.n;
     struct push_label *hl = isoprof_calloc(nh + nl + 1, sizeof(*hl));
     for (size_t i = 0; hl != NULL && i < nh; i++)
-        hl[i] = (struct push_label){c->upload.headers.items[i].key, c->upload.headers.items[i].value};
+        hl[i] =
+            (struct push_label){c->upload.headers.items[i].key, c->upload.headers.items[i].value};
     for (size_t i = 0; hl != NULL && i < nl; i++)
         hl[nh + i] =
             (struct push_label){c->upload.labels.items[i].key, c->upload.labels.items[i].value};

@@ -891,8 +891,8 @@ char *report_metrics(struct agent *a, size_t *len)
     prom_counter(&b, "isoprof_upload_labels_cut_total",
                  "Static labels left out of a series to stay within the server's 30.",
                  v.up.labels_cut);
-    prom_counter(&b, "isoprof_upload_rate_waits_total",
-                 "Requests that waited for upload.max_rate.", v.up.rate_waits);
+    prom_counter(&b, "isoprof_upload_rate_waits_total", "Requests that waited for upload.max_rate.",
+                 v.up.rate_waits);
     prom_counter(&b, "isoprof_upload_sent_bytes_total", "Request body bytes acknowledged.",
                  v.up.bytes_sent);
     prom_counter(&b, "isoprof_upload_store_errors_total",

@@ -176,7 +176,7 @@ struct agent {
     struct cfg *cfg_boot;               /* the config at start: restart-only options */
     uv_signal_t sighup;
     struct target *targets;
-    struct win_sched wins; /* every target's windows (windows.c) */
+    struct win_sched wins;  /* every target's windows (windows.c) */
     struct isoprof_rng rng; /* jitter and backoff */
     uv_signal_t sigint, sigterm;
     uv_timer_t shutdown_timer;

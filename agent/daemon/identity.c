@@ -63,7 +63,8 @@ uint32_t identity_isolate(uint32_t pid, uint64_t start_ticks, const char *endpoi
     /* Node's workerId is the thread id, a counter from 1. */
     char *end;
     unsigned long long n = strtoull(worker_id, &end, 10);
-    uint32_t tid = end != worker_id && *end == '\0' ? (uint32_t)(n % 4095u) : fnv1a(worker_id, h) % 4095u;
+    uint32_t tid =
+        end != worker_id && *end == '\0' ? (uint32_t)(n % 4095u) : fnv1a(worker_id, h) % 4095u;
     return proc | (tid + 1);
 }
 
@@ -85,8 +86,8 @@ uint32_t identity_target(const struct target *t)
         const char *hash = strrchr(t->id, '#');
         wid = hash ? hash + 1 : t->id;
     }
-    uint32_t n = identity_isolate(ep->pid, ep->pid ? ep->start_ticks : 0, ep->cfg->inspector,
-                                  main->id, wid);
+    uint32_t n =
+        identity_isolate(ep->pid, ep->pid ? ep->start_ticks : 0, ep->cfg->inspector, main->id, wid);
     for (unsigned i = 0; i < 4096 && taken(t, n); i++) {
         if (t->parent != NULL)
             n = (n & STORE_ISOLATE_PROCESS) | ((n + 1) & ~STORE_ISOLATE_PROCESS);

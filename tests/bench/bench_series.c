@@ -206,10 +206,11 @@ int main(int argc, char **argv)
         }
     }
     printf("series of one host in a simulated day (model from the label rules)\n");
-    printf("10 services, 2 deploys, 1 agent upgrade, 2 crash restarts, a pool of 4 recycled hourly, "
-           "a job every %d s "
-           "(%" PRIu64 " threads started)\n\n",
-           jobs_every, threads_started);
+    printf(
+        "10 services, 2 deploys, 1 agent upgrade, 2 crash restarts, a pool of 4 recycled hourly, "
+        "a job every %d s "
+        "(%" PRIu64 " threads started)\n\n",
+        jobs_every, threads_started);
     printf("%-44s %12s %12s %12s %16s\n", "rules", "process_cpu", "memory", "total",
            "hosts per 5,000");
     for (int r = 0; r < NRULES; r++) {

@@ -461,11 +461,11 @@ TEST(thread_label)
     CHECK_EQ_INT(store_thread_label("main"), 4);
     CHECK_EQ_INT(store_thread_label("resize.js#7"), 9);
     CHECK_EQ_INT(store_thread_label("worker#123456"), 6);
-    CHECK_EQ_INT(store_thread_label("job#1#5"), 5);   /* a name with '#' keeps it */
-    CHECK_EQ_INT(store_thread_label("job#a"), 5);     /* not a thread id */
-    CHECK_EQ_INT(store_thread_label("job#"), 4);      /* nothing after */
-    CHECK_EQ_INT(store_thread_label("#12"), 3);       /* nothing before */
-    CHECK_EQ_INT(store_thread_label("worker-3"), 8);  /* an older store's */
+    CHECK_EQ_INT(store_thread_label("job#1#5"), 5);  /* a name with '#' keeps it */
+    CHECK_EQ_INT(store_thread_label("job#a"), 5);    /* not a thread id */
+    CHECK_EQ_INT(store_thread_label("job#"), 4);     /* nothing after */
+    CHECK_EQ_INT(store_thread_label("#12"), 3);      /* nothing before */
+    CHECK_EQ_INT(store_thread_label("worker-3"), 8); /* an older store's */
 }
 
 TEST(evict_and_replace)

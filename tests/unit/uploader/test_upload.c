@@ -828,16 +828,18 @@ TEST(max_age_expires_and_orders)
 
 /* The labels come first, all of them: far past the 200 bytes of a reason. */
 #define LONG_LABELS                                                                                \
-    "{service_name=\"checkout\", team=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+    "{service_name=\"checkout\", "                                                                 \
+    "team=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"                           \
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"  \
-    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}"
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"  \
+    "\"}"
 #define WINDOW_OLD                                                                                 \
     "profile with labels '" LONG_LABELS "' is outside of ingestion window (profile "               \
-    "timestamp: 2026-12-06 10:00:00 +0000 UTC, the ingestion window starts at 2026-12-06 "       \
+    "timestamp: 2026-12-06 10:00:00 +0000 UTC, the ingestion window starts at 2026-12-06 "         \
     "11:00:00 +0000 UTC)"
 #define WINDOW_NEW                                                                                 \
     "profile with labels '{service_name=\"checkout\"}' is outside of ingestion window (profile "   \
-    "timestamp: 2026-12-06 13:00:00 +0000 UTC, the ingestion window ends at 2026-12-06 "         \
+    "timestamp: 2026-12-06 13:00:00 +0000 UTC, the ingestion window ends at 2026-12-06 "           \
     "12:10:00 +0000 UTC)"
 #define HTTP_400(body)                                                                             \
     "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n" body
@@ -880,7 +882,7 @@ TEST(max_rate_paces_a_backlog)
 {
     struct fx f;
     REQUIRE(fx_init(&f, NULL, NULL) == 0);
-    f.o.max_rate = 40000;   /* bytes a second; the bucket holds as much */
+    f.o.max_rate = 40000; /* bytes a second; the bucket holds as much */
     f.o.max_bytes = 20000;
     f.o.max_profiles = 2;
     for (int i = 0; i < 8; i++)
@@ -906,7 +908,8 @@ TEST(replay_sends_again_without_writing)
 {
     char ans[256];
     snprintf(ans, sizeof(ans), HTTP_400("bad profile"), strlen("bad profile"));
-    struct script sc = {{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", ans}, 2};
+    struct script sc = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", ans}, 2};
     struct fx f;
     REQUIRE(fx_init(&f, script_answer, &sc) == 0);
     uint64_t ids[5];
