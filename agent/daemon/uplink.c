@@ -276,9 +276,12 @@ int agent_upload_start(struct agent *a)
     }
     if (c->upload.tls.insecure_skip_verify)
         log_warn("upload TLS verification is off (upload.tls.insecure_skip_verify)", "url=%s", url);
-    log_info("upload started", "url=%s api=%s host=%s batch_profiles=%u batch_bytes=%U", url,
-             api_name(c->upload.api), host, c->upload.batch.max_profiles,
-             c->upload.batch.max_bytes);
+    log_info("upload started",
+             "url=%s api=%s host=%s batch_profiles=%u batch_bytes=%U max_age_s=%U max_rate=%U "
+             "isolate_label=%d",
+             url, api_name(c->upload.api), host, c->upload.batch.max_profiles,
+             c->upload.batch.max_bytes, c->upload.max_age_ns / 1000000000u, c->upload.max_rate,
+             c->upload.isolate_label);
     return 0;
 }
 
