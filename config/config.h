@@ -243,6 +243,9 @@ struct cfg {
                                       its oldest window was queued */
         } batch;
         uint64_t max_profile_size; /* a larger pprof is rejected without sending */
+        uint64_t max_age_ns;       /* older windows are expired, never sent */
+        uint64_t max_rate;         /* uncompressed profile bytes a second at most; 0 = no limit */
+        int isolate_label;         /* send the per-process isolate label */
         char *host;                /* the host label; "" = gethostname() */
         struct {
             char *ca_file;            /* "" = the system's CAs */

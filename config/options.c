@@ -600,7 +600,8 @@ const struct cfg_option cfg_options[] = {
      .def = "false",
      .reloadable = 1,
      .offset = G(anomaly.memory.snapshot),
-     .help = "once per memory episode (memory_near_limit or memory_growth), a heap snapshot of the isolate and the retained "
+     .help = "once per memory episode (memory_near_limit or memory_growth), a heap snapshot of the "
+             "isolate and the retained "
              "profile made from it (what holds the memory); the target stops while V8 writes it "
              "(about 10 s at 128 MiB of heap) and its RSS grows by 7 to 9 times its used heap, "
              "which it keeps"},
@@ -787,6 +788,33 @@ const struct cfg_option cfg_options[] = {
      .reloadable = 1,
      .offset = G(upload.max_profile_size),
      .help = "a larger profile is rejected without sending (the server's limit)"},
+    {.name = "upload.max_age",
+     .type = CFG_T_DURATION,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "1h",
+     .min = 10 * NS_S,
+     .max = 30 * 86400 * NS_S,
+     .reloadable = 1,
+     .offset = G(upload.max_age_ns),
+     .help = "a window older is not sent but marked expired (the server's reject-older-than)"},
+    {.name = "upload.max_rate",
+     .type = CFG_T_SIZE,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "4KiB",
+     .min = 0,
+     .max = 1024 * MIB,
+     .reloadable = 1,
+     .offset = G(upload.max_rate),
+     .help = "uncompressed profile bytes a second at most, per host (0 = no limit); "
+             "a backlog drains at this rate"},
+    {.name = "upload.isolate_label",
+     .type = CFG_T_BOOL,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "false",
+     .reloadable = 1,
+     .offset = G(upload.isolate_label),
+     .help = "send the isolate label (the process, stable across agent restarts): a series per "
+             "process instead of per host"},
     {.name = "upload.host",
      .type = CFG_T_STRING,
      .scope = CFG_SCOPE_GLOBAL,

@@ -15,6 +15,8 @@
  *   ack      the server took it: the entry goes, meta "uploaded" counts it;
  *   reject   refused for good: the entry goes, `rejected` keeps seq ->
  *            status:u16 + reason (the window stays in the store);
+ *   expire   too old for the server (upload.max_age): a reject whose
+ *            status is STORE_REJECT_EXPIRED, which no HTTP answer has;
  *   evicted  the window went (retention, replacement; put.c): the entry and
  *            any rejected entry go, meta "outbox_evicted" counts it.
  * The QUEUED flag stays in the header, so a window reads as uploaded when
@@ -32,6 +34,18 @@
 
 #include <errno.h>
 #include <string.h>
+
+size_t store_thread_label(const char *thread)
+{
+    size_t n = strlen(thread);
+    const char *hash = strrchr(thread, '#');
+    if (hash == NULL || hash == thread || hash[1] == '\0')
+        return n;
+    for (const char *p = hash + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return n;
+    return (size_t)(hash - thread);
+}
 
 int store_outbox_put_txn(struct store *s, MDB_txn *txn, uint64_t seq, unsigned prio)
 {
@@ -97,53 +111,113 @@ int store_outbox_find(struct store *s, MDB_txn *txn, uint64_t seq)
     return MDB_NOTFOUND;
 }
 
-int store_outbox_peek(struct store *s, size_t max, store_outbox_cb cb, void *arg)
+/* Which windows a pass of the peek hands out (see store_outbox_peek_late). */
+enum peek_pass { PASS_ALL, PASS_YOUNG, PASS_LATE };
+
+static int pass_takes(enum peek_pass pass, uint64_t start, uint64_t late_ns, uint64_t expire_ns)
 {
-    if (s == NULL || cb == NULL)
-        return -EINVAL;
+    switch (pass) {
+    case PASS_YOUNG:
+        return start >= late_ns || start < expire_ns;
+    case PASS_LATE:
+        return start < late_ns && start >= expire_ns;
+    default:
+        return 1;
+    }
+}
+
+struct peek {
+    struct store *s;
     MDB_txn *txn;
-    int rc = store_txn_read(s, &txn);
-    if (rc != 0)
-        return rc;
-    /* The view looks up pins only: every window here is pending by
-     * definition, so its upload state is not looked up but set. */
     struct store_view v;
-    MDB_cursor *c = NULL;
-    int cbrc = 0;
-    if ((rc = store_view_init(s, txn, &v)) != 0 || (rc = mdb_cursor_open(txn, s->outbox, &c)) != 0)
-        goto out;
-    v.outbox = v.rejected = 0;
-    size_t n = 0;
-    MDB_val k, d;
-    for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0 && n < max;
+    uint64_t late_ns, expire_ns;
+    size_t max, n;
+    store_outbox_cb cb;
+    void *arg;
+    int cbrc;
+};
+
+/* One pass over the entries of prio. Raw LMDB code (or a project code);
+ * p->cbrc set when the callback stopped it. */
+static int peek_prio(struct peek *p, MDB_cursor *c, unsigned prio, enum peek_pass pass)
+{
+    uint8_t seek[1] = {(uint8_t)prio};
+    MDB_val k = {sizeof(seek), seek}, d;
+    int rc;
+    for (rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE); rc == 0 && p->n < p->max;
          rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        if (k.mv_size >= 1 && ((const uint8_t *)k.mv_data)[0] != prio)
+            return 0;
         if (k.mv_size != STORE_OUTBOX_KEY_LEN || d.mv_size != STORE_OUTBOX_VAL_LEN)
             continue; /* store_check reports it */
         uint64_t seq = store_be64_get((const uint8_t *)k.mv_data + 1);
         MDB_val wk, wv;
         struct store_key key;
         struct store_window w;
-        rc = store_window_by_seq(s, txn, seq, &wk, &key, &wv);
+        rc = store_window_by_seq(p->s, p->txn, seq, &wk, &key, &wv);
         if (rc == 0)
-            rc = store_window_read(s, &v, &key, wk.mv_size, &wv, &w);
+            rc = store_window_read(p->s, &p->v, &key, wk.mv_size, &wv, &w);
         if (rc == MDB_NOTFOUND || rc == ISOPROF_ECORRUPT || (rc == 0 && w.id != seq))
             continue; /* the window is missing or damaged; store_check reports it */
         if (rc != 0)
-            break;
+            return rc;
+        if (!pass_takes(pass, w.start_ns, p->late_ns, p->expire_ns))
+            continue;
         w.upload = STORE_UPLOAD_PENDING;
         w.reject_status = 0;
         w.reject_reason = "";
-        n++;
-        if ((cbrc = cb(&w, store_be64_get(d.mv_data), arg)) != 0)
-            break;
+        p->n++;
+        if ((p->cbrc = p->cb(&w, store_be64_get(d.mv_data), p->arg)) != 0)
+            return 0;
+    }
+    return rc;
+}
+
+int store_outbox_peek_late(struct store *s, uint64_t late_ns, uint64_t expire_ns, size_t max,
+                           store_outbox_cb cb, void *arg)
+{
+    if (s == NULL || cb == NULL || expire_ns > late_ns)
+        return -EINVAL;
+    struct peek p = {
+        .s = s, .late_ns = late_ns, .expire_ns = expire_ns, .max = max, .cb = cb, .arg = arg};
+    int rc = store_txn_read(s, &p.txn);
+    if (rc != 0)
+        return rc;
+    /* The view looks up pins only: every window here is pending by
+     * definition, so its upload state is not looked up but set. */
+    MDB_cursor *c = NULL;
+    if ((rc = store_view_init(s, p.txn, &p.v)) != 0 ||
+        (rc = mdb_cursor_open(p.txn, s->outbox, &c)) != 0)
+        goto out;
+    p.v.outbox = p.v.rejected = 0;
+    for (unsigned prio = STORE_OUTBOX_PRIO_ANOMALY; prio <= STORE_OUTBOX_PRIO_OTHER; prio++) {
+        enum peek_pass passes[2] = {PASS_ALL, PASS_ALL};
+        size_t np = 1;
+        if (late_ns != 0) {
+            passes[0] = PASS_YOUNG;
+            passes[1] = PASS_LATE;
+            np = 2;
+        }
+        for (size_t i = 0; i < np; i++) {
+            rc = peek_prio(&p, c, prio, passes[i]);
+            if (rc == MDB_NOTFOUND)
+                rc = 0;
+            if (rc != 0 || p.cbrc != 0 || p.n >= max)
+                goto out;
+        }
     }
 out:
     if (c)
         mdb_cursor_close(c);
-    mdb_txn_abort(txn);
-    if (cbrc != 0)
-        return cbrc; /* the callback's value, untranslated */
+    mdb_txn_abort(p.txn);
+    if (p.cbrc != 0)
+        return p.cbrc; /* the callback's value, untranslated */
     return rc == MDB_NOTFOUND ? 0 : store_err(rc);
+}
+
+int store_outbox_peek(struct store *s, size_t max, store_outbox_cb cb, void *arg)
+{
+    return store_outbox_peek_late(s, 0, 0, max, cb, arg);
 }
 
 /* The longest prefix of reason (NUL-terminated, NULL = "") that fits
@@ -163,7 +237,8 @@ static size_t reason_len(const char *reason)
     return n;
 }
 
-/* Ack (reject == 0) or reject ids: one write transaction. */
+/* Ack (reject == 0) or reject ids (an expiry is a reject of status
+ * STORE_REJECT_EXPIRED): one write transaction. */
 static int outbox_settle(struct store *s, const uint64_t *ids, size_t n, int reject,
                          unsigned status, const char *reason)
 {
@@ -223,7 +298,14 @@ int store_outbox_ack(struct store *s, const uint64_t *ids, size_t n)
 int store_outbox_reject(struct store *s, const uint64_t *ids, size_t n, unsigned status,
                         const char *reason)
 {
+    if (status == STORE_REJECT_EXPIRED)
+        return -EINVAL; /* not an HTTP status: it would read as expired */
     return outbox_settle(s, ids, n, 1, status, reason);
+}
+
+int store_outbox_expire(struct store *s, const uint64_t *ids, size_t n, const char *reason)
+{
+    return outbox_settle(s, ids, n, 1, STORE_REJECT_EXPIRED, reason);
 }
 
 /* The queued time of the first entry of prio, if any, lowered into *oldest. */
@@ -245,6 +327,27 @@ static int first_queued(MDB_cursor *c, unsigned prio, uint64_t *oldest)
     return 0;
 }
 
+/* The rejected entries that are expiries. A walk of the rejected DB (2
+ * bytes read an entry): the count is kept nowhere else, so that it cannot
+ * drift from the entries. Raw LMDB code. */
+static int count_expired(struct store *s, MDB_txn *txn, uint64_t *n)
+{
+    *n = 0;
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, s->rejected, &c);
+    if (rc != 0)
+        return rc;
+    MDB_val k, d;
+    for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        const uint8_t *p = d.mv_data;
+        if (d.mv_size >= STORE_REJECT_FIXED && (p[0] << 8 | p[1]) == STORE_REJECT_EXPIRED)
+            (*n)++;
+    }
+    mdb_cursor_close(c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int store_outbox_stat_txn(struct store *s, MDB_txn *txn, struct store_stat *st)
 {
     MDB_stat os, rs;
@@ -253,6 +356,8 @@ int store_outbox_stat_txn(struct store *s, MDB_txn *txn, struct store_stat *st)
         return store_err(rc);
     st->outbox_pending = os.ms_entries;
     st->outbox_rejected = rs.ms_entries;
+    if ((rc = count_expired(s, txn, &st->outbox_expired)) != 0)
+        return store_err(rc);
     if ((rc = store_meta_get_u64(s, txn, "uploaded", &st->outbox_uploaded)) != 0 ||
         (rc = store_meta_get_u64(s, txn, "outbox_evicted", &st->outbox_evicted)) != 0)
         return rc;

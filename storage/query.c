@@ -95,8 +95,9 @@ static int upload_state(struct store *s, struct store_view *v, struct store_wind
         rl = STORE_REJECT_REASON_MAX;
     memcpy(v->reason, p + STORE_REJECT_FIXED, rl);
     v->reason[rl] = '\0';
-    w->upload = STORE_UPLOAD_REJECTED;
     w->reject_status = (uint16_t)(p[0] << 8 | p[1]);
+    w->upload =
+        w->reject_status == STORE_REJECT_EXPIRED ? STORE_UPLOAD_EXPIRED : STORE_UPLOAD_REJECTED;
     w->reject_reason = v->reason;
     return 0;
 }

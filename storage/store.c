@@ -279,8 +279,11 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
          * which older windows are not. Schema 9 added anomaly kind 4
          * (memory_growth), in windows and anomalies: an older build would
          * take such a record for a damaged one, so it must refuse the
-         * store instead; nothing else changed. dbs_open reads the new
-         * version. */
+         * store instead; nothing else changed. Schema 10 added the
+         * `expired` upload state (a rejected entry of status
+         * STORE_REJECT_EXPIRED), which an older build would show as a
+         * refusal by the server; nothing else changed. dbs_open reads the
+         * new version. */
         s->schema = STORE_SCHEMA_VERSION;
         if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
             (rc = format_put(s, txn)) != 0)
@@ -291,8 +294,9 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
      * build reads as "main"; 3 to 5: no record with a pid or container,
      * read as 0 and ""; 3 to 6: no record with source-map figures or
      * labels, read as 0 and none; 3 to 7: no snapshot and no blobs DB;
-     * all: no memory_growth anomaly), so a reader takes them as they are. */
-    int as_is = s->readonly && s->schema >= 3 && s->schema <= 8;
+     * 3 to 8: no memory_growth anomaly; all: no expired window), so a
+     * reader takes them as they are. */
+    int as_is = s->readonly && s->schema >= 3 && s->schema <= 9;
     if (s->schema != STORE_SCHEMA_VERSION && !as_is) {
         if (why) {
             isoprof_free(*why);

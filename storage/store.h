@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 9u
+#define STORE_SCHEMA_VERSION 10u
 
 /* Window types; values are stored (in keys), never renumber. CPU, HEAP and
  * RETAINED windows hold a pprof and are stored with store_put (and queued
@@ -67,6 +67,17 @@ const char *store_type_name(unsigned type);
  * (the handle was opened with store_options.outbox). */
 #define STORE_FLAG_QUEUED 0x2u
 
+/* The bits of an isolate number that name its process: the threads of
+ * one process differ only in the others. */
+#define STORE_ISOLATE_PROCESS 0xfffff000u
+
+/*
+ * store_thread_label - the length of the part of thread (NUL-terminated)
+ * that says what the thread runs: up to a last '#' followed by one or more
+ * digits only (the thread id), else all of it. Thread: any.
+ */
+size_t store_thread_label(const char *thread);
+
 /* Where a window is on its way to the upload server (struct
  * store_window.upload). */
 enum store_upload {
@@ -74,7 +85,11 @@ enum store_upload {
     STORE_UPLOAD_PENDING,  /* in the outbox */
     STORE_UPLOAD_UPLOADED, /* the server acknowledged it */
     STORE_UPLOAD_REJECTED, /* the server (or the uploader) refused it for good */
+    STORE_UPLOAD_EXPIRED,  /* older than the server accepts: never sent (store_outbox_expire) */
 };
+/* The status an expired window is recorded with in place of an HTTP one
+ * (never a real status; reject_status of an EXPIRED window). */
+#define STORE_REJECT_EXPIRED 1u
 /* Longest rejection reason kept (bytes; longer ones are cut). */
 #define STORE_REJECT_REASON_MAX 255
 
@@ -201,13 +216,17 @@ struct store_window {
      * STORE_VERSION_MAX, together <= STORE_LABELS_MAX; runtime <=
      * STORE_RUNTIME_MAX. */
     const char *worker, *version, *runtime;
-    /* The isolate's thread: "main", a Worker's name or "worker-<threadId>";
+    /* The isolate's thread: "main", or a Worker's: what it runs and its
+     * thread id, "resize.js#7" (older stores: its name or "worker-<id>");
      * at most STORE_THREAD_MAX bytes of printable ASCII. Input to store_put:
      * NULL or "" stores "main" (callers that predate threads keep working).
      * Output of store_windows and store_outbox_peek: never NULL nor empty,
      * borrowed like worker and version; windows stored before schema 5 (no
      * thread in their record) read as "main". */
     const char *thread;
+    /* Thread labels of the form "<what it runs>#<threadId>" (the daemon's
+     * for a Worker) keep the thread id in the store; the uploader sends
+     * the part before the '#' (store_thread_label). */
     /* The process id of the isolate's process; 0 = unknown. Input and
      * output; windows stored before schema 6 read as 0. Local to the store
      * (the uploader does not send it). */
@@ -233,6 +252,9 @@ struct store_window {
     const struct store_label *labels;
     size_t nlabels;
     uint64_t start_ns, end_ns; /* wall clock ns */
+    /* The isolate: its number is stable for the life of the process (the
+     * agent derives it from the process, not from its own run), and the
+     * threads of one process share its high bits (STORE_ISOLATE_PROCESS). */
     uint32_t isolate;
     uint8_t type; /* enum store_type */
     uint32_t flags;
@@ -293,7 +315,7 @@ struct store_put_stats {
  * container, no source-map figures and no labels). In the same
  * transaction it drops the chunks of snapshots that never committed (a
  * crash while streaming; store_stat's orphan_chunks). A read-only open reads
- * schema 3 to 7 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
+ * schema 3 to 9 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
  * why says that isoprofd upgrades them). Data committed before a crash is
  * always there after reopen (LMDB syncs data and meta on each commit; no
  * unsafe flags are used).
@@ -688,6 +710,30 @@ int store_outbox_ack(struct store *s, const uint64_t *ids, size_t n);
 int store_outbox_reject(struct store *s, const uint64_t *ids, size_t n, unsigned status,
                         const char *reason);
 
+/*
+ * store_outbox_peek_late - store_outbox_peek, except that within each
+ * group (anomaly evidence, then the rest) the windows that started before
+ * late_ns come after the others: after an outage, windows the server will
+ * still take for a while go before those about to leave its acceptance
+ * window, which may not make it in time. A window that started before
+ * expire_ns (<= late_ns) is handed out in the first pass with the young
+ * ones, so that the caller can expire it at once (store_outbox_expire)
+ * rather than after the backlog. late_ns 0 is store_outbox_peek. The
+ * callback decides where to stop (max bounds the windows handed out).
+ * Errors and thread: as store_outbox_peek.
+ */
+int store_outbox_peek_late(struct store *s, uint64_t late_ns, uint64_t expire_ns, size_t max,
+                           store_outbox_cb cb, void *arg);
+
+/*
+ * store_outbox_expire - windows ids[0..n) are older than the server
+ * accepts (upload.max_age): take them out of the outbox and record them as
+ * expired (upload state STORE_UPLOAD_EXPIRED, reject_status
+ * STORE_REJECT_EXPIRED, reason as for store_outbox_reject). They stay in
+ * the store. Errors and thread: as store_outbox_ack.
+ */
+int store_outbox_expire(struct store *s, const uint64_t *ids, size_t n, const char *reason);
+
 struct store_stat {
     uint32_t schema_version;
     uint64_t windows, windows_cpu, windows_heap;
@@ -704,7 +750,9 @@ struct store_stat {
     uint64_t windows_pinned;       /* windows held by at least one anomaly */
     uint64_t outbox_pending;       /* windows waiting for upload */
     uint64_t outbox_oldest_ns;     /* when the oldest pending one was queued; 0 if none */
-    uint64_t outbox_rejected;      /* windows refused for good (still stored) */
+    uint64_t outbox_rejected;      /* windows refused for good (still stored; expired
+                                      ones included) */
+    uint64_t outbox_expired;       /* of those, expired: too old to be sent */
     uint64_t outbox_uploaded;      /* acknowledged since the store was created */
     uint64_t outbox_evicted;       /* evicted (or replaced) while still pending */
     uint64_t dicts;                /* compression dictionaries (one per worker/version) */

@@ -48,7 +48,10 @@ _Static_assert(STORE_WINDOW_LABEL_VALUE_MAX <= PUSH_MAX_VALUE &&
                    STORE_WINDOW_LABEL_NAME_MAX <= PUSH_MAX_NAME,
                "the store's label bounds are within the server's");
 
-enum upl_state { ST_IDLE, ST_PREPARE, ST_SENDING, ST_STORE, ST_WAIT, ST_BACKOFF };
+enum upl_state { ST_IDLE, ST_PREPARE, ST_SENDING, ST_STORE, ST_WAIT, ST_BACKOFF, ST_RATE };
+
+/* Windows a prepare job expires at most (one write transaction). */
+#define UPL_EXPIRE_BATCH 256u
 
 /* One window of a batch, copied out of the peek's read transaction. */
 struct upl_item {
@@ -62,9 +65,10 @@ struct upl_item {
     struct push_label *labels;
     size_t nlabels;
     int urgent;
+    size_t src; /* replay: its index in the replay list */
 };
 
-enum job_kind { JOB_PREPARE, JOB_ACK, JOB_REJECT };
+enum job_kind { JOB_PREPARE, JOB_ACK, JOB_REJECT, JOB_EXPIRE };
 
 struct upl_job {
     uv_work_t req;
@@ -83,10 +87,17 @@ struct upl_job {
     size_t body_len;
     char *url;
     char ctype[96];
+    /* expired without sending (PREPARE) */
+    size_t expired;
+    uint64_t expired_first;
+    /* static labels left out to fit PUSH_MAX_LABELS (PREPARE) */
+    uint64_t labels_cut;
     /* rejected without sending (PREPARE) */
     size_t unsendable;
     uint64_t unsendable_first;
     char unsendable_why[UPL_REASON_MAX];
+    /* replay: ids of the list this batch took (sent, refused, or skipped) */
+    size_t consumed;
     /* ACK / REJECT input */
     long code;
     char reason[STORE_REJECT_REASON_MAX + 1];
@@ -102,6 +113,14 @@ struct upl {
     enum upl_api api;
     char *url, *host, *ca_file, *userpwd, *push_url;
     uint64_t timeout_ms, max_bytes, max_delay_ms, max_profile_size, bmin, bmax;
+    uint64_t max_age_ms, max_rate;
+    int isolate_label;
+    uint64_t *replay; /* replay mode: the ids (a copy), the next to send */
+    size_t nreplay, replay_next;
+    /* max_rate's bucket: bytes it holds at rate_ms (uv_now); negative: a
+     * batch larger than the bucket left it in debt */
+    int64_t rate_tokens;
+    uint64_t rate_ms;
     uint32_t max_profiles;
     int insecure;
     char **headers; /* "Name: value" lines, including the fixed ones */
@@ -224,17 +243,20 @@ static int has_label(const struct push_label *l, size_t n, const char *name)
  * that would take the series past PUSH_MAX_LABELS are left out, the last
  * ones first, so that the window is still sent. */
 static size_t item_labels(const struct upl *u, const struct upl_item *it, struct push_label *l,
-                          char isolate[16], int with_meta)
+                          char isolate[16], int with_meta, uint64_t *cut)
 {
     size_t n = 0;
-    snprintf(isolate, 16, "%" PRIu32, it->isolate);
+    snprintf(isolate, 16, "%" PRIu32, it->isolate & STORE_ISOLATE_PROCESS);
     /* prepare_work never gets here with a type profile_name does not name. */
     if (with_meta)
         l[n++] = (struct push_label){"__name__", profile_name(it->type)};
     l[n++] = (struct push_label){"service_name", it->worker};
     l[n++] = (struct push_label){"version", it->version};
     l[n++] = (struct push_label){"host", u->host};
-    l[n++] = (struct push_label){"isolate", isolate};
+    /* The process, not the thread: a thread's own isolate would make a
+     * series per Worker a job runner starts. */
+    if (u->isolate_label)
+        l[n++] = (struct push_label){"isolate", isolate};
     l[n++] = (struct push_label){"runtime", it->runtime[0] ? it->runtime : "unknown"};
     /* Always, "main" too: a query can then select the main thread alone
      * ({thread="main"}), not only a worker's. */
@@ -249,17 +271,26 @@ static size_t item_labels(const struct upl *u, const struct upl_item *it, struct
     size_t own = n;
     for (size_t i = 0; i < it->nlabels; i++)
         l[n++] = it->labels[i];
-    for (size_t i = 0; i < u->nlabels && n < PUSH_MAX_LABELS; i++)
-        if (!has_label(l + own, it->nlabels, u->labels[i].name))
+    for (size_t i = 0; i < u->nlabels; i++) {
+        if (has_label(l + own, it->nlabels, u->labels[i].name))
+            continue;
+        if (n < PUSH_MAX_LABELS)
             l[n++] = u->labels[i];
+        else if (cut != NULL)
+            (*cut)++;
+    }
     return n;
 }
 
 /* --- the PREPARE job (thread pool) ----------------------------------- */
 
 struct peek_ctx {
+    size_t src; /* replay: the index of the window being read */
     struct upl_item *items;
     size_t n, cap;
+    uint64_t expire_ns; /* windows that started before are expired */
+    uint64_t *expired;  /* their ids (UPL_EXPIRE_BATCH) */
+    size_t nexpired;
     int err;
 };
 
@@ -302,6 +333,10 @@ static int item_copy_labels(struct upl_item *it, const struct store_window *w)
 static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void *arg)
 {
     struct peek_ctx *c = arg;
+    if (w->start_ns < c->expire_ns) {
+        c->expired[c->nexpired++] = w->id;
+        return c->nexpired == UPL_EXPIRE_BATCH;
+    }
     struct upl_item *it = &c->items[c->n++];
     memset(it, 0, sizeof(*it));
     it->id = w->id;
@@ -314,16 +349,45 @@ static int peek_on_window(const struct store_window *w, uint64_t queued_ns, void
     it->raw_size = w->raw_size;
     it->queued_ns = queued_ns;
     it->urgent = w->anomaly != 0 || w->pinned != 0;
+    it->src = c->src;
     it->worker = isoprof_strdup(w->worker);
     it->version = isoprof_strdup(w->version);
     it->runtime = isoprof_strdup(w->runtime);
-    /* The store never hands out a window without a thread. */
-    it->thread = isoprof_strdup(w->thread ? w->thread : STORE_THREAD_MAIN);
+    /* The store never hands out a window without a thread. Its id stays
+     * in the store: the series is named by what the thread runs. */
+    const char *th = w->thread ? w->thread : STORE_THREAD_MAIN;
+    it->thread = isoprof_asprintf("%.*s", (int)store_thread_label(th), th);
     if (it->worker == NULL || it->version == NULL || it->runtime == NULL || it->thread == NULL ||
         item_copy_labels(it, w) != 0) {
         c->err = -ENOMEM;
         return 1;
     }
+    return c->n == c->cap;
+}
+
+static int replay_on_window(const struct store_window *w, void *arg)
+{
+    struct peek_ctx *c = arg;
+    int rc = peek_on_window(w, 0, arg);
+    c->items[c->n - 1].urgent = 1; /* asked for now: no batch delay */
+    return rc;
+}
+
+/* Replay: read the next windows of the list into pc (at most pc->cap);
+ * *looked receives the ids read. Returns 0 or an error. */
+static int replay_peek(struct upl *u, struct peek_ctx *pc, size_t *looked)
+{
+    size_t i = u->replay_next;
+    for (; i < u->nreplay && pc->n < pc->cap; i++) {
+        struct store_filter f = {.id = u->replay[i]};
+        pc->src = i;
+        int rc = store_windows(u->store, &f, replay_on_window, pc);
+        if (pc->err != 0)
+            return pc->err;
+        if (rc != 0 && rc != 1 && rc != ISOPROF_ENOTFOUND)
+            return rc;
+    }
+    *looked = i - u->replay_next;
     return 0;
 }
 
@@ -390,7 +454,7 @@ static int build_ingest(struct upl_job *j, const struct upl_item *it, const uint
     struct upl *u = j->u;
     struct push_label l[UPL_LABELS_OWN + PUSH_MAX_LABELS];
     char iso[16];
-    size_t n = item_labels(u, it, l, iso, 0); /* l[0] is service_name */
+    size_t n = item_labels(u, it, l, iso, 0, NULL); /* l[0] is service_name */
     struct isoprof_buf name, url, body;
     isoprof_buf_init(&name, UPL_INGEST_NAME_MAX);
     ingest_name(&name, l, n);
@@ -444,7 +508,7 @@ static int build_ingest(struct upl_job *j, const struct upl_item *it, const uint
 /* Reject window it without sending it; why says what is wrong with it. */
 static void unsendable(struct upl_job *j, const struct upl_item *it, const char *why)
 {
-    int rc = store_outbox_reject(j->u->store, &it->id, 1, 0, why);
+    int rc = j->u->replay ? 0 : store_outbox_reject(j->u->store, &it->id, 1, 0, why);
     if (rc != 0) {
         if (j->err == 0)
             j->err = rc;
@@ -462,16 +526,62 @@ static void prepare_work(struct upl_job *j)
     struct upl *u = j->u;
     struct peek_ctx pc = {.cap = j->maxp + 1};
     pc.items = isoprof_calloc(pc.cap, sizeof(*pc.items));
-    if (pc.items == NULL) {
+    pc.expired = isoprof_calloc(UPL_EXPIRE_BATCH, sizeof(*pc.expired));
+    if (pc.items == NULL || pc.expired == NULL) {
+        isoprof_free(pc.items);
+        isoprof_free(pc.expired);
         j->err = -ENOMEM;
         return;
     }
-    int rc = store_outbox_peek(u->store, pc.cap, peek_on_window, &pc);
+    uint64_t late_ns = 0, now = isoprof_now_wall_ns(), age_ns = u->max_age_ms * 1000000ull;
+    size_t looked = 0;
+    if (u->replay != NULL) {
+        pc.cap = j->maxp;
+        int rc = replay_peek(u, &pc, &looked);
+        isoprof_free(pc.expired);
+        pc.expired = NULL;
+        if (rc != 0) {
+            j->err = rc;
+            items_free(pc.items, pc.n);
+            return;
+        }
+        j->consumed = looked;
+        goto pick;
+    }
+    if (u->max_age_ms != 0 && now > age_ns) {
+        pc.expire_ns = now - age_ns;
+        late_ns = pc.expire_ns + age_ns / UPL_LATE_SHARE;
+    }
+    int rc = store_outbox_peek_late(u->store, late_ns, pc.expire_ns, SIZE_MAX, peek_on_window, &pc);
     if (pc.err != 0 || (rc != 0 && rc != 1)) {
         j->err = pc.err ? pc.err : rc;
         items_free(pc.items, pc.n);
+        isoprof_free(pc.expired);
         return;
     }
+    if (pc.nexpired > 0) {
+        /* Never sent: the server would refuse them. They stay stored. */
+        char why[UPL_REASON_MAX];
+        snprintf(why, sizeof(why), "older than upload.max_age (%" PRIu64 " s) when its turn came",
+                 u->max_age_ms / 1000);
+        if ((rc = store_outbox_expire(u->store, pc.expired, pc.nexpired, why)) != 0) {
+            j->err = rc;
+            items_free(pc.items, pc.n);
+            isoprof_free(pc.expired);
+            return;
+        }
+        j->expired = pc.nexpired;
+        j->expired_first = pc.expired[0];
+        j->more = 1;
+        if (pc.nexpired == UPL_EXPIRE_BATCH) {
+            /* More may follow: expire them before any batch is built. */
+            items_free(pc.items, pc.n);
+            isoprof_free(pc.expired);
+            return;
+        }
+    }
+    isoprof_free(pc.expired);
+pick:
     /* Pick the batch. */
     size_t *pick = isoprof_calloc(pc.n ? pc.n : 1, sizeof(*pick));
     j->ids = isoprof_calloc(pc.n ? pc.n : 1, sizeof(*j->ids));
@@ -504,6 +614,8 @@ static void prepare_work(struct upl_job *j)
         if (np >= j->maxp || (np > 0 && bytes + it->raw_size > u->max_bytes)) {
             full = 1;
             j->more = 1;
+            if (u->replay != NULL)
+                j->consumed = it->src - u->replay_next; /* it and those after go next time */
             break;
         }
         pick[np++] = i;
@@ -537,7 +649,7 @@ static void prepare_work(struct upl_job *j)
     for (size_t k = 0; k < np; k++) {
         struct upl_item *it = &pc.items[pick[k]];
         struct push_label *l = lab + n * (UPL_LABELS_OWN + PUSH_MAX_LABELS);
-        size_t nl = item_labels(u, it, l, iso[n], 1);
+        size_t nl = item_labels(u, it, l, iso[n], 1, &j->labels_cut);
         size_t bad = 0;
         if (push_label_check(l, nl, &bad) != 0) {
             char why[UPL_REASON_MAX];
@@ -618,10 +730,16 @@ static void job_work(uv_work_t *req)
         prepare_work(j);
         break;
     case JOB_ACK:
-        j->err = store_outbox_ack(j->u->store, j->ids, j->n);
+        if (j->u->replay == NULL)
+            j->err = store_outbox_ack(j->u->store, j->ids, j->n);
         break;
     case JOB_REJECT:
-        j->err = store_outbox_reject(j->u->store, j->ids, j->n, (unsigned)j->code, j->reason);
+        if (j->u->replay == NULL)
+            j->err = store_outbox_reject(j->u->store, j->ids, j->n, (unsigned)j->code, j->reason);
+        break;
+    case JOB_EXPIRE:
+        if (j->u->replay == NULL)
+            j->err = store_outbox_expire(j->u->store, j->ids, j->n, j->reason);
         break;
     }
 }
@@ -652,6 +770,7 @@ static void upl_free(struct upl *u)
     void (*closed)(void *) = u->closed_cb;
     void *closed_arg = u->closed_arg;
     job_free(u->settle_retry);
+    isoprof_free(u->replay);
     isoprof_free(u->url);
     isoprof_free(u->push_url);
     isoprof_free(u->host);
@@ -681,9 +800,61 @@ static void timer_on_close(uv_handle_t *h)
 static int start_job(struct upl *u, struct upl_job *j);
 static void upl_wait(struct upl *u, enum upl_state st, uint64_t ms);
 
+static void send_batch(struct upl *u, struct upl_job *j);
+
+/* Refill max_rate's bucket to now. It holds at most one second's worth,
+ * so the burst after an idle spell, and what a fleet coming back from one
+ * outage sends at once, is one second of the rate. A batch larger than
+ * that goes once the bucket is full and leaves it in debt (negative), so
+ * the rate holds over time whatever the batch size. */
+static void rate_refill(struct upl *u)
+{
+    uint64_t now = uv_now(u->loop);
+    int64_t cap = (int64_t)u->max_rate;
+    if (u->rate_ms == 0) {
+        u->rate_tokens = cap;
+    } else if (now > u->rate_ms) {
+        uint64_t add = (now - u->rate_ms) * u->max_rate / 1000;
+        int64_t room = cap - u->rate_tokens; /* > 0 unless full */
+        u->rate_tokens = room <= 0 || add >= (uint64_t)room ? cap : u->rate_tokens + (int64_t)add;
+    }
+    u->rate_ms = now;
+}
+
+/* How long a request of bytes (uncompressed) must wait for the bucket. */
+static uint64_t rate_wait_ms(struct upl *u, uint64_t bytes)
+{
+    if (u->max_rate == 0)
+        return 0;
+    rate_refill(u);
+    int64_t need = bytes < u->max_rate ? (int64_t)bytes : (int64_t)u->max_rate;
+    if (u->rate_tokens >= need)
+        return 0;
+    return ((uint64_t)(need - u->rate_tokens) * 1000 + u->max_rate - 1) / u->max_rate;
+}
+
+static void rate_take(struct upl *u, uint64_t bytes)
+{
+    if (u->max_rate == 0)
+        return;
+    rate_refill(u);
+    u->rate_tokens -= bytes > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)bytes;
+}
+
 static void timer_on_fire(uv_timer_t *t)
 {
     struct upl *u = container_of(t, struct upl, timer);
+    if (u->state == ST_RATE) {
+        struct upl_job *held = u->job;
+        uint64_t ms = rate_wait_ms(u, held->raw_bytes);
+        if (ms > 0) {
+            upl_wait(u, ST_RATE, ms);
+            return;
+        }
+        rate_take(u, held->raw_bytes);
+        send_batch(u, held);
+        return;
+    }
     u->state = ST_IDLE;
     struct upl_job *j = u->settle_retry;
     if (j != NULL) {
@@ -767,6 +938,36 @@ static int retryable(long code)
     return code == 401 || code == 403 || code == 404 || code == 408 || code == 429;
 }
 
+/* Where in body[0..len) needle starts, or NULL. */
+static const char *find(const char *body, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; body != NULL && n <= len && i <= len - n; i++)
+        if (memcmp(body + i, needle, n) == 0)
+            return body + i;
+    return NULL;
+}
+
+/* What a refusal says of the profile's time: 1 older than the server's
+ * ingestion window, 2 newer (this clock is ahead of it), 0 neither; *at
+ * receives where the telling part starts (for the reason kept). Grafana
+ * Pyroscope says "profile with labels '{...}' is outside of ingestion
+ * window (profile timestamp: T, the ingestion window starts at S)" when
+ * too old, "... ends at E" when too new, after every label of the series:
+ * the whole body is searched, not the reason's first bytes. Other servers
+ * say "too old" / "too new". */
+static int window_verdict(const char *body, size_t len, const char **at)
+{
+    const char *w = find(body, len, "outside of ingestion window");
+    *at = w ? w : body;
+    if (find(body, len, "ingestion window starts at") != NULL || find(body, len, "too old") != NULL)
+        return 1;
+    if (find(body, len, "ingestion window ends at") != NULL || find(body, len, "too new") != NULL ||
+        find(body, len, "in the future") != NULL)
+        return 2;
+    return 0;
+}
+
 static void resp_on_done(const struct http_resp *r, void *arg)
 {
     struct upl *u = arg;
@@ -823,10 +1024,27 @@ static void resp_on_done(const struct http_resp *r, void *arg)
         upl_kick(u);
         return;
     }
-    u->st.profiles_rejected += j->n;
-    emit(u, UPL_EV_REJECTED, 0, r->code, j->n, j->body_len, 0, first, why);
     if (u->solo > 0)
         u->solo--;
+    const char *at = NULL;
+    int verdict = window_verdict(r->body, r->body ? r->len : 0, &at);
+    if (verdict != 0 && at != NULL && at != r->body) /* the part that says why */
+        clean_copy(why, sizeof(why), at, r->len - (size_t)(at - r->body));
+    if (verdict == 1) {
+        /* Left the server's window on the way (or the server's is shorter
+         * than max_age): the same as expiring it here. */
+        u->st.profiles_expired += j->n;
+        emit(u, UPL_EV_EXPIRED, 0, r->code, j->n, j->body_len, 0, first, why);
+        settle(u, j, JOB_EXPIRE, r->code, why);
+        return;
+    }
+    u->st.profiles_rejected += j->n;
+    if (verdict == 2) {
+        u->st.profiles_too_new += j->n;
+        emit(u, UPL_EV_CLOCK_SKEW, 0, r->code, j->n, j->body_len, 0, first, why);
+    } else {
+        emit(u, UPL_EV_REJECTED, 0, r->code, j->n, j->body_len, 0, first, why);
+    }
     settle(u, j, JOB_REJECT, r->code, why);
 }
 
@@ -894,10 +1112,20 @@ static void job_after(uv_work_t *req, int status)
         return;
     }
     if (j->kind != JOB_PREPARE) {
+        /* Replay: the ids this batch took (sent, refused or skipped) are
+         * done; a batch refused as a whole was freed before this, so its
+         * ids go again, one a request. */
+        if (u->replay != NULL)
+            u->replay_next += j->consumed;
         job_free(j);
         u->state = ST_IDLE;
         upl_kick(u);
         return;
+    }
+    u->st.labels_cut += j->labels_cut;
+    if (j->expired > 0) {
+        u->st.profiles_expired += j->expired;
+        emit(u, UPL_EV_EXPIRED, 0, 0, j->expired, 0, 0, j->expired_first, "");
     }
     if (j->unsendable > 0) {
         u->st.profiles_unsendable += j->unsendable;
@@ -905,7 +1133,26 @@ static void job_after(uv_work_t *req, int status)
              j->unsendable_why);
     }
     if (j->n > 0) {
+        uint64_t ms = rate_wait_ms(u, j->raw_bytes);
+        if (ms > 0) {
+            u->st.rate_waits++;
+            u->job = j;
+            upl_wait(u, ST_RATE, ms);
+            return;
+        }
+        rate_take(u, j->raw_bytes);
         send_batch(u, j);
+        return;
+    }
+    if (u->replay != NULL) {
+        /* Nothing to send in what was read (all unsendable or gone). */
+        u->replay_next += j->consumed;
+        job_free(j);
+        u->state = ST_IDLE;
+        if (u->replay_next < u->nreplay)
+            upl_kick(u);
+        else
+            emit(u, UPL_EV_DONE, 0, 0, 0, 0, 0, 0, "");
         return;
     }
     uint64_t wait = j->wait_until_ns;
@@ -981,7 +1228,7 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
         o->host == NULL || o->max_profiles == 0 || o->max_bytes == 0 || o->max_profile_size == 0 ||
         o->timeout_ms == 0 || (o->nheaders > 0 && o->headers == NULL) ||
         (o->nlabels > 0 && o->labels == NULL) || o->nheaders > 48 ||
-        o->nlabels > PUSH_MAX_LABELS - UPL_LABELS_OWN)
+        o->nlabels > PUSH_MAX_LABELS - UPL_LABELS_OWN || (o->replay != NULL && o->nreplay == 0))
         return -EINVAL;
     if (strncmp(o->url, "http://", 7) != 0 && strncmp(o->url, "https://", 8) != 0)
         return -EINVAL;
@@ -1008,6 +1255,18 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
     if (u->bmin > u->bmax)
         u->bmin = u->bmax;
     u->insecure = o->insecure;
+    u->max_age_ms = o->max_age_ms;
+    u->max_rate = o->max_rate;
+    u->isolate_label = o->isolate_label;
+    if (o->replay != NULL && o->nreplay > 0) {
+        u->replay = isoprof_calloc(o->nreplay, sizeof(*u->replay));
+        if (u->replay == NULL) {
+            isoprof_free(u);
+            return -ENOMEM;
+        }
+        memcpy(u->replay, o->replay, o->nreplay * sizeof(*u->replay));
+        u->nreplay = o->nreplay;
+    }
     isoprof_rng_init(&u->rng);
     size_t ul = strlen(o->url);
     while (ul > 0 && o->url[ul - 1] == '/')
@@ -1088,7 +1347,7 @@ void upl_close_then(struct upl *u, void (*closed)(void *arg), void *arg)
         http_cancel(u->inflight);
         u->inflight = NULL;
     }
-    if (u->state == ST_SENDING) {
+    if (u->state == ST_SENDING || u->state == ST_RATE) {
         job_free(u->job);
         u->job = NULL;
         u->state = ST_IDLE;

@@ -23,6 +23,18 @@
  * max_profile_size, or whose labels the server would refuse, is rejected
  * without being sent.
  *
+ * The acceptance window: a window that started more than max_age ago is
+ * expired, never sent (the server would refuse it). A 4xx whose message
+ * says the profile is outside the server's ingestion window is recognised:
+ * too old expires the window, too new (this clock is ahead) rejects it
+ * and reports UPL_EV_CLOCK_SKEW, so that neither is retried.
+ *
+ * Labels: the store and the config keep every name and value within the
+ * server's bounds (a name <= 1024 bytes, a value <= 2048, UTF-8), so the
+ * one limit a series can pass is the count: labels past PUSH_MAX_LABELS
+ * are left out, the last static ones first (a server would refuse the
+ * series), and each one left out counts in labels_cut.
+ *
  * DESIGN: one request in flight at a time. Reading the outbox, loading,
  * gzip and encoding run in the libuv thread pool (one job at a time), as do
  * the acknowledging and rejecting write transactions; the loop thread only
@@ -77,7 +89,36 @@ struct upl_options {
     const struct push_label *labels;
     size_t nlabels;
     uint64_t backoff_min_ms, backoff_max_ms; /* 0: UPL_BACKOFF_MIN_MS / MAX_MS */
+    /* The server's acceptance window (Pyroscope's reject-older-than): a
+     * window that started longer ago is never sent but expired
+     * (store_outbox_expire); those within UPL_LATE_SHARE of it go after the
+     * younger ones of their group. 0: no limit. */
+    uint64_t max_age_ms;
+    /* Uncompressed profile bytes a second at most, the measure of
+     * Pyroscope's ingestion rate limit: a request waits until the bucket,
+     * which holds one second's worth, has its bytes (a larger request, a
+     * full bucket, and leaves it in debt). 0: no limit. */
+    uint64_t max_rate;
+    /* Nonzero: every series carries the isolate label, the process part of
+     * the window's isolate number (STORE_ISOLATE_PROCESS), stable for the
+     * life of the process. Zero: no per-process label (the store keeps the
+     * isolate and the pid). */
+    int isolate_label;
+    /* Replay (isoprof upload --since): send windows replay[0..nreplay)
+     * (store ids, borrowed until the uploader is closed) in that order
+     * instead of draining the outbox, e.g. to a server whose acceptance
+     * window was raised for a backfill. The store is only read (a
+     * read-only handle will do): nothing is acknowledged, rejected or
+     * expired in it, max_age does not apply, and UPL_EV_DONE follows the
+     * last window. NULL: drain the outbox; nreplay 0 with replay set is
+     * -EINVAL. */
+    const uint64_t *replay;
+    size_t nreplay;
 };
+
+/* A window within max_age / UPL_LATE_SHARE of leaving the acceptance
+ * window counts as late (5 minutes of the default hour). */
+#define UPL_LATE_SHARE 12u
 
 enum upl_event_kind {
     UPL_EV_SENT,        /* a request was acknowledged: profiles, bytes, code */
@@ -85,6 +126,11 @@ enum upl_event_kind {
     UPL_EV_REJECTED,    /* the server refused profiles (code, why) for good */
     UPL_EV_UNSENDABLE,  /* profiles rejected without sending (why; code 0) */
     UPL_EV_STORE_ERROR, /* reading or updating the outbox failed (err); retried */
+    UPL_EV_EXPIRED,     /* profiles older than max_age (or refused by the server as too
+                           old: code) were expired, never sent */
+    UPL_EV_CLOCK_SKEW,  /* the server refused a profile as too new (code, why): this
+                           host's clock is ahead of it; the profile is rejected */
+    UPL_EV_DONE,        /* replay: every window was sent or refused */
 };
 
 /* One event. why is borrowed for the call; it never holds a secret. */
@@ -114,6 +160,11 @@ struct upl_stats {
      * else (no answer, a network error, a time-out, another status); they
      * add up to requests. */
     uint64_t requests_2xx, requests_4xx, requests_5xx, requests_error;
+    uint64_t profiles_expired; /* older than max_age or refused as too old */
+    uint64_t profiles_too_new; /* refused as too new (clock skew); in profiles_rejected */
+    uint64_t labels_cut;       /* static labels left out of a series to keep it within
+                                  PUSH_MAX_LABELS */
+    uint64_t rate_waits;       /* requests that waited for max_rate */
 };
 
 struct upl;

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "flamegraph.h"
 #include "pprof.h"
+#include "replay.h"
 #include "store.h"
 
 #include "base.h"
@@ -108,14 +109,16 @@ static void usage(FILE *f)
         "                         --type cpu|heap|snapshot\n"
         "                         [--seconds 10] [--interval 1ms] [--all] [-o FILE] [--socket S]\n"
         "       isoprof metrics   [--socket S]\n"
+        "       isoprof upload    --since T [FILTERS] [--config FILE] [--store DIR] [--json]\n"
         "\n"
         "The store DIR: --store, else $ISOPROF_STORE, else store.path of --config FILE or of\n"
         "/etc/isoprof/isoprof.yaml (when it exists), else ./isoprof-data (isoprofd's default).\n"
         "\n"
         "Reads the windows isoprofd stored. FILTERS:\n"
         "  --worker W      only worker W          --version V   only version V\n"
-        "  --thread T      only thread T: main, or a worker thread's name (its Worker's\n"
-        "                  name option, else worker-<threadId>)\n"
+        "  --thread T      only thread T: main, or a worker thread's label (its Worker's\n"
+        "                  name option, else its script's file name or worker, then\n"
+        "                  #<threadId>: resize.js#7)\n"
         "  --pid N         only the isolates of process N (1..4194304; windows stored\n"
         "                  without a pid never match)\n"
         "  --type T        only windows of type T: cpu, heap, retained (what the objects of\n"
@@ -183,6 +186,12 @@ static void usage(FILE *f)
         "           it); the answer is its retained profile (what holds the memory), and the\n"
         "           raw snapshot stays in the store (export --type snapshot writes it)\n"
         "metrics    the agent's own Prometheus metrics (GET /metrics)\n"
+        "upload     send the matching stored windows (cpu, heap, retained) to the server of\n"
+        "           the config's upload section again, whatever their upload state (a\n"
+        "           backfill once the server's acceptance window was raised; windows that\n"
+        "           expired or were refused); upload.max_age does not apply, the outbox is\n"
+        "           not touched. Prints how many were accepted and how many refused; exit\n"
+        "           status 0 when all were accepted, 1 otherwise\n"
         "The socket S: --socket, else $ISOPROF_SOCKET, else $RUNTIME_DIRECTORY/isoprof.sock,\n"
         "else DIR/control.sock with --store DIR, else /run/isoprof/isoprof.sock (the first\n"
         "that exists).\n"
@@ -284,7 +293,7 @@ static const char *type_name(uint8_t t)
 
 static const char *upload_name(uint8_t u)
 {
-    static const char *const names[] = {"off", "pending", "uploaded", "rejected"};
+    static const char *const names[] = {"off", "pending", "uploaded", "rejected", "expired"};
     return u < ISOPROF_ARRAY_SIZE(names) ? names[u] : "unknown";
 }
 
@@ -727,7 +736,7 @@ static int list_on_window(const struct store_window *w, void *arg)
         else
             fputs(",\"memory\":null", stdout);
         printf(",\"upload\":\"%s\"", upload_name(w->upload));
-        if (w->upload == STORE_UPLOAD_REJECTED) {
+        if (w->upload == STORE_UPLOAD_REJECTED || w->upload == STORE_UPLOAD_EXPIRED) {
             printf(",\"upload_status\":%u,\"upload_reason\":", (unsigned)w->reject_status);
             json_str(stdout, w->reject_reason ? w->reject_reason : "");
         }
@@ -755,6 +764,30 @@ static int list_on_window(const struct store_window *w, void *arg)
     }
     l->count++;
     return 0;
+}
+
+/* isoprof upload --since T [FILTERS] [--config FILE]: send stored windows
+ * again (replay.c). The config names the server (--config, else the
+ * system's). */
+static int cmd_upload(int argc, char **argv)
+{
+    struct cli c = {0};
+    int rc = parse_args(&c, argc, argv, ARG_JSON | ARG_PID);
+    if (rc)
+        return rc;
+    if (c.f.since_ns == 0)
+        return die("upload: --since T is required (the windows to send again)");
+    if (c.config_path == NULL && access(CLI_SYSTEM_CONFIG, F_OK) == 0)
+        c.config_path = CLI_SYSTEM_CONFIG;
+    if (c.config_path == NULL)
+        return die("upload: no --config FILE and no %s: its upload section names the server",
+                   CLI_SYSTEM_CONFIG);
+    struct store *s;
+    if ((rc = open_store(&c, &s)) != 0)
+        return rc;
+    rc = cli_replay(s, c.config_path, &c.f, c.json);
+    store_close(s);
+    return rc;
 }
 
 static int cmd_windows(int argc, char **argv)
@@ -2093,6 +2126,8 @@ static void print_status(yajl_val root)
             printf("; %" PRIu64 " profiles sent", v);
         if (jnum(up, "requests_failed", &v) == 0)
             printf(", %" PRIu64 " failed requests", v);
+        if (jnum(ob, "expired", &v) == 0 && v > 0)
+            printf("; %" PRIu64 " expired (older than upload.max_age, kept)", v);
         putchar('\n');
     } else {
         printf("upload    off\n");
@@ -2324,6 +2359,8 @@ int main(int argc, char **argv)
         return cmd_profile(argc - 1, argv + 1);
     if (strcmp(cmd, "metrics") == 0)
         return cmd_metrics(argc - 1, argv + 1);
+    if (strcmp(cmd, "upload") == 0)
+        return cmd_upload(argc - 1, argv + 1);
     fprintf(stderr, "isoprof: unknown command '%s'; try 'isoprof --help'\n", cmd);
     return EXIT_USAGE;
 }

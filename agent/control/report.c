@@ -622,6 +622,7 @@ char *report_status(struct agent *a, size_t *len)
                          ? (now - st->outbox_oldest_ns) / 1000000000ull
                          : 0);
     json_u64_or_null(&b, "rejected", st != NULL, st ? st->outbox_rejected : 0);
+    json_u64_or_null(&b, "expired", st != NULL, st ? st->outbox_expired : 0);
     json_u64_or_null(&b, "uploaded", st != NULL, st ? st->outbox_uploaded : 0);
     json_u64_or_null(&b, "evicted", st != NULL, st ? st->outbox_evicted : 0);
     isoprof_buf_putc(&b, '}');
@@ -637,6 +638,10 @@ char *report_status(struct agent *a, size_t *len)
     json_u64(&b, "requests_failed", v.up.requests_failed, 0);
     json_u64(&b, "profiles_sent", v.up.profiles_sent, 0);
     json_u64(&b, "profiles_rejected", v.up.profiles_rejected, 0);
+    json_u64(&b, "profiles_expired", v.up.profiles_expired, 0);
+    json_u64(&b, "profiles_too_new", v.up.profiles_too_new, 0);
+    json_u64(&b, "labels_cut", v.up.labels_cut, 0);
+    json_u64(&b, "rate_waits", v.up.rate_waits, 0);
     isoprof_buf_putc(&b, '}');
 
     json_key(&b, "counters", 0);
@@ -903,6 +908,10 @@ char *report_metrics(struct agent *a, size_t *len)
     prom_family(&b, "isoprof_outbox_pending", "gauge", "Windows waiting for upload.");
     if (st)
         prom_u64(&b, "isoprof_outbox_pending", NULL, NULL, st->outbox_pending);
+    prom_family(&b, "isoprof_outbox_expired", "gauge",
+                "Windows in the store that expired unsent (older than upload.max_age).");
+    if (st)
+        prom_u64(&b, "isoprof_outbox_expired", NULL, NULL, st->outbox_expired);
     prom_family(&b, "isoprof_outbox_oldest_age_seconds", "gauge",
                 "Age of the oldest window waiting for upload; 0 when none waits.");
     if (st) {
@@ -924,6 +933,15 @@ char *report_metrics(struct agent *a, size_t *len)
     prom_u64(&b, "isoprof_upload_profiles_total", "result", "sent", v.up.profiles_sent);
     prom_u64(&b, "isoprof_upload_profiles_total", "result", "rejected", v.up.profiles_rejected);
     prom_u64(&b, "isoprof_upload_profiles_total", "result", "unsendable", v.up.profiles_unsendable);
+    prom_u64(&b, "isoprof_upload_profiles_total", "result", "expired", v.up.profiles_expired);
+    prom_counter(&b, "isoprof_upload_too_new_total",
+                 "Profiles the server refused as too new: this host's clock is ahead of it.",
+                 v.up.profiles_too_new);
+    prom_counter(&b, "isoprof_upload_labels_cut_total",
+                 "Static labels left out of a series to stay within the server's 30.",
+                 v.up.labels_cut);
+    prom_counter(&b, "isoprof_upload_rate_waits_total", "Requests that waited for upload.max_rate.",
+                 v.up.rate_waits);
     prom_counter(&b, "isoprof_upload_sent_bytes_total", "Request body bytes acknowledged.",
                  v.up.bytes_sent);
     prom_counter(&b, "isoprof_upload_store_errors_total",

@@ -461,7 +461,6 @@ int agent_run(struct cfg *cfg)
     a->start_mono_ns = isoprof_now_mono_ns();
     a->loop = &loop;
     isoprof_rng_init(&a->rng);
-    a->isolate_base = (uint32_t)(isoprof_rng_next(&a->rng) & 0xfff00000u);
     win_sched_init(&a->wins, cfg, &agent_win_ops, &a->rng, &a->n);
     agent_log_set_level(cfg->log.level);
     signal(SIGPIPE, SIG_IGN);

@@ -113,7 +113,8 @@ struct target {
     char *ws_path; /* path of webSocketDebuggerUrl ("/uuid") */
     char *worker;  /* label */
     char *version; /* label */
-    char *thread;  /* label: "main", the Worker's name, or "worker-<workerId>" */
+    char *thread;  /* label: "main", or a Worker's: its name, else its script's base name,
+                      else "worker", then "#<workerId>" (threads.c) */
     uint32_t isolate;
     uint32_t title_pid; /* a Deno main thread's pid, from its title; 0 unknown */
     char *main_url;     /* a main thread's script as /json/list names it (file://...), or
@@ -189,6 +190,8 @@ struct agent {
     int upl_restarting;           /* a reload closes the uploader; the new one starts after */
     long upl_last_code;
     int upl_last_err;
+    uint64_t upl_expired_run; /* uplink.c: windows expired since the server last took a batch */
+    int upl_skew_logged;      /* uplink.c: the clock skew error was logged */
     struct endpoint *endpoints;         /* polled, in config order */
     struct endpoint *retired_endpoints; /* dropped by a reload; freed at exit */
     struct endpoint *found_endpoints;   /* found on the host by procs.c */
@@ -198,8 +201,7 @@ struct agent {
     struct cfg *cfg_boot;               /* the config at start: restart-only options */
     uv_signal_t sighup;
     struct target *targets;
-    struct win_sched wins; /* every target's windows (windows.c) */
-    uint32_t isolate_base, isolate_seq;
+    struct win_sched wins;  /* every target's windows (windows.c) */
     struct isoprof_rng rng; /* jitter and backoff */
     uv_signal_t sigint, sigterm;
     uv_timer_t shutdown_timer;
@@ -468,9 +470,23 @@ void threads_release(struct target *t);
 /* Drop worker w (released, detached, its calls forgotten, removed): it
  * misbehaved, or the agent cannot keep it. */
 void threads_drop(struct target *w, const char *why);
+/* A worker's thread label from its NodeWorker workerInfo (title, url,
+ * workerId; each may be NULL): "<name>#<id>", the name being the Worker's
+ * name, else its script's file name, else "worker" (threads.c). out holds
+ * at least 2 bytes; the label is at most 64 bytes of printable ASCII. */
+void threads_label(const char *title, const char *url, const char *id, char *out, size_t cap);
+
 /* Worker w leaves its main thread (target_remove): released if held,
  * NodeWorker.detach sent, its pending calls forgotten, counted. */
 void threads_unlink(struct target *w);
+
+/* identity.c - an isolate's number from what it is (pid and start time,
+ * else its endpoint and /json/list id; a worker adds its thread id), stable
+ * across agent restarts. identity_isolate is pure; identity_target takes a
+ * number no other live target has. */
+uint32_t identity_isolate(uint32_t pid, uint64_t start_ticks, const char *endpoint,
+                          const char *target_id, const char *worker_id);
+uint32_t identity_target(const struct target *t);
 
 /* target.c: what windows.c asks of a target (struct win_ops; daemon.c
  * puts the table together). */

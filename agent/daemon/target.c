@@ -579,7 +579,7 @@ void target_attach_start(struct target *t)
     struct agent *a = t->a;
     t->state = TARGET_READY;
     t->attached_mono_ns = isoprof_now_mono_ns();
-    t->isolate = a->isolate_base + ++a->isolate_seq;
+    t->isolate = identity_target(t);
     if (t->parent) {
         a->n.threads_attached++;
         log_info("thread attached",

@@ -143,20 +143,74 @@ static int rate_ok(struct target *t, uint64_t now)
     return 1;
 }
 
-/* "pool-1" of Node's title "[worker 3] pool-1"; else "worker-<workerId>". */
-static void thread_label(yajl_val info, char *out, size_t cap)
+/*
+ * A worker's thread label says what it runs: the Worker's name (Node's
+ * title "[worker 3] pool-1"), else its script's file name, then its thread
+ * id ("resize.js#7", from workerInfo.url "file:///app/resize.js"), else
+ * "worker#7". A Pyroscope series is named by the part before the '#'
+ * (store_thread_label), so a job runner that starts a Worker per job makes
+ * one series, not one per job, and the id stays in the store. A named
+ * Worker keeps its name alone, as filters, logs and status know it
+ * ("pool-1"), unless the name itself would read as "<label>#<digits>":
+ * then its id goes after it, so that the uploader keeps the whole name.
+ * Bytes other than printable ASCII become '_' (the store's rule).
+ */
+void threads_label(const char *title, const char *url, const char *id, char *out, size_t cap)
 {
-    const char *title = jstr(info, "title"), *id = jstr(info, "workerId");
     const char *name = NULL;
+    size_t len = 0;
+    int named = 0;
     if (title != NULL && strncmp(title, "[worker ", 8) == 0) {
         const char *end = strchr(title, ']');
-        if (end != NULL && end[1] == ' ' && end[2] != '\0')
+        if (end != NULL && end[1] == ' ' && end[2] != '\0') {
             name = end + 2;
+            len = strlen(name);
+            named = 1;
+        }
     }
-    if (name != NULL)
-        snprintf(out, cap, "%.*s", THREADS_NAME_MAX, name);
-    else
-        snprintf(out, cap, "worker-%.*s", THREADS_NAME_MAX - 7, id && *id ? id : "unknown");
+    if (name == NULL && url != NULL && url[0] != '\0') {
+        /* The last path segment, without a query or a fragment. */
+        size_t ul = strcspn(url, "?#");
+        const char *base = url + ul;
+        while (base > url && base[-1] != '/')
+            base--;
+        if (url + ul > base) {
+            name = base;
+            len = (size_t)(url + ul - base);
+        }
+    }
+    if (name == NULL) {
+        name = "worker";
+        len = 6;
+    }
+    size_t room = cap - 1 < THREADS_NAME_MAX ? cap - 1 : THREADS_NAME_MAX;
+    char tid[24] = "";
+    if (named) {
+        char whole[THREADS_NAME_MAX + 1];
+        size_t wl = len < room ? len : room;
+        memcpy(whole, name, wl);
+        whole[wl] = '\0';
+        if (store_thread_label(whole) != wl)
+            snprintf(tid, sizeof(tid), "#%.20s", id && *id ? id : "0");
+    } else {
+        snprintf(tid, sizeof(tid), "#%.20s", id && *id ? id : "0");
+    }
+    for (char *p = tid + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            *p = '0'; /* the suffix must read as a thread id (digits) */
+    size_t tl = strlen(tid);
+    if (len > room - tl)
+        len = room - tl;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        out[i] = c >= 0x20 && c < 0x7f ? (char)c : '_';
+    }
+    memcpy(out + len, tid, tl + 1);
+}
+
+static void thread_label(yajl_val info, char *out, size_t cap)
+{
+    threads_label(jstr(info, "title"), jstr(info, "url"), jstr(info, "workerId"), out, cap);
 }
 
 static void on_threads_enabled(struct target *t, struct cdp_reply *r)

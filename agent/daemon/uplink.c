@@ -129,9 +129,30 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
         else
             log_debug("upload batch sent", "profiles=%U bytes=%U status=%d", (uint64_t)ev->profiles,
                       ev->bytes, (int)ev->code);
+        if (a->upl_expired_run > 0)
+            log_warn("windows expired unsent during the upload outage, kept in the store",
+                     "expired=%U max_age_s=%U", a->upl_expired_run,
+                     a->cfg->upload.max_age_ns / 1000000000u);
+        a->upl_expired_run = 0;
+        a->upl_skew_logged = 0;
         a->upl_failing = 0;
         a->upl_last_code = 0;
         a->upl_last_err = 0;
+        break;
+    case UPL_EV_EXPIRED:
+        /* Logged once per outage, with the count, when the server takes a
+         * batch again (the count is known then); each one in debug. */
+        a->upl_expired_run += ev->profiles;
+        log_debug("windows expired, never sent", "profiles=%U status=%d id=%s reason=%s",
+                  (uint64_t)ev->profiles, (int)ev->code, id, ev->why);
+        break;
+    case UPL_EV_CLOCK_SKEW:
+        if (!a->upl_skew_logged)
+            log_error("clock skew: the upload server refuses profiles as too new, this host's "
+                      "clock is ahead of it; the windows are kept (isoprof upload --since resends "
+                      "them once the clock is right)",
+                      "status=%d reason=%s id=%s", (int)ev->code, ev->why, id);
+        a->upl_skew_logged = 1;
         break;
     case UPL_EV_RETRY:
         if (ev->delay_ms == 0 && ev->code >= 400) {
@@ -164,6 +185,8 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
         break;
     case UPL_EV_STORE_ERROR:
         log_error("upload: outbox read or update failed, will retry", "err=%e", ev->err);
+        break;
+    case UPL_EV_DONE: /* a replay's; the daemon drains the outbox */
         break;
     }
 }
@@ -239,6 +262,9 @@ int agent_upload_start(struct agent *a)
         .nheaders = nh,
         .labels = hl + nh,
         .nlabels = nl,
+        .max_age_ms = c->upload.max_age_ns / 1000000u,
+        .max_rate = c->upload.max_rate,
+        .isolate_label = c->upload.isolate_label,
     };
     rc = upl_init(a->loop, a->http, a->store, &o, uplink_on_event, a, &a->upl);
     wipe_free(userpwd);
@@ -250,9 +276,12 @@ int agent_upload_start(struct agent *a)
     }
     if (c->upload.tls.insecure_skip_verify)
         log_warn("upload TLS verification is off (upload.tls.insecure_skip_verify)", "url=%s", url);
-    log_info("upload started", "url=%s api=%s host=%s batch_profiles=%u batch_bytes=%U", url,
-             api_name(c->upload.api), host, c->upload.batch.max_profiles,
-             c->upload.batch.max_bytes);
+    log_info("upload started",
+             "url=%s api=%s host=%s batch_profiles=%u batch_bytes=%U max_age_s=%U max_rate=%U "
+             "isolate_label=%d",
+             url, api_name(c->upload.api), host, c->upload.batch.max_profiles,
+             c->upload.batch.max_bytes, c->upload.max_age_ns / 1000000000u, c->upload.max_rate,
+             c->upload.isolate_label);
     return 0;
 }
 
@@ -282,6 +311,9 @@ static int upload_same(const struct cfg *x, const struct cfg *y)
            x->upload.batch.max_bytes == y->upload.batch.max_bytes &&
            x->upload.batch.max_delay_ns == y->upload.batch.max_delay_ns &&
            x->upload.max_profile_size == y->upload.max_profile_size &&
+           x->upload.max_age_ns == y->upload.max_age_ns &&
+           x->upload.max_rate == y->upload.max_rate &&
+           x->upload.isolate_label == y->upload.isolate_label &&
            str_same(x->upload.host, y->upload.host) &&
            str_same(x->upload.tls.ca_file, y->upload.tls.ca_file) &&
            x->upload.tls.insecure_skip_verify == y->upload.tls.insecure_skip_verify &&

@@ -74,7 +74,7 @@ function startDaemon(dir, store, srv, batch) {
     'targets: []',
     'anomaly: {latency: {listen: ""}}',
     'log: {level: info}',
-    srv ? `upload: {url: "${srv.url}", host: bench, batch: {max_profiles: ${batch}, max_bytes: 16MiB, max_delay: 10ms}}` : '',
+    srv ? `upload: {url: "${srv.url}", host: bench, batch: {max_profiles: ${batch}, max_bytes: 16MiB, max_delay: 10ms}, max_rate: 0B}` : '',
   ].join('\n') + '\n');
   const d = spawn(ISOPROFD, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
   children.add(d);

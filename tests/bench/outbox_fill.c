@@ -1,11 +1,13 @@
 /*
  * outbox_fill - make an upload backlog for bench_upload.js.
  *
- *   outbox_fill DIR N CPU_PROFILE.json
+ *   outbox_fill DIR N CPU_PROFILE.json [SPACING_S]
  *
- * Converts the CDP CPU profile once (the converter the daemon uses) and
+ * Converts the CDP CPU profile once (the converter the daemon uses), or
+ * takes a pprof as it is (a file ending in .pb.gz, as the ingest server
+ * records them: a real window of the size the daemon uploads), and
  * stores it N times in a new store at DIR with the outbox on, as 10
- * workers x 2 isolates, one window every 10 s each, ending now, in
+ * workers x 2 isolates, one window every SPACING_S (10) s each, ending now, in
  * transactions of 256 windows: the state a host is in after an outage
  * during which the agent kept profiling. Prints the pprof size and the
  * time it took. Exit status non-zero if a call fails.
@@ -48,11 +50,14 @@ static char *slurp(const char *path, size_t *len)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: outbox_fill DIR N CPU_PROFILE.json\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: outbox_fill DIR N CPU_PROFILE.json [SPACING_S]\n");
         return 2;
     }
     uint64_t n = strtoull(argv[2], NULL, 10);
+    uint64_t spacing = argc == 5 ? strtoull(argv[4], NULL, 10) : 10;
+    if (spacing == 0)
+        spacing = 10;
     size_t jlen;
     char *json = slurp(argv[3], &jlen);
     if (json == NULL || n == 0) {
@@ -61,8 +66,22 @@ int main(int argc, char **argv)
     }
     struct pprof_cpu_opts po = {.interval_ns = 1000000};
     struct pprof_result res;
+    memset(&res, 0, sizeof(res));
     char *why = NULL;
-    int rc = pprof_from_cpu_json(json, jlen, &po, &res, &why);
+    int rc;
+    size_t plen = strlen(argv[3]);
+    if (plen > 6 && strcmp(argv[3] + plen - 6, ".pb.gz") == 0) {
+        uint8_t *raw = NULL;
+        size_t rawlen = 0;
+        rc = isoprof_gunzip(json, jlen, 64u << 20, &raw, &rawlen);
+        if (rc == 0) {
+            res.pprof.data = raw; /* freed by pprof_buf_free: the same allocator */
+            res.pprof.len = rawlen;
+            res.samples = 1000;
+        }
+    } else {
+        rc = pprof_from_cpu_json(json, jlen, &po, &res, &why);
+    }
     free(json);
     if (rc != 0) {
         fprintf(stderr, "outbox_fill: %s: %s\n", argv[3], why ? why : isoprof_strerror(rc));
@@ -92,7 +111,7 @@ int main(int argc, char **argv)
             r->w.runtime = "node";
             r->w.isolate = (uint32_t)(k % 20);
             r->w.type = STORE_TYPE_CPU;
-            r->w.start_ns = now - (per_series - k / 20) * 10 * SEC;
+            r->w.start_ns = now - (per_series - k / 20) * spacing * SEC;
             r->w.end_ns = r->w.start_ns + 10 * SEC;
             r->w.samples = res.samples;
             r->w.interval = 1000000;

@@ -33,7 +33,8 @@ test('deno: windows stored, runtime deno, hot function first', { timeout: 90000 
 
 // Deno 2 answers NodeWorker like Node: its Workers are isolates of their
 // own, reached through the main thread's session. Its worker titles
-// ("worker [1]") carry no name, so the thread label is worker-<id>.
+// ("worker [1]") carry no name, so the thread label is what it runs, the
+// script's file name (else "worker"), and its id: deno-threads-worker.js#1.
 test('deno workers: watched as threads of the target, their own windows', { timeout: 90000 }, async () => {
   // Deno asks for read access to load a Worker's module from a file
   // Its V8 flags set the heap limit of the process, which a Worker gets too.
@@ -43,7 +44,7 @@ test('deno workers: watched as threads of the target, their own windows', { time
   const store = path.join(dir, 'store');
   const d = await L.startDaemon(L.yamlConfig({ store, targets: [{ port: deno.port, worker: 'dn' }], duration: '1s', period: '1500ms', jitter: 0 }), { dir });
   const att = await d.waitLog((l) => l.msg === 'thread attached', 30000, 'a Deno worker attached');
-  assert.match(att.thread, /^worker-\d+$/);
+  assert.match(att.thread, /^(deno-threads-worker\.js|worker)#\d+$/);
   // memory_limit auto: measured on Deno 2, --max-old-space-size=160 gives 256 MiB.
   const lim = (thread) => d.lines.find((l) => l.msg === 'heap limit' && l.thread === thread);
   await L.waitFor(() => lim('main') && lim(att.thread), 30000, 'the limits of both threads');

@@ -45,7 +45,16 @@
 // [null], plus app), or null when the request could not be decoded. A
 // throwing fn answers 500. Only an answer of 200 records profiles.
 //
-// Options: {dir, port = 0, maxBodyBytes = 64 MiB, record = true}; record:
+// The acceptance window (Grafana Pyroscope's validation.reject-older-than
+// and reject-newer-than): with window {olderThanS, newerThanS} (option, or
+// srv.acceptWindow({...}) later; null/0 = no bound) a profile whose
+// time_nanos is further in the past or the future than that, by this
+// machine's clock, makes the request a 400 whose message is Pyroscope's
+// ("... is outside of ingestion window (profile timestamp: T, the
+// ingestion window starts at S)" or "... ends at E"); srv.windowRefused
+// lists {id, timeNs, why: 'old'|'new'} of each such profile.
+//
+// Options: {dir, port = 0, maxBodyBytes = 64 MiB, record = true, window}; record:
 // false (benchmarks) keeps the records in memory only (file: null) and
 // writes nothing to dir. Without dir, a temp dir that close() removes.
 //
@@ -293,7 +302,18 @@ function normalizeAction(a) {
   return a;
 }
 
-async function startIngestServer({ dir, port = 0, maxBodyBytes = DEFAULT_MAX_BODY, record: keepFiles = true } = {}) {
+// pprof time_nanos (field 9) of an uncompressed profile, in ns (a double:
+// exact to a microsecond or so, plenty for a window of seconds); 0 if none.
+function pprofTimeNanos(raw) {
+  let t = 0;
+  eachField(raw, (f, w, v) => { if (f === 9 && w === 0) t = v; });
+  return t;
+}
+
+// Go's time.Time String() as Pyroscope prints it.
+const goTime = (ms) => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' +0000 UTC');
+
+async function startIngestServer({ dir, port = 0, maxBodyBytes = DEFAULT_MAX_BODY, record: keepFiles = true, window = null } = {}) {
   let ownDir = false;
   if (!dir) { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isoprof-ingest-')); ownDir = true; }
   fs.mkdirSync(dir, { recursive: true });
@@ -308,8 +328,10 @@ async function startIngestServer({ dir, port = 0, maxBodyBytes = DEFAULT_MAX_BOD
   let paused = false;
   let closing = null;
 
+  let acceptance = window;
   const srv = {
-    port: 0, url: '', dir, profiles: [], requests: [], server: null,
+    port: 0, url: '', dir, profiles: [], requests: [], server: null, windowRefused: [],
+    acceptWindow(w) { acceptance = w; },
     script(fn) { if (fn !== null && typeof fn !== 'function') throw new TypeError('script(fn): fn must be a function or null'); scriptFn = fn; },
     queue(list) { pending.length = 0; for (const a of list || []) pending.push(normalizeAction(a)); },
   };
@@ -412,6 +434,25 @@ async function startIngestServer({ dir, port = 0, maxBodyBytes = DEFAULT_MAX_BOD
         try { checked.push({ s, smp, ...checkPprof(smp.raw, maxBodyBytes) }); } catch (e) {
           if (e instanceof ProtoError) throw Object.assign(e, { status: api === 'push' ? 400 : 422 });
           throw e;
+        }
+      }
+    }
+    if (acceptance) {
+      const now = Date.now();
+      for (const c of checked) {
+        const t = pprofTimeNanos(c.raw);
+        const ms = t / 1e6;
+        const labels = `{${c.s.labels.map(([k, v]) => `${k}="${v}"`).join(', ')}}`;
+        const head = `profile with labels '${labels}' is outside of ingestion window (profile timestamp: ${goTime(ms)}, `;
+        let why = null; let msg = null;
+        if (acceptance.olderThanS && ms < now - acceptance.olderThanS * 1000) {
+          why = 'old'; msg = `${head}the ingestion window starts at ${goTime(now - acceptance.olderThanS * 1000)})`;
+        } else if (acceptance.newerThanS && ms > now + acceptance.newerThanS * 1000) {
+          why = 'new'; msg = `${head}the ingestion window ends at ${goTime(now + acceptance.newerThanS * 1000)})`;
+        }
+        if (why) {
+          srv.windowRefused.push({ id: c.smp.id, timeNs: t, why });
+          throw Object.assign(new ProtoError(msg), { status: 400 });
         }
       }
     }

@@ -74,10 +74,11 @@ const COUNTERS = [
   'isoprof_sessions_attached_total', 'isoprof_sessions_dropped_total', 'isoprof_discovery_errors_total',
   'isoprof_heap_windows_total', 'isoprof_anomalies_total', 'isoprof_upload_requests_total',
   'isoprof_upload_profiles_total', 'isoprof_statsd_lines_total', 'isoprof_control_requests_total',
-  'isoprof_windows_deferred_total',
+  'isoprof_windows_deferred_total', 'isoprof_upload_too_new_total', 'isoprof_upload_labels_cut_total',
+  'isoprof_upload_rate_waits_total',
 ];
 const GAUGES = [
-  'isoprof_outbox_pending', 'isoprof_outbox_oldest_age_seconds', 'isoprof_loop_lag_seconds',
+  'isoprof_outbox_pending', 'isoprof_outbox_expired', 'isoprof_outbox_oldest_age_seconds', 'isoprof_loop_lag_seconds',
   'isoprof_loop_lag_max_seconds', 'isoprof_resident_memory_bytes', 'isoprof_targets',
   'isoprof_windows_running', 'isoprof_uptime_seconds', 'isoprof_store_windows', 'isoprof_store_bytes',
   'isoprof_store_budget_bytes', 'isoprof_build_info',
@@ -139,7 +140,7 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
   assert.strictEqual(st.schedule.max_concurrent, 4);
   assert.strictEqual(st.store.path, store);
   assert.ok(st.store.bytes > 0 && st.store.budget > 0 && st.store.evicted_total === 0, JSON.stringify(st.store));
-  assert.deepStrictEqual(Object.keys(st.outbox), ['pending', 'oldest_age_s', 'rejected', 'uploaded', 'evicted']);
+  assert.deepStrictEqual(Object.keys(st.outbox), ['pending', 'oldest_age_s', 'rejected', 'expired', 'uploaded', 'evicted']);
   assert.strictEqual(st.upload.enabled, false);
   for (const k of ['windows_started', 'windows_stored', 'sessions_attached', 'control_requests', 'control_errors', 'control_rejected_connections']) {
     assert.ok(Number.isInteger(st.counters[k]), `counters.${k}`);

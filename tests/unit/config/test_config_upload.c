@@ -33,6 +33,9 @@ TEST(defaults)
             .backoff = {.min_ns = 500000000ull, .max_ns = 60000000000ull},
             .batch = {.max_profiles = 32, .max_bytes = 1ull << 20, .max_delay_ns = 10000000000ull},
             .max_profile_size = 4ull << 20,
+            .max_age_ns = 3600000000000ull,
+            .max_rate = 4ull << 10,
+            .isolate_label = 0,
             .host = "",
             .tls = {.ca_file = "", .insecure_skip_verify = 0},
             .basic_auth = {.username = "", .password_file = ""},
@@ -54,6 +57,9 @@ static const char *full_section =
     "  backoff: {min: 1s, max: 2m}\n"
     "  batch: {max_profiles: 1024, max_bytes: 64MiB, max_delay: 10ms}\n"
     "  max_profile_size: 256MiB\n"
+    "  max_age: 2h\n"
+    "  max_rate: 0B\n"
+    "  isolate_label: true\n"
     "  host: web-1\n"
     "  tls:\n"
     "    ca_file: /etc/ssl/corp.pem\n"
@@ -94,6 +100,9 @@ TEST(full_section_round_trips)
             .backoff = {.min_ns = 1000000000ull, .max_ns = 120000000000ull},
             .batch = {.max_profiles = 1024, .max_bytes = 64ull << 20, .max_delay_ns = 10000000ull},
             .max_profile_size = 256ull << 20,
+            .max_age_ns = 7200000000000ull,
+            .max_rate = 0,
+            .isolate_label = 1,
             .host = "web-1",
             .tls = {.ca_file = "/etc/ssl/corp.pem", .insecure_skip_verify = 1},
             .basic_auth = {.username = "123456", .password_file = "/run/secrets/pyroscope"},

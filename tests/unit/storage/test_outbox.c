@@ -387,6 +387,87 @@ TEST(reject)
     store_close(s);
 }
 
+static struct peeked *peek_late(struct store *s, uint64_t late, uint64_t expire, size_t max,
+                                int *rc)
+{
+    static struct peeked out;
+    memset(&out, 0, sizeof(out));
+    *rc = store_outbox_peek_late(s, late, expire, max, on_peek, &out);
+    return &out;
+}
+
+/* After an outage, on a simulated clock: the server takes windows of the
+ * last hour (max_age), the last 5 minutes of it are "late". Windows still
+ * inside go first, those about to leave after them, evidence before both;
+ * windows already outside come in the first pass (to be expired at once). */
+TEST(late_order)
+{
+    struct store *s = open_outbox(tmp_store_path(), 0);
+    REQUIRE(s != NULL);
+    uint64_t a = new_anomaly(s, 1, 0);
+    REQUIRE(a != 0);
+    const uint64_t now = T0 + 7200 * SEC, hour = 3600 * SEC;
+    const uint64_t expire = now - hour, late = expire + hour / 12;
+    /* Stored in time order, as a backlog is. */
+    uint64_t gone = put_w(s, now - 70 * 60 * SEC, 1, 0, 0);     /* outside */
+    uint64_t leaving = put_w(s, now - 58 * 60 * SEC, 1, 0, 0);  /* late */
+    uint64_t ev_late = put_w(s, now - 57 * 60 * SEC, 1, 0, a);  /* evidence, late */
+    uint64_t leaving2 = put_w(s, now - 56 * 60 * SEC, 1, 0, 0); /* late */
+    uint64_t young = put_w(s, now - 30 * 60 * SEC, 1, 0, 0);
+    uint64_t ev_young = put_w(s, now - 20 * 60 * SEC, 1, STORE_ANOMALY_OOM_SUSPECTED, 0);
+    uint64_t young2 = put_w(s, now - 10 * SEC, 1, 0, 0);
+    REQUIRE(gone && leaving && ev_late && leaving2 && young && ev_young && young2);
+    const uint64_t want[] = {ev_young, ev_late, gone, young, young2, leaving, leaving2};
+    int rc;
+    struct peeked *p = peek_late(s, late, expire, 100, &rc);
+    CHECK_EQ_INT(rc, 0);
+    REQUIRE(p->n == 7);
+    for (size_t i = 0; i < 7; i++)
+        CHECK(p->w[i].id == want[i]);
+    /* max bounds the passes together; late 0 is the plain peek. */
+    p = peek_late(s, late, expire, 4, &rc);
+    CHECK(rc == 0 && p->n == 4 && p->w[3].id == young);
+    p = peek_late(s, 0, 0, 100, &rc);
+    CHECK(rc == 0 && p->n == 7 && p->w[0].id == ev_late && p->w[1].id == ev_young &&
+          p->w[2].id == gone);
+    CHECK_EQ_INT(store_outbox_peek_late(s, expire, late, 1, on_peek, p), -EINVAL);
+
+    /* The one outside expires: out of the outbox, kept, counted apart. */
+    CHECK_EQ_INT(store_outbox_expire(s, &gone, 1, "older than upload.max_age (3600 s)"), 0);
+    struct state st = state_of(s, gone);
+    CHECK(st.found == 1 && st.upload == STORE_UPLOAD_EXPIRED && st.status == STORE_REJECT_EXPIRED);
+    CHECK_STR(st.reason, "older than upload.max_age (3600 s)");
+    void *out = NULL;
+    size_t len = 0;
+    CHECK_EQ_INT(store_load(s, gone, &out, &len), 0);
+    isoprof_free(out);
+    /* A refusal is not an expiry, and no HTTP status can pass for one. */
+    CHECK_EQ_INT(store_outbox_reject(s, &leaving, 1, 400, "bad"), 0);
+    CHECK_EQ_INT(store_outbox_reject(s, &leaving2, 1, STORE_REJECT_EXPIRED, "x"), -EINVAL);
+    struct store_stat ss = stat_of(s);
+    CHECK(ss.outbox_pending == 5 && ss.outbox_rejected == 2 && ss.outbox_expired == 1);
+    /* Expiring one that is no longer pending changes nothing. */
+    CHECK_EQ_INT(store_outbox_expire(s, &leaving, 1, "again"), 0);
+    CHECK_EQ_INT(state_of(s, leaving).upload, STORE_UPLOAD_REJECTED);
+    p = peek_late(s, late, expire, 100, &rc);
+    CHECK(rc == 0 && p->n == 5 && p->w[0].id == ev_young && p->w[4].id == leaving2);
+    CHECK_EQ_INT(check_clean(s), 0);
+    /* An expired window goes with its window like a rejected one. */
+    store_close(s);
+}
+
+TEST(thread_label)
+{
+    CHECK_EQ_INT(store_thread_label("main"), 4);
+    CHECK_EQ_INT(store_thread_label("resize.js#7"), 9);
+    CHECK_EQ_INT(store_thread_label("worker#123456"), 6);
+    CHECK_EQ_INT(store_thread_label("job#1#5"), 5);  /* a name with '#' keeps it */
+    CHECK_EQ_INT(store_thread_label("job#a"), 5);    /* not a thread id */
+    CHECK_EQ_INT(store_thread_label("job#"), 4);     /* nothing after */
+    CHECK_EQ_INT(store_thread_label("#12"), 3);      /* nothing before */
+    CHECK_EQ_INT(store_thread_label("worker-3"), 8); /* an older store's */
+}
+
 TEST(evict_and_replace)
 {
     const uint64_t budget = 64 * 1024;
@@ -711,6 +792,8 @@ int main(void)
     RUN(pin_later_moves_to_front);
     RUN(ack);
     RUN(reject);
+    RUN(late_order);
+    RUN(thread_label);
     RUN(evict_and_replace);
     RUN(budget_charge);
     RUN(readonly);

@@ -359,7 +359,7 @@ TEST(other_schemas)
     REQUIRE(s != NULL);
     REQUIRE(put_labelled(s, "w", "v", T0, 1, STORE_TYPE_CPU, 0, NULL, "pool-1", 0, NULL) != 0);
     store_close(s);
-    static const char fmt9[] = "ISOPROF\0\0\0\0\x0a";
+    static const char fmt9[] = "ISOPROF\0\0\0\0\x0b";
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi meta;
@@ -376,7 +376,7 @@ TEST(other_schemas)
     char *why = NULL;
     s = NULL;
     CHECK_EQ_INT(store_open(path, &ro, &s, &why), ISOPROF_ESCHEMA);
-    CHECK(why != NULL && strstr(why, "schema version 10, this build reads 9") != NULL);
+    CHECK(why != NULL && strstr(why, "schema version 11, this build reads 10") != NULL);
     isoprof_free(why);
     CHECK_EQ_INT(store_open(path, NULL, &s, NULL), ISOPROF_ESCHEMA);
     CHECK(s == NULL);

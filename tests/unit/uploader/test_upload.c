@@ -80,7 +80,7 @@ struct fx {
     size_t nlabels;
     uint64_t want; /* windows uploaded() waits for */
     /* events */
-    int ev[UPL_EV_STORE_ERROR + 1];
+    int ev[UPL_EV_DONE + 1];
     int ev_after_close;
     int closed;
     long last_code;
@@ -224,6 +224,11 @@ static int uploaded(struct fx *f)
 {
     struct store_stat st = stat_of(f);
     return st.outbox_pending == 0 && st.outbox_uploaded == f->want;
+}
+
+static int replay_done(struct fx *f)
+{
+    return f->ev[UPL_EV_DONE] > 0;
 }
 
 static int one_request(struct fx *f)
@@ -430,12 +435,14 @@ TEST(healthy_server)
     f.o.nheaders = 1;
     f.o.labels = lab;
     f.o.nlabels = 2;
-    uint64_t cpu = put_full(&f, "checkout", "v42", 3, STORE_TYPE_CPU, 1000, 0);
-    f.thread = "image-resizer"; /* a Worker's name */
-    uint64_t heap = put_full(&f, "checkout", "v42", 4, STORE_TYPE_HEAP, 30000, 0);
-    f.thread = "worker-2";
+    f.o.isolate_label = 1;
+    /* A process 0x3000 (its main thread and a Worker) and another. */
+    uint64_t cpu = put_full(&f, "checkout", "v42", 0x3000, STORE_TYPE_CPU, 1000, 0);
+    f.thread = "image-resizer#2"; /* a Worker's name, its thread id */
+    uint64_t heap = put_full(&f, "checkout", "v42", 0x3002, STORE_TYPE_HEAP, 30000, 0);
+    f.thread = "resize.js#31";
     uint64_t oom =
-        put_full(&f, "checkout", "v42", 5, STORE_TYPE_CPU, 200, STORE_ANOMALY_OOM_SUSPECTED);
+        put_full(&f, "checkout", "v42", 0x5007, STORE_TYPE_CPU, 200, STORE_ANOMALY_OOM_SUSPECTED);
     f.thread = NULL;
     FX_REQUIRE(&f, fx_start(&f) == 0);
     CHECK(run_until(&f, outbox_empty, 5000));
@@ -489,12 +496,13 @@ TEST(healthy_server)
         CHECK_STR(label_of(s, "service_name"), "checkout");
         CHECK_STR(label_of(s, "version"), "v42");
         CHECK_STR(label_of(s, "host"), "host-1");
-        CHECK_STR(label_of(s, "isolate"), id == cpu ? "3" : id == heap ? "4" : "5");
+        /* The process, not the thread; the thread by what it runs. */
+        CHECK_STR(label_of(s, "isolate"), id == oom ? "20480" : "12288");
         CHECK_STR(label_of(s, "runtime"), "node-20.11.0");
         /* Sent for the main thread too, so that it can be selected. */
         CHECK_STR(label_of(s, "thread"), id == cpu    ? "main"
                                          : id == heap ? "image-resizer"
-                                                      : "worker-2");
+                                                      : "resize.js");
         CHECK_STR(label_of(s, "env"), "prod");
         CHECK_STR(label_of(s, "region"), "eu-west-1");
         if (id == heap) {
@@ -602,8 +610,8 @@ TEST(retained_window_and_snapshot)
     CHECK_STR(label_of(s, "__name__"), "memory");
     CHECK_STR(label_of(s, "__delta__"), "false");
     CHECK_STR(label_of(s, "anomaly"), "memory_near_limit");
-    CHECK_STR(label_of(s, "isolate"), "4");
-    CHECK_EQ_INT(s->n_labels, 9);
+    CHECK(label_of(s, "isolate") == NULL); /* upload.isolate_label is off */
+    CHECK_EQ_INT(s->n_labels, 8);
     push__v1__push_request__free_unpacked(r, NULL);
     fx_done(&f);
 }
@@ -766,6 +774,178 @@ TEST(anomaly_first)
             CHECK(l == NULL);
         push__v1__push_request__free_unpacked(r, NULL);
     }
+    fx_done(&f);
+}
+
+/* upload.max_age: after an "outage" (windows stored long ago, the real
+ * clock now), windows older than max_age are expired and never sent,
+ * the young go first, those about to leave the window after them. */
+TEST(max_age_expires_and_orders)
+{
+    struct fx f;
+    REQUIRE(fx_init(&f, NULL, NULL) == 0);
+    f.o.max_age_ms = 3600 * 1000;
+    f.o.max_profiles = 1; /* one a request: the order shows */
+    uint64_t now = isoprof_now_wall_ns(), min = 60 * SEC;
+    uint64_t old[3], late[2], young[2];
+    for (int i = 0; i < 3; i++) {
+        f.next_start = now - 120 * min + (uint64_t)i * SEC;
+        old[i] = put(&f, 1000, 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        f.next_start = now - 58 * min + (uint64_t)i * SEC;
+        late[i] = put(&f, 1000, 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        f.next_start = now - 10 * min + (uint64_t)i * SEC;
+        young[i] = put(&f, 1000, 0);
+    }
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    CHECK(run_until(&f, outbox_empty, 10000));
+    run_for(&f, 100);
+    FX_REQUIRE(&f, f.srv.requests == 4);
+    const uint64_t want[] = {young[0], young[1], late[0], late[1]};
+    for (size_t i = 0; i < 4; i++) {
+        uint64_t got[2];
+        CHECK_EQ_INT(request_ids(&f, i, got, 2), 1);
+        CHECK_EQ_INT(got[0], want[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        struct wstate w = state_of(&f, old[i]);
+        CHECK_EQ_INT(w.upload, STORE_UPLOAD_EXPIRED);
+        CHECK(strstr(w.reason, "upload.max_age") != NULL);
+    }
+    struct store_stat st = stat_of(&f);
+    CHECK(st.outbox_expired == 3 && st.outbox_uploaded == 4 && st.outbox_rejected == 3);
+    struct upl_stats us;
+    upl_stats(f.u, &us);
+    CHECK_EQ_INT(us.profiles_expired, 3);
+    CHECK_EQ_INT(us.profiles_sent, 4);
+    CHECK(f.ev[UPL_EV_EXPIRED] >= 1);
+    CHECK_EQ_INT(f.ev[UPL_EV_REJECTED], 0);
+    fx_done(&f);
+}
+
+/* The labels come first, all of them: far past the 200 bytes of a reason. */
+#define LONG_LABELS                                                                                \
+    "{service_name=\"checkout\", "                                                                 \
+    "team=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"                           \
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"  \
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"  \
+    "\"}"
+#define WINDOW_OLD                                                                                 \
+    "profile with labels '" LONG_LABELS "' is outside of ingestion window (profile "               \
+    "timestamp: 2026-12-06 10:00:00 +0000 UTC, the ingestion window starts at 2026-12-06 "         \
+    "11:00:00 +0000 UTC)"
+#define WINDOW_NEW                                                                                 \
+    "profile with labels '{service_name=\"checkout\"}' is outside of ingestion window (profile "   \
+    "timestamp: 2026-12-06 13:00:00 +0000 UTC, the ingestion window ends at 2026-12-06 "           \
+    "12:10:00 +0000 UTC)"
+#define HTTP_400(body)                                                                             \
+    "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n" body
+
+/* A 4xx that names the server's acceptance window: too old expires the
+ * window (as max_age would), too new rejects it as clock skew; neither is
+ * retried. */
+TEST(window_refusals)
+{
+    char old_ans[1024], new_ans[512];
+    snprintf(old_ans, sizeof(old_ans), HTTP_400(WINDOW_OLD), strlen(WINDOW_OLD));
+    snprintf(new_ans, sizeof(new_ans), HTTP_400(WINDOW_NEW), strlen(WINDOW_NEW));
+    struct script sc = {{old_ans, new_ans}, 2};
+    struct fx f;
+    REQUIRE(fx_init(&f, script_answer, &sc) == 0);
+    f.o.max_profiles = 1;
+    uint64_t a = put(&f, 1000, 0), b = put(&f, 1000, 0), c = put(&f, 1000, 0);
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    CHECK(run_until(&f, outbox_empty, 5000));
+    run_for(&f, 300);
+    CHECK_EQ_INT(f.srv.requests, 3); /* none retried */
+    struct wstate w = state_of(&f, a);
+    CHECK_EQ_INT(w.upload, STORE_UPLOAD_EXPIRED);
+    CHECK(strncmp(w.reason, "outside of ingestion window", 27) == 0); /* the part that says why */
+    w = state_of(&f, b);
+    CHECK(w.upload == STORE_UPLOAD_REJECTED && w.status == 400);
+    CHECK(strstr(w.reason, "ingestion window ends at") != NULL);
+    CHECK_EQ_INT(state_of(&f, c).upload, STORE_UPLOAD_UPLOADED);
+    CHECK_EQ_INT(f.ev[UPL_EV_EXPIRED], 1);
+    CHECK_EQ_INT(f.ev[UPL_EV_CLOCK_SKEW], 1);
+    CHECK_EQ_INT(f.ev[UPL_EV_REJECTED], 0);
+    struct upl_stats us;
+    upl_stats(f.u, &us);
+    CHECK(us.profiles_expired == 1 && us.profiles_too_new == 1 && us.profiles_rejected == 1);
+    fx_done(&f);
+}
+
+/* upload.max_rate: a backlog drains at the rate, after a first bucket. */
+TEST(max_rate_paces_a_backlog)
+{
+    struct fx f;
+    REQUIRE(fx_init(&f, NULL, NULL) == 0);
+    f.o.max_rate = 40000; /* bytes a second; the bucket holds as much */
+    f.o.max_bytes = 20000;
+    f.o.max_profiles = 2;
+    for (int i = 0; i < 8; i++)
+        put(&f, 10000, 0); /* 80000 bytes: 40000 at once, 40000 over a second */
+    uv_update_time(&f.loop);
+    uint64_t t0 = uv_now(&f.loop);
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    f.want = 8;
+    CHECK(run_until(&f, uploaded, 10000));
+    uint64_t took = uv_now(&f.loop) - t0;
+    CHECK(took >= 900); /* a lower bound holds on a busy machine */
+    struct upl_stats us;
+    upl_stats(f.u, &us);
+    CHECK(us.rate_waits >= 1);
+    CHECK_EQ_INT(us.profiles_sent, 8);
+    fx_done(&f);
+}
+
+/* Replay (isoprof upload --since): stored windows, uploaded or not, sent
+ * again in the given order; the store is not written; one refused window
+ * is counted; DONE at the end. */
+TEST(replay_sends_again_without_writing)
+{
+    char ans[256];
+    snprintf(ans, sizeof(ans), HTTP_400("bad profile"), strlen("bad profile"));
+    struct script sc = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", ans}, 2};
+    struct fx f;
+    REQUIRE(fx_init(&f, script_answer, &sc) == 0);
+    uint64_t ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = put(&f, 1000, 0);
+    /* a store whose outbox is drained already: replay does not look at it */
+    REQUIRE(store_outbox_ack(f.st, ids, 5) == 0);
+    struct store_stat before = stat_of(&f);
+    uint64_t order[] = {ids[4], ids[0], 999999, ids[2]}; /* one id that is not stored */
+    f.o.replay = order;
+    f.o.nreplay = 4;
+    f.o.max_profiles = 2;
+    f.o.max_age_ms = 1000; /* does not apply to a replay */
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    CHECK(run_until(&f, replay_done, 5000));
+    /* [4, 0] refused as a whole? no: the first request is accepted, the
+     * second ([2]) refused. */
+    CHECK_EQ_INT(f.srv.requests, 2);
+    uint64_t got[4];
+    CHECK_EQ_INT(request_ids(&f, 0, got, 4), 2);
+    CHECK(got[0] == ids[4] && got[1] == ids[0]);
+    CHECK_EQ_INT(request_ids(&f, 1, got, 4), 1);
+    CHECK_EQ_INT(got[0], ids[2]);
+    struct upl_stats us;
+    upl_stats(f.u, &us);
+    CHECK(us.profiles_sent == 2 && us.profiles_rejected == 1 && us.profiles_expired == 0);
+    CHECK_EQ_INT(f.ev[UPL_EV_DONE], 1);
+    struct store_stat after = stat_of(&f);
+    CHECK(after.outbox_uploaded == before.outbox_uploaded && after.outbox_rejected == 0);
+    CHECK_EQ_INT(state_of(&f, ids[2]).upload, STORE_UPLOAD_UPLOADED);
+    fx_done(&f);
+    /* replay set with nothing in it */
+    REQUIRE(fx_init(&f, NULL, NULL) == 0);
+    f.o.replay = order;
+    f.o.nreplay = 0;
+    CHECK_EQ_INT(fx_start(&f), -EINVAL);
     fx_done(&f);
 }
 
@@ -953,9 +1133,9 @@ TEST(ingest_api)
     FX_REQUIRE(&f, f.srv.requests == 2);
     /* the anomaly window first */
     static const char *const want_name[] = {
-        "checkout{version=v1_2_,host=host-1,isolate=4,runtime=node-20.11.0,thread=pool{a_b_,"
+        "checkout{version=v1_2_,host=host-1,runtime=node-20.11.0,thread=pool{a_b_,"
         "anomaly=memory_near_limit,team=a_b_c}",
-        "checkout{version=v1_2_,host=host-1,isolate=3,runtime=node-20.11.0,thread=main,"
+        "checkout{version=v1_2_,host=host-1,runtime=node-20.11.0,thread=main,"
         "team=a_b_c}"};
     uint64_t want_id[] = {ids[1], ids[0]};
     uint64_t start[] = {T0 + 10 * SEC, T0};
@@ -1050,14 +1230,14 @@ TEST(window_labels)
         CHECK(s->n_samples == 1 && store_id_parse(f.st, s->samples[0]->id, &id) == 0);
         if (id == with) {
             CHECK_STR(label_names(s, names, sizeof(names)),
-                      "__name__,service_name,version,host,isolate,runtime,thread,"
+                      "__name__,service_name,version,host,runtime,thread,"
                       "service_repository,service_git_ref,env,z");
             CHECK_STR(label_of(s, "service_git_ref"), "0123abcd");
             CHECK_STR(label_of(s, "service_repository"), "https://github.com/acme/shop");
         } else {
             CHECK_EQ_INT(id, without);
             CHECK_STR(label_names(s, names, sizeof(names)),
-                      "__name__,service_name,version,host,isolate,runtime,thread,env,"
+                      "__name__,service_name,version,host,runtime,thread,env,"
                       "service_git_ref,z");
             CHECK_STR(label_of(s, "service_git_ref"), "static-ref");
         }
@@ -1080,7 +1260,7 @@ TEST(window_labels)
     FX_REQUIRE(&f, f.srv.requests == 2);
     char v[1024];
     CHECK(query_param(f.srv.log[1].data, "name", v, sizeof(v)) == 0);
-    CHECK_STR(v, "checkout{version=v42,host=host-1,isolate=3,runtime=node-20.11.0,thread=main,"
+    CHECK_STR(v, "checkout{version=v42,host=host-1,runtime=node-20.11.0,thread=main,"
                  "service_repository=https://github.com/acme/shop,service_git_ref=0123abcd,"
                  "env=prod,z=1}");
     CHECK_EQ_INT(state_of(&f, ing).upload, STORE_UPLOAD_UPLOADED);
@@ -1110,6 +1290,7 @@ TEST(window_labels_limit)
     }
     f.o.labels = stat;
     f.o.nlabels = ISOPROF_ARRAY_SIZE(stat); /* 21, the most upl_init takes */
+    f.o.isolate_label = 1;                  /* all 9 of the uploader's own */
     struct store_label wl[STORE_WINDOW_LABELS_MAX];
     char wn[STORE_WINDOW_LABELS_MAX][8];
     for (size_t i = 0; i < STORE_WINDOW_LABELS_MAX; i++) {
@@ -1164,6 +1345,11 @@ TEST(window_labels_limit)
     }
     push__v1__push_request__free_unpacked(r, NULL);
     CHECK_EQ_INT(f.ev[UPL_EV_UNSENDABLE] + f.ev[UPL_EV_REJECTED], 0);
+    /* Left out and counted: cpu 21 - 1 overridden - 7 = 13, heap 20 - 5
+     * = 15, plain 0. */
+    struct upl_stats us;
+    upl_stats(f.u, &us);
+    CHECK_EQ_INT(us.labels_cut, 13 + 15);
     fx_done(&f);
 }
 
@@ -1566,6 +1752,10 @@ int main(void)
     RUN(window_labels_limit);
     RUN(hanging_server_times_out);
     RUN(close_in_flight);
+    RUN(max_age_expires_and_orders);
+    RUN(window_refusals);
+    RUN(max_rate_paces_a_backlog);
+    RUN(replay_sends_again_without_writing);
     RUN(backoff_bounds);
     RUN(gzip);
     RUN(init_arguments);
