@@ -263,7 +263,7 @@ async function snapshotPart(ctx, o) {
       res.snapshots.push(snap);
       ctx.log(`snapshot: ${mib} MiB live, ${r + 1}/${o.reps}: stall ${snap.stall_ms} ms, ${snap.json_mib} MiB of JSON, ${nodes} nodes, +${snap.extra_peak_mib} MiB peak`);
       if (file) {
-        const b = spawnSync(path.join(ctx.bin.build, 'tests', 'bench', 'bench_heapsnap'), ['--child', file, '65536'], { encoding: 'utf8', timeout: 600000 });
+        const b = spawnSync(path.join(ctx.bin.build, 'tests', 'bench', 'bench_heapsnap'), ['--child', file, '65536', 'spill', '0'], { encoding: 'utf8', timeout: 600000 });
         if (b.status !== 0) throw new Error(`bench_heapsnap on ${file}: ${b.error ? b.error.message : b.stderr}`);
         const v = b.stdout.trim().split(/\s+/).map(Number);
         // the --child line: nodes edges strings parse_s dom_s pprof_s snap dom_need dom hwm0 hwm_parse hwm_dom hwm_pprof ...
