@@ -113,7 +113,7 @@ struct upl {
     enum upl_api api;
     char *url, *host, *ca_file, *userpwd, *push_url;
     uint64_t timeout_ms, max_bytes, max_delay_ms, max_profile_size, bmin, bmax;
-    uint64_t max_age_ms, max_rate;
+    uint64_t max_age_ms;
     int isolate_label;
     uint64_t *replay; /* replay mode: the ids (a copy), the next to send */
     size_t nreplay, replay_next;
@@ -1355,7 +1355,6 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
         u->bmin = u->bmax;
     u->insecure = o->insecure;
     u->max_age_ms = o->max_age_ms;
-    u->max_rate = o->max_rate;
     upl_pacer_init(&u->pace, o->max_rate, uv_now(loop));
     u->isolate_label = o->isolate_label;
     if (o->replay != NULL && o->nreplay > 0) {
