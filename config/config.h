@@ -244,7 +244,7 @@ struct cfg {
         } batch;
         uint64_t max_profile_size; /* a larger pprof is rejected without sending */
         uint64_t max_age_ns;       /* older windows are expired, never sent */
-        uint64_t max_rate;         /* uncompressed profile bytes a second at most; 0 = no limit */
+        uint64_t max_rate;         /* catch-up bytes a second above production; 0 = no limit */
         int isolate_label;         /* send the per-process isolate label */
         char *host;                /* the host label; "" = gethostname() */
         struct {

@@ -805,8 +805,9 @@ const struct cfg_option cfg_options[] = {
      .max = 1024 * MIB,
      .reloadable = 1,
      .offset = G(upload.max_rate),
-     .help = "uncompressed profile bytes a second at most, per host (0 = no limit); "
-             "a backlog drains at this rate"},
+     .help = "uncompressed profile bytes a second a backlog drains at, per host, on top of "
+             "the host's own production (measured over 10 minutes), which always goes as fast "
+             "as it is made (0 = no limit)"},
     {.name = "upload.isolate_label",
      .type = CFG_T_BOOL,
      .scope = CFG_SCOPE_GLOBAL,

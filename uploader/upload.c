@@ -113,14 +113,11 @@ struct upl {
     enum upl_api api;
     char *url, *host, *ca_file, *userpwd, *push_url;
     uint64_t timeout_ms, max_bytes, max_delay_ms, max_profile_size, bmin, bmax;
-    uint64_t max_age_ms, max_rate;
+    uint64_t max_age_ms;
     int isolate_label;
     uint64_t *replay; /* replay mode: the ids (a copy), the next to send */
     size_t nreplay, replay_next;
-    /* max_rate's bucket: bytes it holds at rate_ms (uv_now); negative: a
-     * batch larger than the bucket left it in debt */
-    int64_t rate_tokens;
-    uint64_t rate_ms;
+    struct upl_pacer pace; /* max_rate's bucket and the production rate (uv_now) */
     uint32_t max_profiles;
     int insecure;
     char **headers; /* "Name: value" lines, including the fixed ones */
@@ -802,57 +799,151 @@ static void upl_wait(struct upl *u, enum upl_state st, uint64_t ms);
 
 static void send_batch(struct upl *u, struct upl_job *j);
 
-/* Refill max_rate's bucket to now. It holds at most one second's worth,
- * so the burst after an idle spell, and what a fleet coming back from one
- * outage sends at once, is one second of the rate. A batch larger than
- * that goes once the bucket is full and leaves it in debt (negative), so
- * the rate holds over time whatever the batch size. */
-static void rate_refill(struct upl *u)
+/* --- the rate budget (pure; see upload.h) ---------------------------- */
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
 {
-    uint64_t now = uv_now(u->loop);
-    int64_t cap = (int64_t)u->max_rate;
-    if (u->rate_ms == 0) {
-        u->rate_tokens = cap;
-    } else if (now > u->rate_ms) {
-        uint64_t add = (now - u->rate_ms) * u->max_rate / 1000;
-        int64_t room = cap - u->rate_tokens; /* > 0 unless full */
-        u->rate_tokens = room <= 0 || add >= (uint64_t)room ? cap : u->rate_tokens + (int64_t)add;
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* n as a bucket amount: the bucket never holds more than INT64_MAX / 2,
+ * so that a take after it cannot overflow. */
+static int64_t pace_amount(uint64_t n)
+{
+    return n > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)n;
+}
+
+void upl_pacer_init(struct upl_pacer *p, uint64_t max_rate, uint64_t now_ms)
+{
+    memset(p, 0, sizeof(*p));
+    p->max_rate = max_rate;
+    p->start_ms = now_ms;
+    p->slot = now_ms / UPL_PACE_SLOT_MS;
+    p->tokens = pace_amount(max_rate);
+    p->tokens_ms = now_ms;
+}
+
+uint64_t upl_pacer_production(const struct upl_pacer *p, uint64_t now_ms)
+{
+    if (p->last_ms == 0)
+        return 0;
+    uint64_t cur = now_ms / UPL_PACE_SLOT_MS;
+    if (cur < p->slot)
+        cur = p->slot; /* a clock that went back reads as the newest slot */
+    uint64_t oldest = cur >= UPL_PACE_SLOTS - 1 ? cur - (UPL_PACE_SLOTS - 1) : 0;
+    uint64_t sum = 0;
+    /* slots newer than p->slot were never written; those at or before
+     * p->slot - UPL_PACE_SLOTS hold another slot's bytes */
+    for (uint64_t k = oldest; k <= p->slot; k++)
+        if (k + UPL_PACE_SLOTS > p->slot)
+            sum = sat_add(sum, p->bytes[k % UPL_PACE_SLOTS]);
+    uint64_t from = oldest * UPL_PACE_SLOT_MS;
+    if (from < p->start_ms)
+        from = p->start_ms;
+    /* Within the first span the time ends at the last bytes queued: see
+     * upload.h (bursts read low between them otherwise). */
+    uint64_t to = now_ms - p->start_ms >= UPL_PACE_SPAN_MS ? now_ms : p->last_ms;
+    uint64_t span = to > from ? to - from : 0;
+    if (span < UPL_PACE_SLOT_MS)
+        span = UPL_PACE_SLOT_MS;
+    return sum > UINT64_MAX / 1000 ? sum / span * 1000 : sum * 1000 / span;
+}
+
+/* What the bucket fills at now_ms: production + max_rate a second. */
+static uint64_t pace_rate(const struct upl_pacer *p, uint64_t now_ms)
+{
+    return sat_add(upl_pacer_production(p, now_ms), p->max_rate);
+}
+
+/* Refill the bucket to now_ms at the rate of now_ms. It holds at most one
+ * second's worth, so the burst after an idle spell, and what a fleet
+ * coming back from one outage sends at once, is one second of the rate. A
+ * batch larger than that goes once the bucket is full and leaves it in
+ * debt (negative), so the rate holds over time whatever the batch size. */
+static void pace_refill(struct upl_pacer *p, uint64_t now_ms)
+{
+    uint64_t r = pace_rate(p, now_ms);
+    int64_t cap = pace_amount(r);
+    if (now_ms > p->tokens_ms) {
+        uint64_t dt = now_ms - p->tokens_ms;
+        uint64_t add = r != 0 && dt > UINT64_MAX / r ? UINT64_MAX : dt * r / 1000;
+        int64_t room = cap - p->tokens; /* > 0 unless full */
+        p->tokens = room <= 0 || add >= (uint64_t)room ? cap : p->tokens + (int64_t)add;
+        p->tokens_ms = now_ms;
+    } else if (p->tokens > cap) {
+        p->tokens = cap; /* the production rate fell */
     }
-    u->rate_ms = now;
+}
+
+void upl_pacer_queued(struct upl_pacer *p, uint64_t now_ms, uint64_t bytes)
+{
+    if (bytes == 0)
+        return;
+    /* the time before these bytes filled the bucket at the rate without them */
+    pace_refill(p, now_ms);
+    uint64_t s = now_ms / UPL_PACE_SLOT_MS;
+    if (s > p->slot) {
+        uint64_t n = s - p->slot < UPL_PACE_SLOTS ? s - p->slot : UPL_PACE_SLOTS;
+        for (uint64_t i = 1; i <= n; i++)
+            p->bytes[(p->slot + i) % UPL_PACE_SLOTS] = 0;
+        p->slot = s;
+    }
+    p->bytes[p->slot % UPL_PACE_SLOTS] = sat_add(p->bytes[p->slot % UPL_PACE_SLOTS], bytes);
+    if (now_ms > p->last_ms)
+        p->last_ms = now_ms;
+}
+
+uint64_t upl_pacer_wait_ms(struct upl_pacer *p, uint64_t now_ms, uint64_t bytes)
+{
+    if (p->max_rate == 0)
+        return 0;
+    pace_refill(p, now_ms);
+    uint64_t r = pace_rate(p, now_ms);
+    int64_t need = pace_amount(bytes < r ? bytes : r);
+    if (p->tokens >= need)
+        return 0;
+    uint64_t lack = (uint64_t)(need - p->tokens);
+    return lack > UINT64_MAX / 1000 ? lack / r * 1000 : (lack * 1000 + r - 1) / r;
+}
+
+void upl_pacer_take(struct upl_pacer *p, uint64_t now_ms, uint64_t bytes)
+{
+    if (p->max_rate == 0)
+        return;
+    pace_refill(p, now_ms);
+    p->tokens -= pace_amount(bytes);
 }
 
 /* How long a request of bytes (uncompressed) must wait for the bucket. */
 static uint64_t rate_wait_ms(struct upl *u, uint64_t bytes)
 {
-    if (u->max_rate == 0)
-        return 0;
-    rate_refill(u);
-    int64_t need = bytes < u->max_rate ? (int64_t)bytes : (int64_t)u->max_rate;
-    if (u->rate_tokens >= need)
-        return 0;
-    return ((uint64_t)(need - u->rate_tokens) * 1000 + u->max_rate - 1) / u->max_rate;
+    return upl_pacer_wait_ms(&u->pace, uv_now(u->loop), bytes);
 }
 
 static void rate_take(struct upl *u, uint64_t bytes)
 {
-    if (u->max_rate == 0)
+    upl_pacer_take(&u->pace, uv_now(u->loop), bytes);
+}
+
+/* The batch held in ST_RATE: send it if the bucket has its bytes now,
+ * else wait again (the production rate may have changed the wait). */
+static void rate_check(struct upl *u)
+{
+    struct upl_job *held = u->job;
+    uint64_t ms = rate_wait_ms(u, held->raw_bytes);
+    if (ms > 0) {
+        upl_wait(u, ST_RATE, ms);
         return;
-    rate_refill(u);
-    u->rate_tokens -= bytes > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)bytes;
+    }
+    rate_take(u, held->raw_bytes);
+    send_batch(u, held);
 }
 
 static void timer_on_fire(uv_timer_t *t)
 {
     struct upl *u = container_of(t, struct upl, timer);
     if (u->state == ST_RATE) {
-        struct upl_job *held = u->job;
-        uint64_t ms = rate_wait_ms(u, held->raw_bytes);
-        if (ms > 0) {
-            upl_wait(u, ST_RATE, ms);
-            return;
-        }
-        rate_take(u, held->raw_bytes);
-        send_batch(u, held);
+        rate_check(u);
         return;
     }
     u->state = ST_IDLE;
@@ -1189,10 +1280,11 @@ static void upl_kick(struct upl *u)
     }
 }
 
-void upl_notify(struct upl *u)
+void upl_notify(struct upl *u, uint64_t bytes)
 {
     if (u == NULL || u->closing)
         return;
+    upl_pacer_queued(&u->pace, uv_now(u->loop), bytes);
     switch (u->state) {
     case ST_IDLE:
         upl_kick(u);
@@ -1205,6 +1297,13 @@ void upl_notify(struct upl *u)
         break;
     case ST_PREPARE:
         u->notified = 1;
+        break;
+    case ST_RATE:
+        /* The production rate rose: the batch may go sooner. */
+        if (bytes > 0) {
+            uv_timer_stop(&u->timer);
+            rate_check(u);
+        }
         break;
     default: /* sending, storing or backing off: the next look sees them */
         break;
@@ -1256,7 +1355,7 @@ int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const stru
         u->bmin = u->bmax;
     u->insecure = o->insecure;
     u->max_age_ms = o->max_age_ms;
-    u->max_rate = o->max_rate;
+    upl_pacer_init(&u->pace, o->max_rate, uv_now(loop));
     u->isolate_label = o->isolate_label;
     if (o->replay != NULL && o->nreplay > 0) {
         u->replay = isoprof_calloc(o->nreplay, sizeof(*u->replay));

@@ -94,10 +94,14 @@ struct upl_options {
      * (store_outbox_expire); those within UPL_LATE_SHARE of it go after the
      * younger ones of their group. 0: no limit. */
     uint64_t max_age_ms;
-    /* Uncompressed profile bytes a second at most, the measure of
-     * Pyroscope's ingestion rate limit: a request waits until the bucket,
-     * which holds one second's worth, has its bytes (a larger request, a
-     * full bucket, and leaves it in debt). 0: no limit. */
+    /* Uncompressed profile bytes a second, the measure of Pyroscope's
+     * ingestion rate limit, that a backlog drains at on top of the host's
+     * own production (the bytes upl_notify reports, as measured by struct
+     * upl_pacer): a request waits until the bucket, which holds one
+     * second's worth of both, has its bytes (a larger request, a full
+     * bucket, and leaves it in debt). So the cap never makes the uploader
+     * fall behind what the host produces; it bounds only the catch-up.
+     * 0: no limit. */
     uint64_t max_rate;
     /* Nonzero: every series carries the isolate label, the process part of
      * the window's isolate number (STORE_ISOLATE_PROCESS), stable for the
@@ -180,8 +184,10 @@ struct upl;
 int upl_init(uv_loop_t *loop, struct http_client *c, struct store *s, const struct upl_options *o,
              upl_event_cb cb, void *arg, struct upl **out);
 
-/* New windows were stored: look at the outbox again (unless backing off). */
-void upl_notify(struct upl *u);
+/* New windows were stored, bytes of uncompressed pprof in all (the
+ * measure of max_rate; it counts in the production rate): look at the
+ * outbox again (unless backing off). */
+void upl_notify(struct upl *u, uint64_t bytes);
 
 /* Totals so far. */
 void upl_stats(const struct upl *u, struct upl_stats *st);
@@ -208,5 +214,55 @@ void upl_close_then(struct upl *u, void (*closed)(void *arg), void *arg);
  */
 uint64_t upl_backoff_ms(uint64_t min, uint64_t max, unsigned attempt, uint64_t retry_after_ms,
                         uint64_t r);
+
+/*
+ * The rate budget (max_rate), pure: every time is a caller's monotonic
+ * clock in ms, passed as an argument (the uploader passes uv_now), so the
+ * unit tests drive it on a simulated clock.
+ *
+ * The production rate is the bytes queued (upl_pacer_queued) over the last
+ * UPL_PACE_SPAN_MS, kept as UPL_PACE_SLOTS sums of UPL_PACE_SLOT_MS each,
+ * divided by the time they cover. Within the first span after init that
+ * time ends at the last bytes queued rather than now, and is at least one
+ * slot: windows come in bursts (every isolate's at the end of each
+ * period), and dividing the first bursts by the time up to now would read
+ * the rate low between them and let the first minutes fall behind.
+ *
+ * The bucket fills at production + max_rate and holds one second of that,
+ * so steady production is always sent as fast as it is queued, a backlog
+ * drains at max_rate above it, and what a host coming back from an outage
+ * sends at once is one second of both (credit does not pile up while
+ * nothing is sent). max_rate 0: no limit (every wait is 0).
+ */
+#define UPL_PACE_SLOT_MS 10000u
+#define UPL_PACE_SLOTS 60u
+#define UPL_PACE_SPAN_MS ((uint64_t)UPL_PACE_SLOT_MS * UPL_PACE_SLOTS) /* 10 minutes */
+
+struct upl_pacer {
+    uint64_t max_rate;
+    uint64_t start_ms;              /* upl_pacer_init's now */
+    uint64_t last_ms;               /* the last upl_pacer_queued with bytes; 0: none yet */
+    uint64_t slot;                  /* the newest slot's number (now / UPL_PACE_SLOT_MS) */
+    uint64_t bytes[UPL_PACE_SLOTS]; /* slot n's bytes at bytes[n % UPL_PACE_SLOTS] */
+    int64_t tokens;                 /* the bucket at tokens_ms; negative: in debt */
+    uint64_t tokens_ms;
+};
+
+/* A pacer for max_rate (0: no limit) starting at now_ms with a full
+ * bucket of max_rate and no production. */
+void upl_pacer_init(struct upl_pacer *p, uint64_t max_rate, uint64_t now_ms);
+
+/* bytes were queued for upload at now_ms (a clock that never goes back). */
+void upl_pacer_queued(struct upl_pacer *p, uint64_t now_ms, uint64_t bytes);
+
+/* The production rate at now_ms, bytes a second. */
+uint64_t upl_pacer_production(const struct upl_pacer *p, uint64_t now_ms);
+
+/* How long a request of bytes must wait at now_ms: 0 when it may go
+ * (the bucket holds min(bytes, its size)). */
+uint64_t upl_pacer_wait_ms(struct upl_pacer *p, uint64_t now_ms, uint64_t bytes);
+
+/* A request of bytes went at now_ms: take them from the bucket. */
+void upl_pacer_take(struct upl_pacer *p, uint64_t now_ms, uint64_t bytes);
 
 #endif

@@ -825,7 +825,10 @@ static void put_on_done(uv_work_t *req, int status)
         return;
     }
     store_recovered(w);
-    upl_notify(a->upl);
+    uint64_t queued = 0; /* the uploader's production rate counts these */
+    for (struct writer_job *j = batch; j; j = j->next)
+        queued += j->res.pprof.len;
+    upl_notify(a->upl, queued);
     if (w->put_stats.evicted) {
         a->n.windows_evicted += w->put_stats.evicted;
         log_info("windows evicted", "count=%U bytes=%U reason=store.max_size", w->put_stats.evicted,

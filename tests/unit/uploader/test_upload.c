@@ -701,9 +701,9 @@ TEST(batch_waits_max_delay)
     uint64_t t_put = uv_now(&f.loop);
     put(&f, 1000, 0);
     put(&f, 1000, 0);
-    upl_notify(f.u);
+    upl_notify(f.u, 2000);
     run_for(&f, 100);
-    upl_notify(f.u); /* a look while waiting changes nothing */
+    upl_notify(f.u, 0); /* a look while waiting changes nothing */
     CHECK(run_until(&f, one_request, 3000));
     FX_REQUIRE(&f, f.srv.requests == 1);
     uint64_t at = f.srv.log[0].at_ms;
@@ -724,7 +724,7 @@ TEST(batch_waits_max_delay)
     t_put = uv_now(&f.loop);
     uint64_t plain = put(&f, 1000, 0);
     uint64_t ev = put(&f, 1000, STORE_ANOMALY_LATENCY_P999_SPIKE);
-    upl_notify(f.u);
+    upl_notify(f.u, 2000);
     CHECK(run_until(&f, one_request, 3000));
     FX_REQUIRE(&f, f.srv.requests == 1);
     CHECK(f.srv.log[0].at_ms < t_put + 1000);
@@ -901,6 +901,261 @@ TEST(max_rate_paces_a_backlog)
     fx_done(&f);
 }
 
+/* upl_notify's bytes count as production: a batch waiting in RATE looks
+ * at the bucket again, and the drain goes at production + max_rate. */
+TEST(max_rate_counts_notified_production)
+{
+    struct fx f;
+    REQUIRE(fx_init(&f, NULL, NULL) == 0);
+    f.o.max_rate = 1000;
+    f.o.max_bytes = 10000;
+    f.o.max_profiles = 1;
+    for (int i = 0; i < 4; i++)
+        put(&f, 10000, 0);
+    FX_REQUIRE(&f, fx_start(&f) == 0);
+    /* the first goes with a full bucket and leaves it 9000 in debt; the
+     * next waits in RATE: by max_rate alone the rest would take 39 s */
+    FX_REQUIRE(&f, run_until(&f, one_request, 5000));
+    run_for(&f, 50);
+    uv_update_time(&f.loop);
+    uint64_t t0 = uv_now(&f.loop);
+    upl_notify(f.u, 40000); /* 4000 B/s over the first 10 s, + 1000 */
+    f.want = 4;
+    CHECK(run_until(&f, uploaded, 30000));
+    uint64_t took = uv_now(&f.loop) - t0;
+    CHECK(took < 20000); /* ~7 s at 5000 B/s */
+    CHECK(took >= 4000); /* still paced: 30000 bytes less a bucket */
+    struct upl_stats us;
+    upl_stats(f.u, &us);
+    CHECK_EQ_INT(us.profiles_sent, 4);
+    fx_done(&f);
+}
+
+/* --- the rate budget on a simulated clock (struct upl_pacer) ---------- */
+
+/* A host that queues isolates windows of window_bytes at the end of every
+ * period, and a sender that sends them in the outbox's order one request
+ * at a time, as the uploader does, each request taking latency_ms; in
+ * [outage_from, outage_to) nothing goes. Windows older than max_age when a
+ * request is built are expired. feed 0 reports no production to the pacer:
+ * the rule before, a bucket of max_rate alone. */
+struct pace_sim {
+    uint64_t max_rate;
+    int feed;
+    unsigned isolates;
+    uint64_t window_bytes, period_ms;
+    uint64_t outage_from_ms, outage_to_ms; /* both 0: no outage */
+    uint64_t until_ms, max_age_ms;
+    uint32_t max_profiles;
+    uint64_t max_bytes, latency_ms;
+    /* out */
+    uint64_t produced, sent, expired, pending_end; /* windows */
+    /* the most windows still pending when a period's windows came,
+     * outside [outage_from, drained_at) */
+    uint64_t worst_pending;
+    uint64_t backlog_at_end_of_outage; /* windows */
+    uint64_t drained_at_ms;            /* first empty outbox after the outage; 0: never */
+};
+
+#define SIM_BASE_MS 1000000u /* the pacer's clock at the simulation's 0 */
+
+static void pace_simulate(struct pace_sim *s)
+{
+    size_t cap = (size_t)(s->until_ms / s->period_ms + 1) * s->isolates;
+    uint64_t *queued = isoprof_calloc(cap, sizeof(*queued));
+    if (queued == NULL)
+        abort();
+    size_t head = 0, tail = 0, inflight = 0;
+    struct upl_pacer p;
+    upl_pacer_init(&p, s->max_rate, SIM_BASE_MS);
+    uint64_t t = 0, next_prod = s->period_ms, inflight_end = 0, retry_at = 0;
+    int outage = s->outage_to_ms > s->outage_from_ms;
+    for (;;) {
+        if (inflight > 0 && t >= inflight_end) {
+            head += inflight;
+            s->sent += inflight;
+            inflight = 0;
+            if (outage && t >= s->outage_to_ms && s->drained_at_ms == 0 && head == tail)
+                s->drained_at_ms = t;
+        }
+        if (t == next_prod) {
+            /* the backlog of the outage is not steady state */
+            int in_outage = outage && t >= s->outage_from_ms && s->drained_at_ms == 0;
+            if (!in_outage && tail - head > s->worst_pending)
+                s->worst_pending = tail - head;
+            for (unsigned i = 0; i < s->isolates; i++)
+                queued[tail++] = t;
+            s->produced += s->isolates;
+            if (s->feed)
+                upl_pacer_queued(&p, SIM_BASE_MS + t, (uint64_t)s->isolates * s->window_bytes);
+            next_prod += s->period_ms;
+        }
+        if (outage && t == s->outage_to_ms)
+            s->backlog_at_end_of_outage = tail - head;
+        int down = outage && t >= s->outage_from_ms && t < s->outage_to_ms;
+        if (inflight == 0 && !down && head < tail && t >= retry_at) {
+            while (head < tail && s->max_age_ms != 0 && queued[head] + s->max_age_ms < t) {
+                head++;
+                s->expired++;
+            }
+            size_t n = tail - head;
+            size_t by_bytes = (size_t)(s->max_bytes / s->window_bytes);
+            if (n > s->max_profiles)
+                n = s->max_profiles;
+            if (n > by_bytes)
+                n = by_bytes > 0 ? by_bytes : 1;
+            if (n > 0) {
+                uint64_t bytes = n * s->window_bytes;
+                uint64_t w = upl_pacer_wait_ms(&p, SIM_BASE_MS + t, bytes);
+                if (w == 0) {
+                    upl_pacer_take(&p, SIM_BASE_MS + t, bytes);
+                    inflight = n;
+                    inflight_end = t + s->latency_ms;
+                } else {
+                    retry_at = t + w;
+                }
+            }
+        }
+        uint64_t next = next_prod;
+        if (inflight > 0 && inflight_end < next)
+            next = inflight_end;
+        else if (inflight == 0 && head < tail) {
+            uint64_t go = down ? s->outage_to_ms : retry_at > t ? retry_at : t + 1;
+            if (go < next)
+                next = go;
+        }
+        if (outage && s->outage_to_ms > t && s->outage_to_ms < next)
+            next = s->outage_to_ms;
+        if (next > s->until_ms)
+            break;
+        t = next;
+    }
+    s->pending_end = tail - head;
+    isoprof_free(queued);
+}
+
+#define MIN_MS 60000u
+#define HOUR_MS 3600000u
+
+static struct pace_sim sim_defaults(void)
+{
+    return (struct pace_sim){.max_rate = 4096,
+                             .feed = 1,
+                             .period_ms = 10000,
+                             .until_ms = HOUR_MS,
+                             .max_age_ms = HOUR_MS,
+                             .max_profiles = 32,
+                             .max_bytes = 1u << 20,
+                             .latency_ms = 50};
+}
+
+/* Steady production above max_rate is sent as fast as it is produced. */
+TEST(max_rate_keeps_up_with_production)
+{
+    /* 10 times max_rate: 100 isolates, 4096 B a window every 10 s */
+    struct pace_sim s = sim_defaults();
+    s.isolates = 100;
+    s.window_bytes = 4096;
+    pace_simulate(&s);
+    CHECK_EQ_INT(s.expired, 0);
+    CHECK_EQ_INT(s.worst_pending, 0); /* each period's windows were all sent before the next */
+    CHECK(s.pending_end <= s.isolates);
+    CHECK_EQ_INT(s.sent + s.pending_end, s.produced);
+
+    /* 100 isolates of a small service, 450 B a window (45 B/s each) */
+    s = sim_defaults();
+    s.isolates = 100;
+    s.window_bytes = 450;
+    pace_simulate(&s);
+    CHECK_EQ_INT(s.expired, 0);
+    CHECK_EQ_INT(s.worst_pending, 0);
+    /* the rule before (max_rate alone) falls behind by 4.5 KB/s - 4 KiB/s */
+    struct pace_sim b = s;
+    b.feed = 0;
+    b.produced = b.sent = b.expired = b.pending_end = b.worst_pending = 0;
+    b.until_ms = 4 * HOUR_MS;
+    pace_simulate(&b);
+    CHECK(b.pending_end > 5 * b.isolates);
+    CHECK(b.worst_pending > 5 * b.isolates);
+}
+
+/* After an outage the backlog drains at production + max_rate. */
+TEST(max_rate_drains_above_production)
+{
+    /* twice max_rate: 20 isolates, 4096 B a window every 10 s; 10 minutes
+     * down: 4.9 MB of backlog, which max_rate drains in 20 minutes */
+    struct pace_sim s = sim_defaults();
+    s.isolates = 20;
+    s.window_bytes = 4096;
+    s.outage_from_ms = 20 * MIN_MS;
+    s.outage_to_ms = 30 * MIN_MS;
+    s.until_ms = 2 * HOUR_MS;
+    s.max_age_ms = 2 * HOUR_MS;
+    pace_simulate(&s);
+    CHECK_EQ_INT(s.expired, 0);
+    CHECK(s.backlog_at_end_of_outage >= 60 * s.isolates);
+    uint64_t backlog = s.backlog_at_end_of_outage * s.window_bytes;
+    uint64_t expect_ms = backlog * 1000 / s.max_rate;
+    REQUIRE(s.drained_at_ms != 0);
+    uint64_t took = s.drained_at_ms - s.outage_to_ms;
+    CHECK(took >= expect_ms * 9 / 10);  /* not faster than max_rate above production */
+    CHECK(took <= expect_ms * 11 / 10); /* nor slower */
+    CHECK_EQ_INT(s.worst_pending, 0);   /* and steady again afterwards */
+
+    /* the rule before never drains it: production is above max_rate */
+    struct pace_sim b = s;
+    b.feed = 0;
+    b.produced = b.sent = b.expired = b.pending_end = b.worst_pending = 0;
+    b.drained_at_ms = 0;
+    pace_simulate(&b);
+    CHECK_EQ_INT(b.drained_at_ms, 0);
+}
+
+/* Production below max_rate: the drain is still bounded by production +
+ * max_rate, as the pacing before bounded it by max_rate, and the bucket
+ * still holds one second's worth. */
+TEST(max_rate_below_the_cap)
+{
+    /* 1 KB/s of production against 4 KiB/s, 30 minutes down */
+    struct pace_sim s = sim_defaults();
+    s.isolates = 10;
+    s.window_bytes = 1000;
+    s.outage_from_ms = 20 * MIN_MS;
+    s.outage_to_ms = 50 * MIN_MS;
+    s.until_ms = 2 * HOUR_MS;
+    s.max_age_ms = 2 * HOUR_MS;
+    pace_simulate(&s);
+    REQUIRE(s.drained_at_ms != 0);
+    uint64_t backlog = s.backlog_at_end_of_outage * s.window_bytes;
+    uint64_t took = s.drained_at_ms - s.outage_to_ms;
+    uint64_t expect_ms = backlog * 1000 / s.max_rate;
+    CHECK(took >= expect_ms * 9 / 10);
+    CHECK(took <= expect_ms * 11 / 10);
+    CHECK_EQ_INT(s.worst_pending, 0);
+
+    /* no production: exactly the bucket of max_rate alone */
+    struct upl_pacer p;
+    upl_pacer_init(&p, 40000, SIM_BASE_MS);
+    CHECK_EQ_INT(upl_pacer_wait_ms(&p, SIM_BASE_MS, 40000), 0);
+    upl_pacer_take(&p, SIM_BASE_MS, 40000);
+    CHECK_EQ_INT(upl_pacer_wait_ms(&p, SIM_BASE_MS, 20000), 500);
+    CHECK_EQ_INT(upl_pacer_wait_ms(&p, SIM_BASE_MS + 500, 20000), 0);
+    upl_pacer_take(&p, SIM_BASE_MS + 500, 100000); /* larger than the bucket: debt */
+    CHECK_EQ_INT(upl_pacer_wait_ms(&p, SIM_BASE_MS + 500, 40000), 3000);
+    /* an idle hour fills it to one second's worth, no more */
+    CHECK_EQ_INT(upl_pacer_wait_ms(&p, SIM_BASE_MS + HOUR_MS, 40000), 0);
+    upl_pacer_take(&p, SIM_BASE_MS + HOUR_MS, 40000);
+    CHECK(upl_pacer_wait_ms(&p, SIM_BASE_MS + HOUR_MS, 1) > 0);
+    /* production is measured over the last ten minutes and forgotten after */
+    upl_pacer_queued(&p, SIM_BASE_MS + HOUR_MS, 600000);
+    uint64_t prod = upl_pacer_production(&p, SIM_BASE_MS + HOUR_MS + 1000);
+    CHECK(prod >= 1000 && prod <= 1020); /* over the 591 s its slots cover */
+    CHECK_EQ_INT(upl_pacer_production(&p, SIM_BASE_MS + HOUR_MS + UPL_PACE_SPAN_MS + 10000), 0);
+    upl_pacer_init(&p, 0, SIM_BASE_MS);
+    upl_pacer_take(&p, SIM_BASE_MS, 1u << 30);
+    CHECK_EQ_INT(upl_pacer_wait_ms(&p, SIM_BASE_MS, 1u << 30), 0); /* 0: no limit */
+}
+
 /* Replay (isoprof upload --since): stored windows, uploaded or not, sent
  * again in the given order; the store is not written; one refused window
  * is counted; DONE at the end. */
@@ -1067,7 +1322,7 @@ TEST(reject_one_of_a_batch)
     uint64_t more[3];
     for (size_t i = 0; i < 3; i++)
         more[i] = put(&f, 100, 0);
-    upl_notify(f.u);
+    upl_notify(f.u, 300);
     CHECK(run_until(&f, outbox_empty, 5000));
     FX_REQUIRE(&f, f.srv.requests == 7);
     CHECK_EQ_INT(request_ids(&f, 6, got, 8), 3);
@@ -1755,6 +2010,10 @@ int main(void)
     RUN(max_age_expires_and_orders);
     RUN(window_refusals);
     RUN(max_rate_paces_a_backlog);
+    RUN(max_rate_keeps_up_with_production);
+    RUN(max_rate_drains_above_production);
+    RUN(max_rate_below_the_cap);
+    RUN(max_rate_counts_notified_production);
     RUN(replay_sends_again_without_writing);
     RUN(backoff_bounds);
     RUN(gzip);
