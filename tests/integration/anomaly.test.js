@@ -2,8 +2,8 @@
 // until V8 kills it (memory_near_limit before the death, oom_suspected
 // after, the last heap profile naming the retaining function), an
 // allocation made at start-up still in a later heap window, another client
-// stopping the shared heap sampler, a workerd worker outgrowing its
-// configured limit, a P999 latency spike from DogStatsD timings (and a
+// stopping the shared heap sampler, a workerd worker outgrowing a share
+// of its auto limit (workerd's 128 MiB), a P999 latency spike from DogStatsD timings (and a
 // steady stream that must raise nothing), a garbage UDP flood and a
 // malformed heap profile.
 'use strict';
@@ -114,14 +114,16 @@ test('node: start-up allocations stay in later heap windows; a client stopping t
   await L.stop(node);
 });
 
-test('workerd: a worker outgrowing its memory_limit flags memory_near_limit with a heap window', { timeout: 90000 }, async () => {
+// memory_limit auto: workerd's 128 MiB; at a 20 % threshold (25.6 MiB) the
+// growing worker crosses it within seconds of traffic.
+test('workerd: a worker outgrowing 20 % of its auto limit flags memory_near_limit with a heap window', { timeout: 90000 }, async () => {
   const http = await L.freePort();
   const wd = await L.startWorkerd(path.join(L.WORKLOADS, 'worker-grow.js'), [{ name: 'growing', port: http }]);
   const dir = L.tmpdir();
   const store = path.join(dir, 'store');
   const d = await L.startDaemon(L.yamlConfig({
-    store, targets: [{ port: wd.port, memory_limit: '24MiB' }], duration: '1s', period: '30s',
-    heap: '{period: 1h}', memoryPoll: '250ms', anomaly: '{memory: {heap_period: 2s}, latency: {listen: ""}}',
+    store, targets: [{ port: wd.port }], duration: '1s', period: '30s',
+    heap: '{period: 1h}', memoryPoll: '250ms', anomaly: '{memory: {threshold: 20%, heap_period: 2s}, latency: {listen: ""}}',
   }), { dir });
   await d.waitLog((l) => l.msg === 'target attached', 20000, 'attach');
   const load = L.loadLoop(http);
@@ -133,11 +135,15 @@ test('workerd: a worker outgrowing its memory_limit flags memory_near_limit with
     await load.stop();
   }
   assert.strictEqual(near.worker, 'growing');
+  assert.strictEqual(near.limit_source, 'auto:workerd', near.raw);
+  assert.strictEqual(Number(near.limit), 128 * 1048576, near.raw);
+  assert.strictEqual(Number(near.threshold), Math.floor(0.2 * 128 * 1048576), near.raw);
   const stop = await L.stopDaemon(d);
   assert.strictEqual(stop.code, 0, d.raw.slice(-2000));
   const a = anomalies(store, ['--kind', 'memory_near_limit']);
   assert.strictEqual(a.length, 1, JSON.stringify(a));
   assert.strictEqual(a[0].worker, 'growing');
+  assert.strictEqual(a[0].threshold, Math.floor(0.2 * 128 * 1048576), JSON.stringify(a[0]));
   const heap = L.windows(store, ['--anomaly', 'memory_near_limit', '--type', 'heap']);
   assert.ok(heap.length >= 1 && heap[0].runtime === 'workerd', JSON.stringify(heap));
   const rows = L.pprofTop(L.exportTo(store, ['--id', heap[0].id], path.join(dir, 'w.pb.gz')), ['-sample_index=inuse_space']);
