@@ -123,7 +123,7 @@ static void remove_out(const struct guard_page *pg, const char *out)
  * so, else 0. */
 static int parent_wait(int fd, pid_t pid, const struct guard_page *pg, uint64_t stall_ms)
 {
-    uint64_t seen = UINT64_MAX, since = isoprof_now_mono_ns();
+    uint64_t seen = UINT64_MAX, since = isoprof_now_mono_ns(), looked = since;
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int n = poll(&p, 1, GUARD_POLL_MS);
@@ -138,7 +138,11 @@ static int parent_wait(int fd, pid_t pid, const struct guard_page *pg, uint64_t 
         uint64_t ticks = __atomic_load_n(&pg->ticks, __ATOMIC_ACQUIRE);
         int in = __atomic_load_n(&pg->in_store, __ATOMIC_RELAXED);
         uint64_t now = isoprof_now_mono_ns();
-        if (ticks != seen || !in) {
+        /* A gap far longer than the poll is this process stopped (Ctrl-Z,
+         * SIGSTOP: the child was too) or starved: not the child's time. */
+        int gap = now - looked > 5ull * GUARD_POLL_MS * 1000000ull;
+        looked = now;
+        if (ticks != seen || !in || gap) {
             seen = ticks;
             since = now;
         } else if (now - since >= stall_ms * 1000000ull) {
@@ -190,15 +194,22 @@ int cli_guard_begin(const char *store, const char *out, uint64_t stall_ms)
     remove_out(pg, out);
     int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     const char *fault = fault_name(sig);
-    if (stalled || fault != NULL || sig == 0) {
+    if (stalled) {
+        char span[32];
+        if (stall_ms % 1000 == 0)
+            snprintf(span, sizeof(span), "%llu s", (unsigned long long)(stall_ms / 1000));
+        else
+            snprintf(span, sizeof(span), "%llu ms", (unsigned long long)stall_ms);
+        fprintf(stderr,
+                "isoprof: the store at %s could not be read: no progress for %s inside the "
+                "store (a damaged tree, or storage that does not answer); 'isoprof store check "
+                "--store %s' reports damage\n",
+                store, span, store);
+        exit(2);
+    }
+    if (fault != NULL || sig == 0) {
         char how[96];
-        if (stalled && stall_ms % 1000 == 0)
-            snprintf(how, sizeof(how), "reading it made no progress for %llu s",
-                     (unsigned long long)(stall_ms / 1000));
-        else if (stalled)
-            snprintf(how, sizeof(how), "reading it made no progress for %llu ms",
-                     (unsigned long long)stall_ms);
-        else if (fault != NULL)
+        if (fault != NULL)
             snprintf(how, sizeof(how), "reading it faulted (%s)", fault);
         else
             snprintf(how, sizeof(how), "reading it ended abnormally");

@@ -19,9 +19,11 @@
  *     opened, and exits 2.
  *   - The child is inside the storage library and hands back nothing (no
  *     record to a callback, no call returning) for stall_ms: the parent
- *     kills it and says so the same way (a damaged tree that cycles). Time
- *     the child spends outside the library (writing its output to a slow
- *     pipe, merging profiles) does not count.
+ *     kills it, says the store could not be read (a damaged tree, or
+ *     storage that does not answer), removes the -o FILE, and exits 2.
+ *     Time the child spends outside the library (writing its output to a
+ *     slow pipe, merging profiles) does not count, nor time both processes
+ *     spend stopped (Ctrl-Z).
  *   - The child dies of another signal (SIGPIPE from `| head`, SIGINT,
  *     SIGKILL from the OOM killer): the parent ends by the same signal, as
  *     one process would have.

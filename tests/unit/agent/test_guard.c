@@ -149,9 +149,10 @@ TEST(stuck_in_store_is_killed)
     int st = command(ACT_STUCK, 300, 1);
     CHECK(WIFEXITED(st));
     CHECK_EQ_INT(WEXITSTATUS(st), 2);
-    CHECK_STR(slurp(err_path), "isoprof: the store at /the/store is damaged: reading it made no "
-                               "progress for 300 ms; 'isoprof store check --store /the/store' "
-                               "reports what is damaged\n");
+    CHECK_STR(slurp(err_path), "isoprof: the store at /the/store could not be read: no progress "
+                               "for 300 ms inside the store (a damaged tree, or storage that "
+                               "does not answer); 'isoprof store check --store /the/store' "
+                               "reports damage\n");
     CHECK(!exists(out));
 }
 
