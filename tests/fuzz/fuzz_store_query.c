@@ -29,7 +29,9 @@
  * page headers and files cut short.
  *
  * Every call must return 0, a callback's value, ISOPROF_ECORRUPT,
- * ISOPROF_ENOTFOUND or (store_load of a snapshot) -EMEDIUMTYPE, never read
+ * ISOPROF_ENOTFOUND or (store_load of a snapshot) -EMEDIUMTYPE (and on an
+ * input that changes no byte, 0: no damage seen where there is none, which
+ * the id-by-id anomaly query once did with a key it had copied), never read
  * out of bounds (ASan), never loop (libFuzzer's -timeout), and hand out
  * windows whose strings are as store.h promises.
  */
@@ -214,10 +216,14 @@ static void setup(void)
     rmdir(dir);
 }
 
-/* A code a read call may return on a damaged store. */
+/* Whether this run damaged the store: a healthy one answers every call. */
+static int damaged;
+
+/* A code a read call may return on a damaged store; on the healthy one,
+ * success (a check that sees damage where there is none is a bug too). */
 static void expect_code(int rc)
 {
-    if (rc != 0 && rc != ISOPROF_ECORRUPT && rc != ISOPROF_ENOTFOUND)
+    if (rc != 0 && (!damaged || (rc != ISOPROF_ECORRUPT && rc != ISOPROF_ENOTFOUND)))
         die("unexpected result", rc);
 }
 
@@ -371,12 +377,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = size / 5 < EDITS_MAX ? size / 5 : EDITS_MAX;
     size_t at[EDITS_MAX];
     uint8_t was[EDITS_MAX];
+    damaged = 0;
     for (size_t i = 0; i < n; i++) {
         const uint8_t *e = data + 5 * i;
         const struct region *r = &regions[((size_t)e[0] << 8 | e[1]) % nregions];
         at[i] = r->off + (((size_t)e[2] << 8 | e[3]) % r->len);
         was[i] = file[at[i]];
         file[at[i]] ^= e[4];
+        damaged |= e[4] != 0;
     }
     query(selector, pick);
     /* Undone in reverse, so that two edits of one byte restore it. */
