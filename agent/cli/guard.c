@@ -165,8 +165,11 @@ int cli_guard_begin(const char *store, const char *out, uint64_t stall_ms)
         munmap(pg, sizeof(*pg));
         return rc;
     }
-    /* Nothing buffered before the fork is written twice. */
+    /* Nothing buffered before the fork is written twice; and the child's
+     * status is waited for, even if SIGCHLD came ignored (which would
+     * have the kernel reap it unseen). */
     fflush(NULL);
+    signal(SIGCHLD, SIG_DFL);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -187,12 +190,14 @@ int cli_guard_begin(const char *store, const char *out, uint64_t stall_ms)
     int stalled = parent_wait(p[0], pid, pg, stall_ms);
     close(p[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    pid_t w;
+    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
         ;
-    if (!stalled && WIFEXITED(status))
+    int werr = errno;
+    if (w == pid && !stalled && WIFEXITED(status))
         exit(WEXITSTATUS(status));
     remove_out(pg, out);
-    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    int sig = w == pid && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     const char *fault = fault_name(sig);
     if (stalled) {
         char span[32];
@@ -207,16 +212,16 @@ int cli_guard_begin(const char *store, const char *out, uint64_t stall_ms)
                 store, span, store);
         exit(2);
     }
-    if (fault != NULL || sig == 0) {
-        char how[96];
-        if (fault != NULL)
-            snprintf(how, sizeof(how), "reading it faulted (%s)", fault);
-        else
-            snprintf(how, sizeof(how), "reading it ended abnormally");
+    if (fault != NULL) {
         fprintf(stderr,
-                "isoprof: the store at %s is damaged: %s; 'isoprof store check --store %s' "
-                "reports what is damaged\n",
-                store, how, store);
+                "isoprof: the store at %s is damaged: reading it faulted (%s); 'isoprof store "
+                "check --store %s' reports what is damaged\n",
+                store, fault, store);
+        exit(2);
+    }
+    if (sig == 0) {
+        /* Neither exited nor killed: waitpid failed; nothing is known. */
+        fprintf(stderr, "isoprof: lost the process reading %s: %s\n", store, strerror(werr));
         exit(2);
     }
     /* Another signal (SIGPIPE from a closed reader, SIGINT, SIGKILL from
