@@ -153,10 +153,12 @@ static void build(const char *dir)
 /* Where each key and value of the named databases lies in data.mdb. */
 static void locate(struct store *s)
 {
-    const uint8_t *lo, *hi;
-    mdb_filehandle_t fd;
-    if (mdb_env_get_fd(s->env, &fd) != 0 || store_map_find(fd, file_len, &lo, &hi) != 0)
+    /* LMDB's map, as store_open found it (before this file mapped the
+     * same file a second time). */
+    const uint8_t *lo = s->map_lo, *hi = s->map_hi;
+    if (lo == NULL || (size_t)(hi - lo) < file_len)
         die("locate the map", -ENOENT);
+    hi = lo + file_len;
     MDB_dbi dbs[] = {s->windows, s->by_time, s->ids, s->meta, s->anomalies, s->anomaly_ids,
                      s->pins, s->outbox, s->rejected, s->dicts, s->dict_by_series, s->blobs};
     MDB_txn *txn;
@@ -190,6 +192,13 @@ static void setup(void)
     if (mkdtemp(dir) == NULL)
         die("mkdtemp", -errno);
     build(dir);
+    /* The store first: it finds its map by the file's inode, which must
+     * be mapped once when it looks. */
+    struct store_options o = {.readonly = 1};
+    char *why = NULL;
+    int rc = store_open(dir, &o, &st, &why);
+    if (rc != 0)
+        die(why ? why : "store_open", rc);
     char path[sizeof(dir) + 16];
     snprintf(path, sizeof(path), "%s/data.mdb", dir);
     int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -201,11 +210,6 @@ static void setup(void)
     close(fd);
     if (file == MAP_FAILED)
         die("mmap", -errno);
-    struct store_options o = {.readonly = 1};
-    char *why = NULL;
-    int rc = store_open(dir, &o, &st, &why);
-    if (rc != 0)
-        die(why ? why : "store_open", rc);
     locate(st);
     /* Both maps and LMDB's descriptors keep the files; the names go, so
      * that nothing is left behind however the process ends. */
