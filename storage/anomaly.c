@@ -180,7 +180,9 @@ static int anom_key_of(struct store *s, MDB_txn *txn, uint64_t id, uint8_t *key,
     int rc = mdb_get(txn, s->anomaly_ids, &i, &k);
     if (rc != 0)
         return rc;
-    if (k.mv_size > ANOM_KEY_MAX)
+    struct store_bounds b;
+    store_bounds_get(s, &b);
+    if (k.mv_size > ANOM_KEY_MAX || !store_inside(&b, &k))
         return MDB_CORRUPTED;
     memcpy(key, k.mv_data, k.mv_size);
     *klen = k.mv_size;
@@ -609,13 +611,17 @@ int store_anomaly_put(struct store *s, struct store_anomaly *a, unsigned pin_lat
 
 /* --- queries --- */
 
-static int anom_emit(struct store *s, MDB_txn *txn, const MDB_val *k, const MDB_val *v,
+/* Decode anomaly k -> v and call back when f matches. 0 to go on (also
+ * for a key or value that does not decode: store_check reports it), the
+ * callback's value, or ISOPROF_ECORRUPT (v lies outside the file; k, a
+ * copy or a key a walk checked, is the caller's to check). */
+static int anom_emit(const struct store_bounds *b, const MDB_val *k, const MDB_val *v,
                      const struct store_anomaly_filter *f, store_anomaly_cb cb, void *arg)
 {
-    (void)s;
-    (void)txn;
     struct store_anomaly_key ak;
     struct anom_rec r;
+    if (!store_inside(b, v))
+        return ISOPROF_ECORRUPT;
     if (store_anomaly_key_decode(k->mv_data, k->mv_size, &ak) != 0 || anom_decode(v, &r) != 0)
         return 0;
     if (f->kind && f->kind != ak.kind)
@@ -677,6 +683,8 @@ int store_anomalies(struct store *s, const struct store_anomaly_filter *f, store
         return rc;
     MDB_cursor *c = NULL;
     MDB_val k, v;
+    struct store_walk w = {0};
+    store_bounds_get(s, &w.b);
     if (f->id) {
         uint8_t key[ANOM_KEY_MAX];
         size_t klen;
@@ -685,7 +693,7 @@ int store_anomalies(struct store *s, const struct store_anomaly_filter *f, store
             k = (MDB_val){klen, key};
             rc = mdb_get(txn, s->anomalies, &k, &v);
             if (rc == 0)
-                rc = anom_emit(s, txn, &k, &v, f, cb, arg);
+                rc = anom_emit(&w.b, &k, &v, f, cb, arg);
         }
     } else if (f->kind) {
         /* One kind: its range of the anomalies DB, in start order. */
@@ -696,12 +704,14 @@ int store_anomalies(struct store *s, const struct store_anomaly_filter *f, store
             k = (MDB_val){sizeof(seek), seek};
             for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
                  rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+                if ((rc = store_walk_step(&w, &k)) != 0)
+                    break;
                 if (k.mv_size < 1 || ((const uint8_t *)k.mv_data)[0] != f->kind)
                     break;
                 if (f->until_ns && k.mv_size >= 9 &&
                     store_be64_get((const uint8_t *)k.mv_data + 1) >= f->until_ns)
                     break;
-                if ((rc = anom_emit(s, txn, &k, &v, f, cb, arg)) != 0)
+                if ((rc = anom_emit(&w.b, &k, &v, f, cb, arg)) != 0)
                     break;
             }
         }
@@ -710,15 +720,21 @@ int store_anomalies(struct store *s, const struct store_anomaly_filter *f, store
         if ((rc = mdb_cursor_open(txn, s->anomaly_ids, &c)) == 0) {
             for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
                  rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+                if ((rc = store_walk_step(&w, &k)) != 0)
+                    break;
                 MDB_val ak = v, av;
+                if (!store_inside(&w.b, &ak)) {
+                    rc = ISOPROF_ECORRUPT;
+                    break;
+                }
                 int grc = mdb_get(txn, s->anomalies, &ak, &av);
                 if (grc == MDB_NOTFOUND)
-                    continue;
+                    continue; /* names no anomaly: store_check reports it */
                 if (grc != 0) {
                     rc = grc;
                     break;
                 }
-                if ((rc = anom_emit(s, txn, &ak, &av, f, cb, arg)) != 0)
+                if ((rc = anom_emit(&w.b, &ak, &av, f, cb, arg)) != 0)
                     break;
             }
         }

@@ -252,8 +252,15 @@ static int blob_stream(struct store *s, MDB_txn *txn, const struct store_rec_hdr
     uint32_t n = 0;
     uint64_t bytes = 0, raw = 0;
     size_t left = 1; /* ZSTD_decompressStream's hint: 0 once the frame is complete */
+    struct store_bounds b;
+    store_bounds_get(s, &b);
     for (rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE); rc == 0;
          rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        if (!store_inside(&b, &k) || !store_inside(&b, &d)) {
+            rc = ISOPROF_ECORRUPT;
+            snprintf(why, cap, "chunk %" PRIu32 " lies outside the file", n);
+            goto done;
+        }
         if (k.mv_size < 8 || memcmp(k.mv_data, seek, 8) != 0)
             break;
         rc = ISOPROF_ECORRUPT;
@@ -340,9 +347,13 @@ int store_blob_read(struct store *s, uint64_t id,
     struct store_key key;
     struct store_rec_hdr h;
     char why[160];
+    struct store_bounds b;
+    store_bounds_get(s, &b);
     rc = store_window_by_seq(s, txn, id, &kv, &key, &dv);
     if (rc != 0) {
         rc = store_err(rc);
+    } else if (!store_inside(&b, &kv) || !store_inside(&b, &dv)) {
+        rc = ISOPROF_ECORRUPT;
     } else if (key.type != STORE_TYPE_SNAPSHOT) {
         rc = -EMEDIUMTYPE;
     } else if (store_record_decode(dv.mv_data, dv.mv_size, &h) != 0 || h.seq != id ||

@@ -105,7 +105,9 @@ int store_dict_get(struct store *s, MDB_txn *txn, uint32_t id, const void **byte
     if (rc != 0)
         return rc;
     const uint8_t *b, *ser;
-    if (dict_decode(&d, &b, len, &ser, slen, NULL) != 0)
+    struct store_bounds in;
+    store_bounds_get(s, &in);
+    if (!store_inside(&in, &d) || dict_decode(&d, &b, len, &ser, slen, NULL) != 0)
         return ISOPROF_ECORRUPT;
     *bytes = b;
     *series = ser;

@@ -229,7 +229,35 @@ struct store {
     struct store_blob *blob;
     int blob_leftover;
     uint64_t orphan_chunks, orphan_bytes; /* dropped by store_open */
+    /* Read-only handles: where LMDB mapped data.mdb (NULL: not known, or
+     * a writer, whose write txns hand out dirty pages from the heap). */
+    const uint8_t *map_lo, *map_hi;
 };
+
+/*
+ * The part of the map that holds data.mdb as it is now: a value or key
+ * LMDB hands back must lie inside it before a byte of it is read. LMDB
+ * trusts the node sizes and overflow page numbers it finds, so a damaged
+ * page can give a pointer past the end of the file (SIGBUS when read) or
+ * past the map (SIGSEGV); checked, that is ISOPROF_ECORRUPT instead.
+ * lo NULL: not known (a writer, no /proc), nothing is refused.
+ */
+struct store_bounds {
+    const uint8_t *lo, *hi;
+};
+/* Where fd's file is mapped in this process (at most size bytes of it
+ * from the start of the mapping): 0, or -1 if no mapping is found
+ * (/proc/self/maps, since lmdb.h does not say where its map is). */
+int store_map_find(int fd, uint64_t size, const uint8_t **lo, const uint8_t **hi);
+/* s's bounds now (one fstat: the file grows while a writer commits). */
+void store_bounds_get(const struct store *s, struct store_bounds *b);
+static inline int store_inside(const struct store_bounds *b, const MDB_val *v)
+{
+    const uint8_t *p = v->mv_data;
+    if (b->lo == NULL || v->mv_size == 0)
+        return 1;
+    return p >= b->lo && p < b->hi && v->mv_size <= (size_t)(b->hi - p);
+}
 
 #define STORE_ANOMALY_WINDOWS_MAX 1024u /* windows one anomaly keeps pinned */
 #define STORE_PINS_MAX 16u              /* anomalies one window can be pinned by */
@@ -461,8 +489,25 @@ void store_window_fill(struct store_window *w, const struct store_key *k,
  * the decoded header (the runtime, thread and container labels, the
  * window labels' array) and the rejection reason of the window being
  * handed out. */
+/*
+ * A cursor walk over a damaged tree can come back to keys it has passed (a
+ * branch page naming an earlier page) and would then go round for ever.
+ * Every walk of a read call feeds each key to store_walk_step, which checks
+ * that it lies inside the file and sorts after the one before (LMDB's
+ * order: bytes, then length): that also bounds the walk to the keys there
+ * are. 0, or ISOPROF_ECORRUPT. Zero the struct and set b to start a walk.
+ */
+struct store_walk {
+    struct store_bounds b;
+    uint8_t last[STORE_TIME_KEY_MAX];
+    size_t last_len;
+    int have_last;
+};
+int store_walk_step(struct store_walk *w, const MDB_val *k);
+
 struct store_view {
     MDB_txn *txn;
+    struct store_bounds b;
     int pins, outbox, rejected;
     struct store_rec_hdr hdr;
     char reason[STORE_REJECT_REASON_MAX + 1];

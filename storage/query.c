@@ -39,7 +39,24 @@ struct query {
     const struct store_filter *f;
     store_window_cb cb;
     void *arg;
+    struct store_walk w; /* the walk's last key */
 };
+
+int store_walk_step(struct store_walk *w, const MDB_val *k)
+{
+    if (!store_inside(&w->b, k) || k->mv_size > sizeof(w->last))
+        return ISOPROF_ECORRUPT;
+    if (w->have_last) {
+        size_t n = k->mv_size < w->last_len ? k->mv_size : w->last_len;
+        int c = memcmp(k->mv_data, w->last, n);
+        if (c < 0 || (c == 0 && k->mv_size <= w->last_len))
+            return ISOPROF_ECORRUPT;
+    }
+    memcpy(w->last, k->mv_data, k->mv_size);
+    w->last_len = k->mv_size;
+    w->have_last = 1;
+    return 0;
+}
 
 int store_view_init(struct store *s, MDB_txn *txn, struct store_view *v)
 {
@@ -49,6 +66,7 @@ int store_view_init(struct store *s, MDB_txn *txn, struct store_view *v)
         (rc = mdb_stat(txn, s->rejected, &rs)) != 0)
         return rc;
     v->txn = txn;
+    store_bounds_get(s, &v->b);
     v->pins = ps.ms_entries > 0;
     v->outbox = os.ms_entries > 0;
     v->rejected = rs.ms_entries > 0;
@@ -87,8 +105,8 @@ static int upload_state(struct store *s, struct store_view *v, struct store_wind
     rc = mdb_get(v->txn, s->rejected, &i, &d);
     if (rc != 0)
         return rc == MDB_NOTFOUND ? 0 : rc;
-    if (d.mv_size < STORE_REJECT_FIXED)
-        return 0; /* malformed; store_check reports it */
+    if (d.mv_size < STORE_REJECT_FIXED || !store_inside(&v->b, &d))
+        return ISOPROF_ECORRUPT;
     const uint8_t *p = d.mv_data;
     size_t rl = d.mv_size - STORE_REJECT_FIXED;
     if (rl > STORE_REJECT_REASON_MAX)
@@ -106,7 +124,7 @@ int store_window_read(struct store *s, struct store_view *v, const struct store_
                       const MDB_val *d, struct store_window *w)
 {
     struct store_rec_hdr *h = &v->hdr; /* w->runtime points into it */
-    if (store_record_decode(d->mv_data, d->mv_size, h) != 0)
+    if (!store_inside(&v->b, d) || store_record_decode(d->mv_data, d->mv_size, h) != 0)
         return ISOPROF_ECORRUPT;
     store_window_fill(w, k, h, klen, d->mv_size);
     if (v->pins) {
@@ -143,11 +161,15 @@ static int key_matches(const struct store_filter *f, const struct store_key *k)
 }
 
 /* Decode the value of window key k (klen bytes) and call back.
- * Returns 0 to go on (also for a record that does not decode), the
- * callback's value, or a raw LMDB code. */
+ * Returns 0 to go on (also for a record that does not decode: it costs
+ * the listing that window, and store_check reports it), the callback's
+ * value, ISOPROF_ECORRUPT (a value outside the file: nothing read through
+ * this tree can be trusted) or a raw LMDB code. */
 static int emit(struct query *q, const struct store_key *k, size_t klen, const MDB_val *d)
 {
     struct store_window w;
+    if (!store_inside(&q->v.b, d))
+        return ISOPROF_ECORRUPT;
     int rc = store_window_read(q->s, &q->v, k, klen, d, &w);
     if (rc == ISOPROF_ECORRUPT)
         return 0;
@@ -165,11 +187,25 @@ static int emit(struct query *q, const struct store_key *k, size_t klen, const M
     return q->cb(&w, q->arg);
 }
 
+/* The window of one id: none when the id, its key or its window is
+ * missing (store_check reports an entry of ids that names no window);
+ * ISOPROF_ECORRUPT for a key outside the file. */
 static int by_id(struct query *q)
 {
-    MDB_val k, d;
+    uint8_t ik[8];
+    store_be64_put(ik, q->f->id);
+    MDB_val i = {8, ik}, k, d;
     struct store_key key;
-    int rc = store_window_by_seq(q->s, q->v.txn, q->f->id, &k, &key, &d);
+    int rc = mdb_get(q->v.txn, q->s->ids, &i, &k);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    if (!store_inside(&q->v.b, &k))
+        return ISOPROF_ECORRUPT;
+    if (store_key_decode(k.mv_data, k.mv_size, &key) != 0)
+        return 0;
+    rc = mdb_get(q->v.txn, q->s->windows, &k, &d);
     if (rc == MDB_NOTFOUND)
         return 0;
     if (rc != 0)
@@ -192,6 +228,11 @@ static int by_time(struct query *q, MDB_dbi db)
     MDB_val k = {8, seek}, d;
     for (rc = mdb_cursor_get(c, &k, &d, q->f->since_ns ? MDB_SET_RANGE : MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+        /* An entry that is no start + window key, or names no window, is
+         * skipped (store_check reports it); one out of order or outside
+         * the file ends the walk. */
+        if ((rc = store_walk_step(&q->w, &k)) != 0)
+            break;
         if (k.mv_size < 8)
             continue;
         if (q->f->until_ns && store_be64_get(k.mv_data) >= q->f->until_ns)
@@ -240,6 +281,8 @@ static int by_key(struct query *q)
     MDB_val k = {slen, seek}, d;
     rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
     while (rc == 0) {
+        if ((rc = store_walk_step(&q->w, &k)) != 0)
+            break;
         if (k.mv_size < plen || memcmp(k.mv_data, seek, plen) != 0)
             break; /* past the prefix: done */
         struct store_key key;
@@ -293,6 +336,7 @@ int store_windows(struct store *s, const struct store_filter *f, store_window_cb
         mdb_txn_abort(txn);
         return store_err(rc);
     }
+    q.w.b = q.v.b;
     /* Callback values pass through untouched; only LMDB codes (which
      * callbacks do not produce) are translated. */
     if (q.f->id)
@@ -322,16 +366,23 @@ int store_load(struct store *s, uint64_t id, void **pprof, size_t *len)
     MDB_val i = {8, ik}, k, d;
     struct store_key key;
     struct store_rec_hdr h;
+    struct store_bounds b;
+    store_bounds_get(s, &b);
     if ((rc = mdb_get(txn, s->ids, &i, &k)) != 0) {
-        rc = store_err(rc);
+        rc = store_err(rc); /* ISOPROF_ENOTFOUND: no such window (evicted) */
         goto out;
     }
-    if (store_key_decode(k.mv_data, k.mv_size, &key) != 0) {
+    if (!store_inside(&b, &k) || store_key_decode(k.mv_data, k.mv_size, &key) != 0) {
         rc = ISOPROF_ECORRUPT;
         goto out;
     }
+    /* ids and windows change together: an id naming no window is damage. */
     if ((rc = mdb_get(txn, s->windows, &k, &d)) != 0) {
-        rc = store_err(rc);
+        rc = rc == MDB_NOTFOUND ? ISOPROF_ECORRUPT : store_err(rc);
+        goto out;
+    }
+    if (!store_inside(&b, &d)) {
+        rc = ISOPROF_ECORRUPT;
         goto out;
     }
     if (key.type == STORE_TYPE_SNAPSHOT) {

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,6 +69,52 @@ int store_err(int rc)
     }
 }
 
+int store_map_find(int fd, uint64_t size, const uint8_t **lo, const uint8_t **hi)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL)
+        return -1;
+    char line[4352];
+    int rc = -1;
+    while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long start, end, off, ino;
+        unsigned maj, mnr;
+        if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &start, &end, &off, &maj, &mnr, &ino) !=
+                6 ||
+            off != 0 || ino != (unsigned long long)st.st_ino || makedev(maj, mnr) != st.st_dev)
+            continue;
+        *lo = (const uint8_t *)(uintptr_t)start;
+        *hi = *lo + (end - start < size ? end - start : size);
+        rc = 0;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* A read-only handle's map: found again after LMDB moves it (a resize). */
+static void map_locate(struct store *s)
+{
+    mdb_filehandle_t fd;
+    s->map_lo = s->map_hi = NULL;
+    if (s->readonly && mdb_env_get_fd(s->env, &fd) == 0)
+        (void)store_map_find(fd, UINT64_MAX, &s->map_lo, &s->map_hi);
+}
+
+void store_bounds_get(const struct store *s, struct store_bounds *b)
+{
+    mdb_filehandle_t fd;
+    struct stat st;
+    b->lo = b->hi = NULL;
+    if (s->map_lo == NULL || mdb_env_get_fd(s->env, &fd) != 0 || fstat(fd, &st) != 0)
+        return;
+    size_t len = (size_t)(s->map_hi - s->map_lo);
+    b->lo = s->map_lo;
+    b->hi = s->map_lo + ((uint64_t)st.st_size < len ? (size_t)st.st_size : len);
+}
+
 int store_txn_read(struct store *s, MDB_txn **txn)
 {
     int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, txn);
@@ -75,8 +122,10 @@ int store_txn_read(struct store *s, MDB_txn **txn)
         /* The writer reopened with a larger map; adopt it. Only read-only
          * handles get here (the CLI, single-threaded). */
         rc = mdb_env_set_mapsize(s->env, 0);
-        if (rc == 0)
+        if (rc == 0) {
+            map_locate(s);
             rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, txn);
+        }
     }
     return store_err(rc);
 }
@@ -450,6 +499,7 @@ int store_open(const char *path, const struct store_options *opt, struct store *
         int dead = 0;
         mdb_reader_check(s->env, &dead);
     }
+    map_locate(s);
     if ((rc = schema_init(s, why)) != 0)
         goto fail_env;
     *out = s;

@@ -669,37 +669,6 @@ __attribute__((format(printf, 2, 3))) static void problem(struct walker *w, cons
     write_all(w->fd, line, l);
 }
 
-/*
- * Where LMDB mapped the file fd (size bytes): lmdb.h has no call for it
- * (mdb_env_info's me_mapaddr is the fixed address a file asks for, NULL
- * here), so the mapping of fd's inode is looked up in /proc/self/maps.
- * 0, or -1 if it cannot be found (then values are only touched).
- */
-static int map_bounds(int fd, uint64_t size, const uint8_t **lo, const uint8_t **hi)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return -1;
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (f == NULL)
-        return -1;
-    char line[4352];
-    int rc = -1;
-    while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
-        unsigned long long start, end, off, ino;
-        unsigned maj, mnr;
-        if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &start, &end, &off, &maj, &mnr, &ino) !=
-                6 ||
-            off != 0 || ino != (unsigned long long)st.st_ino || makedev(maj, mnr) != st.st_dev)
-            continue;
-        *lo = (const uint8_t *)(uintptr_t)start;
-        *hi = *lo + (end - start < size ? end - start : size);
-        rc = 0;
-    }
-    fclose(f);
-    return rc;
-}
-
 /* Does v lie inside the file? Then read its first and last byte, so that
  * a page the file lacks faults now, in the child. */
 static int inside(struct walker *w, const MDB_val *v)
@@ -853,7 +822,7 @@ static int walk_child(const char *path, void *arg, struct verify_shared *sh, int
         rc = rc ? store_err(rc) : -errno;
         goto out;
     }
-    if (map_bounds(mfd, (uint64_t)st.st_size, &w.lo, &w.hi) != 0)
+    if (store_map_find(mfd, (uint64_t)st.st_size, &w.lo, &w.hi) != 0)
         w.lo = w.hi = NULL;
     w.last_pg = info.me_last_pgno;
     walk_db(&w, LMDB_FREE_DBI, "free list", 1, NULL, NULL, 0);

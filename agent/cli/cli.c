@@ -10,6 +10,7 @@
  */
 #include "config.h"
 #include "flamegraph.h"
+#include "guard.h"
 #include "pprof.h"
 #include "replay.h"
 #include "store.h"
@@ -599,17 +600,124 @@ static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
     return 0;
 }
 
+/* A store read failed with rc: one line on stderr saying so (what names
+ * the read), and an exit code. A store that is found damaged (a record,
+ * an index entry or a page that does not hold together) is named, with
+ * the command that reports the damage. */
+static const char *cli_store; /* the store open_store opened, for store_fail */
+
+static int store_fail(const char *what, int rc)
+{
+    if (rc == ISOPROF_ECORRUPT || rc == ISOPROF_EDAMAGED)
+        return die("the store at %s is damaged: %s: %s; 'isoprof store check --store %s' "
+                   "reports what is damaged",
+                   cli_store, what, isoprof_strerror(rc), cli_store);
+    return die("%s: %s", what, isoprof_strerror(rc));
+}
+
+/*
+ * The store's work runs in a child (guard.h): from open_store on, this
+ * process is the child, and a fault of LMDB on a damaged page ends it,
+ * not the command. Each call into the library below is bracketed so that
+ * the parent can tell a stuck walk from a slow reader of the output.
+ */
 static int open_store(const struct cli *c, struct store **s)
 {
-    struct store_options o = {.readonly = 1};
+    /* Without a child (no process, no pipe) the command still runs, as it
+     * did before there was a guard. */
+    cli_store = c->store_path;
+    (void)cli_guard_begin(c->store_path, c->out, CLI_GUARD_STALL_MS);
+    /* store_open's own free list check ends well before the guard's bound. */
+    struct store_options o = {.readonly = 1, .check_ms = CLI_GUARD_STALL_MS / 2};
     char *why = NULL;
+    cli_guard_enter();
     int rc = store_open(c->store_path, &o, s, &why);
+    cli_guard_leave();
     if (rc != 0) {
         fprintf(stderr, "isoprof: %s\n", why ? why : isoprof_strerror(rc));
         isoprof_free(why);
         return EXIT_USAGE;
     }
     return 0;
+}
+
+struct guarded {
+    store_window_cb window;
+    store_anomaly_cb anomaly;
+    int (*piece)(void *arg, const void *data, size_t len);
+    void *arg;
+};
+
+static int guarded_on_window(const struct store_window *w, void *arg)
+{
+    const struct guarded *g = arg;
+    cli_guard_leave();
+    int rc = g->window(w, g->arg);
+    cli_guard_enter();
+    return rc;
+}
+
+static int guarded_on_anomaly(const struct store_anomaly *a, void *arg)
+{
+    const struct guarded *g = arg;
+    cli_guard_leave();
+    int rc = g->anomaly(a, g->arg);
+    cli_guard_enter();
+    return rc;
+}
+
+static int guarded_on_piece(void *arg, const void *data, size_t len)
+{
+    const struct guarded *g = arg;
+    cli_guard_leave();
+    int rc = g->piece(g->arg, data, len);
+    cli_guard_enter();
+    return rc;
+}
+
+static int g_windows(struct store *s, const struct store_filter *f, store_window_cb cb, void *arg)
+{
+    struct guarded g = {.window = cb, .arg = arg};
+    cli_guard_enter();
+    int rc = store_windows(s, f, guarded_on_window, &g);
+    cli_guard_leave();
+    return rc;
+}
+
+static int g_anomalies(struct store *s, const struct store_anomaly_filter *f, store_anomaly_cb cb,
+                       void *arg)
+{
+    struct guarded g = {.anomaly = cb, .arg = arg};
+    cli_guard_enter();
+    int rc = store_anomalies(s, f, guarded_on_anomaly, &g);
+    cli_guard_leave();
+    return rc;
+}
+
+static int g_load(struct store *s, uint64_t id, void **pprof, size_t *len)
+{
+    cli_guard_enter();
+    int rc = store_load(s, id, pprof, len);
+    cli_guard_leave();
+    return rc;
+}
+
+static int g_blob_read(struct store *s, uint64_t id,
+                       int (*cb)(void *arg, const void *data, size_t len), void *arg)
+{
+    struct guarded g = {.piece = cb, .arg = arg};
+    cli_guard_enter();
+    int rc = store_blob_read(s, id, guarded_on_piece, &g);
+    cli_guard_leave();
+    return rc;
+}
+
+static int g_stat(struct store *s, struct store_stat *st)
+{
+    cli_guard_enter();
+    int rc = store_stat(s, st);
+    cli_guard_leave();
+    return rc;
 }
 
 /* --- an anomaly's windows --- */
@@ -648,9 +756,9 @@ static int anomaly_load(struct store *s, const char *text, struct anomaly_copy *
         return die("--anomaly: '%s' is not an anomaly id (see 'isoprof anomalies')", text);
     struct store_anomaly_filter af = {.id = id};
     a->id = id;
-    int rc = store_anomalies(s, &af, copy_on_anomaly, a);
+    int rc = g_anomalies(s, &af, copy_on_anomaly, a);
     if (rc < 0)
-        return die("reading anomalies: %s", isoprof_strerror(rc));
+        return store_fail("reading anomalies", rc);
     if (!a->found) {
         fprintf(stderr, "isoprof: no anomaly %llu in this store\n", id);
         return EXIT_NOMATCH;
@@ -814,10 +922,10 @@ static int cmd_windows(int argc, char **argv)
             for (size_t i = 0; i < a.n && err == 0; i++) {
                 struct store_filter wf = c.f;
                 wf.id = a.windows[i];
-                err = store_windows(s, &wf, list_on_window, &l);
+                err = g_windows(s, &wf, list_on_window, &l);
             }
             if (err != 0)
-                rc = die("reading windows: %s", isoprof_strerror(err));
+                rc = store_fail("reading windows", err);
         }
         isoprof_free(a.windows);
         store_close(s);
@@ -829,12 +937,10 @@ static int cmd_windows(int argc, char **argv)
         }
         return 0;
     }
-    rc = store_windows(s, &c.f, list_on_window, &l);
+    rc = g_windows(s, &c.f, list_on_window, &l);
     store_close(s);
-    if (rc != 0) {
-        fprintf(stderr, "isoprof: reading windows: %s\n", isoprof_strerror(rc));
-        return EXIT_USAGE;
-    }
+    if (rc != 0)
+        return store_fail("reading windows", rc);
     if (l.count == 0) {
         fprintf(stderr, "isoprof: no window matched\n");
         return EXIT_NOMATCH;
@@ -975,12 +1081,12 @@ static int resolve_anomaly(struct cli *c, struct store *s)
     struct pick_ctx p = {.type = c->f.type, .end_ns = a.open ? UINT64_MAX : a.end_ns};
     for (size_t i = 0; i < a.n; i++) {
         struct store_filter wf = {.id = a.windows[i]};
-        if ((rc = store_windows(s, &wf, pick_on_window, &p)) < 0)
+        if ((rc = g_windows(s, &wf, pick_on_window, &p)) < 0)
             break;
     }
     isoprof_free(a.windows);
     if (rc < 0)
-        return die("reading windows: %s", isoprof_strerror(rc));
+        return store_fail("reading windows", rc);
     uint64_t chosen = p.best ? p.best : p.after;
     if (chosen == 0) {
         fprintf(stderr, "isoprof: anomaly %llu pins no %s window\n", a.id, type_name(c->f.type));
@@ -1057,10 +1163,10 @@ static int cmd_anomalies(int argc, char **argv)
     if ((rc = open_store(&c, &s)) != 0)
         return rc;
     struct anomalies_ctx l = {.s = s, .json = c.json};
-    rc = store_anomalies(s, &c.af, list_on_anomaly, &l);
+    rc = g_anomalies(s, &c.af, list_on_anomaly, &l);
     store_close(s);
     if (rc != 0)
-        return die("reading anomalies: %s", isoprof_strerror(rc));
+        return store_fail("reading anomalies", rc);
     if (l.count == 0) {
         fprintf(stderr, "isoprof: no anomaly matched\n");
         return EXIT_NOMATCH;
@@ -1087,11 +1193,9 @@ static int resolve_one(struct cli *c, struct store *s)
 static int collect_windows(struct store *s, const struct store_filter *f, const char *what,
                            struct collect_ctx *k)
 {
-    int rc = store_windows(s, f, collect_on_window, k);
-    if (rc < 0) {
-        fprintf(stderr, "isoprof: reading windows: %s\n", isoprof_strerror(rc));
-        return EXIT_USAGE;
-    }
+    int rc = g_windows(s, f, collect_on_window, k);
+    if (rc < 0)
+        return store_fail("reading windows", rc);
     if (k->n == 0) {
         fprintf(stderr, "isoprof: no window matched%s\n", what);
         return EXIT_NOMATCH;
@@ -1144,13 +1248,13 @@ static int merge_windows(struct store *s, const struct collect_ctx *k, struct pp
     for (size_t i = 0; i < k->n; i++) {
         void *data;
         size_t len;
-        rc = store_load(s, k->ids[i], &data, &len);
+        rc = g_load(s, k->ids[i], &data, &len);
         if (rc == ISOPROF_ENOTFOUND)
             continue; /* evicted since we listed it */
         if (rc != 0) {
-            fprintf(stderr, "isoprof: loading window %" PRIu64 ": %s\n", k->ids[i],
-                    isoprof_strerror(rc));
-            exit_code = EXIT_USAGE;
+            char what[64];
+            snprintf(what, sizeof(what), "loading window %" PRIu64, k->ids[i]);
+            exit_code = store_fail(what, rc);
             break;
         }
         bufs[loaded].data = data;
@@ -1196,6 +1300,8 @@ static FILE *open_out(const struct cli *c, int refuse_tty, const char *what)
     FILE *f = fopen(c->out, "wb");
     if (f == NULL)
         die("%s: %s", c->out, strerror(errno));
+    else
+        cli_guard_out_opened();
     return f;
 }
 
@@ -1236,13 +1342,13 @@ static int tree_add_windows(struct store *s, const struct collect_ctx *k, int se
     for (size_t i = 0; i < k->n; i++) {
         void *data;
         size_t len;
-        int rc = store_load(s, k->ids[i], &data, &len);
+        int rc = g_load(s, k->ids[i], &data, &len);
         if (rc == ISOPROF_ENOTFOUND)
             continue; /* evicted since we listed it */
         if (rc != 0) {
-            fprintf(stderr, "isoprof: loading window %" PRIu64 ": %s\n", k->ids[i],
-                    isoprof_strerror(rc));
-            return EXIT_USAGE;
+            char what[64];
+            snprintf(what, sizeof(what), "loading window %" PRIu64, k->ids[i]);
+            return store_fail(what, rc);
         }
         struct pprof_buf b = {data, len};
         char *why = NULL;
@@ -1329,7 +1435,7 @@ static int export_snapshot(const struct cli *c, struct store *s, const struct co
         return EXIT_USAGE;
     struct snapshot_out o = {.f = f};
     errno = 0;
-    int rc = store_blob_read(s, k->ids[0], snapshot_on_piece, &o);
+    int rc = g_blob_read(s, k->ids[0], snapshot_on_piece, &o);
     int to_file = f != stdout;
     if ((to_file ? fclose(f) : fflush(f)) != 0 && rc == 0)
         o.err = errno != 0 ? errno : EIO;
@@ -1343,7 +1449,9 @@ static int export_snapshot(const struct cli *c, struct store *s, const struct co
     }
     if (o.err != 0)
         return die("writing %s: %s", c->out ? c->out : "stdout", strerror(o.err));
-    return die("reading snapshot window %s: %s", id, isoprof_strerror(rc));
+    char what[64];
+    snprintf(what, sizeof(what), "reading snapshot window %s", id);
+    return store_fail(what, rc);
 }
 
 static int cmd_export(int argc, char **argv)
@@ -1384,6 +1492,8 @@ static int cmd_export(int argc, char **argv)
         pprof_buf_free(&gz);
         return die("%s: %s", c.out, strerror(errno));
     }
+    if (c.out)
+        cli_guard_out_opened();
     size_t w = fwrite(gz.data, 1, gz.len, f);
     int bad = w != gz.len || fflush(f) != 0;
     if (c.out && fclose(f) != 0)
@@ -1549,10 +1659,10 @@ static int cmd_store(int argc, char **argv)
     if ((rc = open_store(&c, &s)) != 0)
         return rc;
     struct store_stat st;
-    rc = store_stat(s, &st);
+    rc = g_stat(s, &st);
     store_close(s);
     if (rc != 0)
-        return die("store stat: %s", isoprof_strerror(rc));
+        return store_fail("store stat", rc);
     char oldest[40] = "-", newest[40] = "-";
     if (st.windows) {
         format_time(st.oldest_ns, oldest, sizeof(oldest));

@@ -331,6 +331,66 @@ TEST(validation)
     store_close(s);
 }
 
+/* The walk's own checks: each key inside the file and after the last
+ * one in LMDB's order (bytes, then length); anything else is damage. */
+TEST(walk_order)
+{
+    /* The "file" is buf[2, 17): the bytes around it are outside. */
+    static const uint8_t buf[] = "xx" "aaab" "aab" "ab" "b" "ba" "zz" "yy";
+    const uint8_t *file = buf + 2, *end = buf + 17;
+    struct store_walk w;
+    memset(&w, 0, sizeof(w));
+    w.b.lo = file;
+    w.b.hi = end;
+    MDB_val aa = {2, (void *)file}, aaa = {3, (void *)file}, aab = {3, (void *)(file + 4)};
+    MDB_val b = {1, (void *)(file + 9)}, ba = {2, (void *)(file + 10)};
+    CHECK_EQ_INT(store_walk_step(&w, &aa), 0);
+    CHECK_EQ_INT(store_walk_step(&w, &aaa), 0); /* longer with the same prefix: after */
+    CHECK_EQ_INT(store_walk_step(&w, &aab), 0);
+    CHECK_EQ_INT(store_walk_step(&w, &b), 0);
+    CHECK_EQ_INT(store_walk_step(&w, &ba), 0);
+    CHECK_EQ_INT(store_walk_step(&w, &ba), ISOPROF_ECORRUPT); /* the same key again: a cycle */
+    CHECK_EQ_INT(store_walk_step(&w, &b), ISOPROF_ECORRUPT);  /* back to a key passed */
+    /* Outside the file, or running past its end. */
+    MDB_val past = {3, (void *)(end - 2)}, before = {1, (void *)buf};
+    memset(&w, 0, sizeof(w));
+    w.b.lo = file;
+    w.b.hi = end;
+    CHECK_EQ_INT(store_walk_step(&w, &past), ISOPROF_ECORRUPT);
+    CHECK_EQ_INT(store_walk_step(&w, &before), ISOPROF_ECORRUPT);
+    /* Unknown bounds (a writer's handle): order only. */
+    memset(&w, 0, sizeof(w));
+    CHECK_EQ_INT(store_walk_step(&w, &past), 0);
+    CHECK_EQ_INT(store_walk_step(&w, &aa), ISOPROF_ECORRUPT);
+}
+
+/* A read-only handle knows where its map is, and what it lists lies in it. */
+static int inside_cb(const struct store_window *w, void *arg)
+{
+    const struct store_bounds *b = arg;
+    MDB_val v = {strlen(w->worker), (void *)w->worker};
+    CHECK(store_inside(b, &v));
+    return 0;
+}
+
+TEST(bounds)
+{
+    const char *path = tmp_store_path();
+    struct store *s = open_rw(path, 0);
+    REQUIRE(s != NULL);
+    struct store_bounds b;
+    store_bounds_get(s, &b);
+    CHECK(b.lo == NULL); /* a writer: its write txns hand out heap pages */
+    REQUIRE(put_one(s, "api", "v1", T0, 0, STORE_TYPE_CPU, 200, NULL) == 0);
+    store_close(s);
+    struct store_options o = {.readonly = 1};
+    REQUIRE(store_open(path, &o, &s, NULL) == 0);
+    store_bounds_get(s, &b);
+    REQUIRE(b.lo != NULL && b.hi > b.lo);
+    CHECK_EQ_INT(store_windows(s, NULL, inside_cb, &b), 0);
+    store_close(s);
+}
+
 int main(void)
 {
     RUN(listing);
@@ -339,5 +399,7 @@ int main(void)
     RUN(round_trip);
     RUN(replace);
     RUN(validation);
+    RUN(walk_order);
+    RUN(bounds);
     TEST_EXIT();
 }
