@@ -578,7 +578,7 @@ static void prepare_work(struct upl_job *j)
         }
     }
     isoprof_free(pc.expired);
-pick:
+pick:; /* a label takes a statement before a declaration (C17) */
     /* Pick the batch. */
     size_t *pick = isoprof_calloc(pc.n ? pc.n : 1, sizeof(*pick));
     j->ids = isoprof_calloc(pc.n ? pc.n : 1, sizeof(*j->ids));
