@@ -31,8 +31,9 @@ TEST(upgrade_refused)
     static struct ctl_req r;
     static const char *const texts[] = {
         "GET /status HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
-        "GET /status HTTP/1.1\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\nGET /x "
-        "HTTP/1.1\r\n\r\n",
+        /* one text, two requests (parenthesised: not a missing comma) */
+        ("GET /status HTTP/1.1\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
+         "GET /x HTTP/1.1\r\n\r\n"),
         "CONNECT example.com:443 HTTP/1.1\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
