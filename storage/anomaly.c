@@ -16,17 +16,21 @@
  *   anomalies    kind:u8 start_ns:u64 worker \0 version \0 isolate:u32
  *                -> 0 magic 0xA6  1 version 2  2 flags:u16  4 nwin:u32
  *                   8 id:u64  16 end_ns:u64  24 value:u64  32 threshold:u64
- *                   40 thread_len:u8 (1 to STORE_THREAD_MAX)
- *                   41 thread (printable ASCII)
+ *                   40 limit:u64  48 limit_source:u8 (0 to
+ *                   STORE_LIMIT_SOURCE_MAX)
+ *                   49 thread_len:u8 (1 to STORE_THREAD_MAX)
+ *                   50 thread (printable ASCII)
  *                   then nwin x window seq:u64 (oldest first)
- *                Version 1 (schemas 2 to 4) has no thread_len nor thread,
- *                the windows at 40, and reads as thread "main". An
- *                anomaly is written in version 2 whenever it is written
+ *                Version 1 (schemas 2 to 4) has neither the limit nor the
+ *                thread, the windows at 40, and reads as thread "main";
+ *                version 2 (schemas 5 to 10) has no limit, thread_len at
+ *                40. Both read as limit 0, source STORE_LIMIT_NONE. An
+ *                anomaly is written in version 3 whenever it is written
  *                (created, updated, a window pinned or dropped), so an
- *                old one becomes version 2, thread "main", when it next
- *                changes; none is rewritten by the upgrade itself. The
- *                thread is not in the key: the isolate already tells a
- *                process's threads apart.
+ *                old one becomes version 3 when it next changes (an
+ *                update sets its limit); none is rewritten by the upgrade
+ *                itself. The thread is not in the key: the isolate
+ *                already tells a process's threads apart.
  *   anomaly_ids  id:u64 -> anomalies key
  *   pins         start_ns:u64 + window key (the by_time key)
  *                -> n x (kind:u8 anomaly id:u64)
@@ -49,9 +53,10 @@
 #include <string.h>
 
 #define ANOM_MAGIC 0xA6u
-#define ANOM_VERSION 2u
-#define ANOM_FIXED 40u /* up to the thread (v2), the windows (v1) */
-#define ANOM_HDR_MAX (ANOM_FIXED + 1u + STORE_THREAD_MAX) /* v2, the longest thread */
+#define ANOM_VERSION 3u
+#define ANOM_FIXED 40u    /* up to the limit (v3), the thread (v2), the windows (v1) */
+#define ANOM_FIXED_V3 49u /* up to the thread in v3 */
+#define ANOM_HDR_MAX (ANOM_FIXED_V3 + 1u + STORE_THREAD_MAX) /* v3, the longest thread */
 #define ANOM_VAL_MAX (ANOM_HDR_MAX + 8u * STORE_ANOMALY_WINDOWS_MAX)
 #define PIN_LEN 9u
 #define ANOM_KEY_MAX (1u + 8u + STORE_LABELS_MAX + 2u + 4u)
@@ -62,6 +67,8 @@ struct anom_rec {
     uint16_t flags;
     uint32_t nwin;
     uint64_t id, end_ns, value, threshold;
+    uint64_t limit;       /* 0 before version 3 */
+    uint8_t limit_source; /* STORE_LIMIT_NONE before version 3 */
     const char *thread; /* thread_len bytes, no NUL; "main" for version 1 */
     size_t thread_len;
     const uint8_t *wins;
@@ -75,18 +82,28 @@ static int anom_decode_why(const MDB_val *v, struct anom_rec *r, const char **wh
     *why = "bad magic or version";
     if (v->mv_size < ANOM_FIXED || p[0] != ANOM_MAGIC || p[1] < 1 || p[1] > ANOM_VERSION)
         return ISOPROF_ECORRUPT;
-    size_t hl = ANOM_FIXED;
+    size_t hl = ANOM_FIXED, at = ANOM_FIXED; /* at: thread_len in v2 and v3 */
     r->thread = STORE_THREAD_MAIN;
     r->thread_len = sizeof(STORE_THREAD_MAIN) - 1;
+    r->limit = 0;
+    r->limit_source = STORE_LIMIT_NONE;
+    if (p[1] >= 3) {
+        *why = "limit source out of range";
+        if (v->mv_size < ANOM_FIXED_V3 || p[48] > STORE_LIMIT_SOURCE_MAX)
+            return ISOPROF_ECORRUPT;
+        r->limit = store_be64_get(p + 40);
+        r->limit_source = p[48];
+        at = ANOM_FIXED_V3;
+    }
     if (p[1] >= 2) {
         *why = "thread label empty, not printable ASCII or longer than the value";
-        if (v->mv_size < ANOM_FIXED + 1u)
+        if (v->mv_size < at + 1u)
             return ISOPROF_ECORRUPT;
-        size_t tl = p[ANOM_FIXED];
-        hl = ANOM_FIXED + 1u + tl;
-        if (v->mv_size < hl || !store_thread_ok((const char *)p + ANOM_FIXED + 1, tl))
+        size_t tl = p[at];
+        hl = at + 1u + tl;
+        if (v->mv_size < hl || !store_thread_ok((const char *)p + at + 1, tl))
             return ISOPROF_ECORRUPT;
-        r->thread = (const char *)p + ANOM_FIXED + 1;
+        r->thread = (const char *)p + at + 1;
         r->thread_len = tl;
     }
     r->flags = (uint16_t)(p[2] << 8 | p[3]);
@@ -112,7 +129,7 @@ static int anom_decode(const MDB_val *v, struct anom_rec *r)
 /* The header length of r in the current version: where its windows go. */
 static size_t anom_hdr_len(const struct anom_rec *r)
 {
-    return ANOM_FIXED + 1u + r->thread_len;
+    return ANOM_FIXED_V3 + 1u + r->thread_len;
 }
 
 /* Write r's header (current version, with its thread) at p; returns its
@@ -128,8 +145,10 @@ static size_t anom_encode(uint8_t *p, const struct anom_rec *r)
     store_be64_put(p + 16, r->end_ns);
     store_be64_put(p + 24, r->value);
     store_be64_put(p + 32, r->threshold);
-    p[ANOM_FIXED] = (uint8_t)r->thread_len;
-    memcpy(p + ANOM_FIXED + 1, r->thread, r->thread_len);
+    store_be64_put(p + 40, r->limit);
+    p[48] = r->limit_source;
+    p[ANOM_FIXED_V3] = (uint8_t)r->thread_len;
+    memcpy(p + ANOM_FIXED_V3 + 1, r->thread, r->thread_len);
     return anom_hdr_len(r);
 }
 
@@ -491,7 +510,18 @@ static int anomaly_check(const struct store_anomaly *a)
     const char *thread = store_thread_of(a->thread);
     if (!store_thread_ok(thread, strnlen(thread, STORE_THREAD_MAX + 1)))
         return -EINVAL;
+    if (a->limit_source > STORE_LIMIT_SOURCE_MAX)
+        return -EINVAL;
     return 0;
+}
+
+static const char *const limit_sources[STORE_LIMIT_SOURCE_MAX + 1] = {
+    NULL, "config", "auto:v8-default", "auto:flag", "auto:NODE_OPTIONS", "auto:DENO_V8_FLAGS",
+    "auto:workerd", "auto:process"};
+
+const char *store_limit_source_name(unsigned src)
+{
+    return src <= STORE_LIMIT_SOURCE_MAX ? limit_sources[src] : NULL;
 }
 
 static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *a, unsigned types)
@@ -534,6 +564,8 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
         r.end_ns = a->end_ns;
         r.value = a->value;
         r.threshold = a->threshold;
+        r.limit = a->limit;
+        r.limit_source = a->limit_source;
         r.thread = store_thread_of(a->thread);
         r.thread_len = strlen(r.thread); /* anomaly_check bounded it */
         v = (MDB_val){anom_encode(buf, &r), buf};
@@ -563,6 +595,8 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
         r.end_ns = a->end_ns;
         r.value = a->value;
         r.threshold = a->threshold;
+        r.limit = a->limit;
+        r.limit_source = a->limit_source;
         /* Re-encoded in the current version (the thread, "main" for an
          * old one, stays); r's thread and windows still point into v. */
         size_t hl = anom_encode(buf, &r);
@@ -662,6 +696,8 @@ static int anom_emit(const struct store_bounds *b, const MDB_val *k, const MDB_v
         .end_ns = r.end_ns,
         .value = r.value,
         .threshold = r.threshold,
+        .limit = r.limit,
+        .limit_source = r.limit_source,
         .flags = r.flags,
         .windows = wins,
         .nwindows = r.nwin,

@@ -34,6 +34,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -239,7 +240,9 @@ static int blob_stream(struct store *s, MDB_txn *txn, const struct store_rec_hdr
     }
     size_t osize = ZSTD_DStreamOutSize();
     uint8_t *out = isoprof_malloc(osize);
-    ZSTD_DCtx *dctx = ZSTD_createDCtx_advanced(store_zstd_mem);
+    ZSTD_DCtx *dctx = atomic_exchange(&s->blob_dctx, NULL);
+    if (dctx == NULL)
+        dctx = ZSTD_createDCtx_advanced(store_zstd_mem);
     MDB_cursor *c = NULL;
     int rc = -ENOMEM;
     if (out == NULL || dctx == NULL)
@@ -329,7 +332,12 @@ static int blob_stream(struct store *s, MDB_txn *txn, const struct store_rec_hdr
 done:
     if (c != NULL)
         mdb_cursor_close(c);
-    ZSTD_freeDCtx(dctx);
+    /* Kept for the next read, clean (a frame left half read would
+     * otherwise go on), unless another read kept its own first. */
+    ZSTD_DCtx *none = NULL;
+    if (dctx != NULL && (ZSTD_isError(ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only)) ||
+                         !atomic_compare_exchange_strong(&s->blob_dctx, &none, dctx)))
+        ZSTD_freeDCtx(dctx);
     isoprof_free(out);
     return rc;
 }

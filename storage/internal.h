@@ -232,6 +232,13 @@ struct store {
     /* Read-only handles: where LMDB mapped data.mdb (NULL: not known, or
      * a writer, whose write txns hand out dirty pages from the heap). */
     const uint8_t *map_lo, *map_hi;
+    /* The decoder of the last snapshot read (NULL: none kept), taken by
+     * the next read on any thread (an atomic exchange; a read that finds
+     * none makes its own) and freed by store_close. A snapshot's frame
+     * declares a 2 MiB window, which a new decoder would map and fault in
+     * for every read, however small the snapshot: store_check reads them
+     * all. At most one is kept, about 2.2 MiB. */
+    ZSTD_DCtx *_Atomic blob_dctx;
 };
 
 /*

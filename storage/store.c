@@ -23,6 +23,7 @@
 #include "base.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -331,8 +332,10 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
          * store instead; nothing else changed. Schema 10 added the
          * `expired` upload state (a rejected entry of status
          * STORE_REJECT_EXPIRED), which an older build would show as a
-         * refusal by the server; nothing else changed. dbs_open reads the
-         * new version. */
+         * refusal by the server; nothing else changed. Schema 11 added
+         * the memory limit and its source to anomalies (their version 3,
+         * which an older build takes for damage); older anomalies read
+         * without a limit. dbs_open reads the new version. */
         s->schema = STORE_SCHEMA_VERSION;
         if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
             (rc = format_put(s, txn)) != 0)
@@ -343,9 +346,9 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
      * build reads as "main"; 3 to 5: no record with a pid or container,
      * read as 0 and ""; 3 to 6: no record with source-map figures or
      * labels, read as 0 and none; 3 to 7: no snapshot and no blobs DB;
-     * 3 to 8: no memory_growth anomaly; all: no expired window), so a
-     * reader takes them as they are. */
-    int as_is = s->readonly && s->schema >= 3 && s->schema <= 9;
+     * 3 to 8: no memory_growth anomaly; 3 to 9: no expired window; all:
+     * no anomaly with a limit), so a reader takes them as they are. */
+    int as_is = s->readonly && s->schema >= 3 && s->schema <= 10;
     if (s->schema != STORE_SCHEMA_VERSION && !as_is) {
         if (why) {
             isoprof_free(*why);
@@ -528,6 +531,7 @@ void store_close(struct store *s)
     mdb_env_close(s->env);
     store_dict_cache_free(s);
     ZSTD_freeCCtx(s->cctx);
+    ZSTD_freeDCtx(atomic_load(&s->blob_dctx));
     isoprof_free(s->path);
     isoprof_free(s);
 }

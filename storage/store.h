@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 10u
+#define STORE_SCHEMA_VERSION 11u
 
 /* Window types; values are stored (in keys), never renumber. CPU, HEAP and
  * RETAINED windows hold a pprof and are stored with store_put (and queued
@@ -309,13 +309,13 @@ struct store_put_stats {
  *   could not be allocated).
  *
  * A writable open creates the schema in an empty environment and records the
- * budget in it. It upgrades a store of an older schema (1 to 7) in place,
+ * budget in it. It upgrades a store of an older schema (1 to 10) in place,
  * in one transaction, without rewriting any window (old windows read as
  * never queued, without a dictionary, of thread "main", pid 0, no
  * container, no source-map figures and no labels). In the same
  * transaction it drops the chunks of snapshots that never committed (a
  * crash while streaming; store_stat's orphan_chunks). A read-only open reads
- * schema 3 to 9 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
+ * schema 3 to 10 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
  * why says that isoprofd upgrades them). Data committed before a crash is
  * always there after reopen (LMDB syncs data and meta on each commit; no
  * unsafe flags are used).
@@ -593,6 +593,26 @@ int store_id_parse(const struct store *s, const char *text, uint64_t *id);
 /* struct store_anomaly.flags */
 #define STORE_ANOMALY_OPEN 0x1u /* the episode is still going on */
 
+/* Where a memory anomaly's limit came from (struct store_anomaly.limit_source);
+ * values are stored, never renumber. */
+enum store_limit_source {
+    STORE_LIMIT_NONE = 0,      /* no limit: a latency anomaly, or one recorded before schema 11 */
+    STORE_LIMIT_CONFIG,        /* memory_limit / threads.memory_limit in the config */
+    STORE_LIMIT_V8_DEFAULT,    /* V8's default for the host's memory */
+    STORE_LIMIT_FLAG,          /* a V8 heap flag on the command line */
+    STORE_LIMIT_NODE_OPTIONS,  /* ... in NODE_OPTIONS */
+    STORE_LIMIT_DENO_V8_FLAGS, /* ... in DENO_V8_FLAGS */
+    STORE_LIMIT_WORKERD,       /* workerd's fixed isolate limit */
+    STORE_LIMIT_PROCESS,       /* a worker thread: its process's limit */
+};
+#define STORE_LIMIT_SOURCE_MAX 7u
+
+/* store_limit_source_name - "config", "auto:v8-default", "auto:flag",
+ * "auto:NODE_OPTIONS", "auto:DENO_V8_FLAGS", "auto:workerd",
+ * "auto:process"; NULL for STORE_LIMIT_NONE and values out of range.
+ * Thread: any. */
+const char *store_limit_source_name(unsigned src);
+
 /*
  * One anomaly: an episode of one kind on one isolate (memory kinds) or one
  * worker/version (latency, isolate 0). value and threshold are bytes for
@@ -611,7 +631,12 @@ struct store_anomaly {
     uint64_t start_ns, end_ns; /* wall ns; end: the last update (the end once closed) */
     uint64_t value;            /* the peak of the measure in the episode */
     uint64_t threshold;        /* what it was compared with */
-    uint32_t flags;            /* STORE_ANOMALY_OPEN */
+    /* The memory kinds: the isolate's heap limit in bytes and where it
+     * came from (enum store_limit_source); 0 and STORE_LIMIT_NONE for
+     * latency and for anomalies recorded before schema 11. */
+    uint64_t limit;
+    uint8_t limit_source;
+    uint32_t flags; /* STORE_ANOMALY_OPEN */
     /* Output of store_anomalies: the ids of the pinned windows, oldest
      * first, borrowed for the callback (ignored by store_anomaly_put). */
     const uint64_t *windows;
@@ -624,8 +649,8 @@ struct store_anomaly {
  * New: every field but id and windows is stored (a NULL or "" thread as
  * "main"); a->id receives the new id (a->start_ns moves by a nanosecond or
  * more in the unlikely case that an anomaly of that kind, isolate and
- * start exists). Update (a->id set): end_ns, value, threshold and flags
- * are replaced; kind, labels (thread too), isolate and start are those of
+ * start exists). Update (a->id set): end_ns, value, threshold, limit,
+ * limit_source and flags are replaced; kind, labels (thread too), isolate and start are those of
  * the existing anomaly.
  * pin_latest_types: bits (1 << STORE_TYPE_CPU, 1 << STORE_TYPE_HEAP,
  * 1 << STORE_TYPE_RETAINED, 1 << STORE_TYPE_SNAPSHOT; other bits are

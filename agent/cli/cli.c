@@ -168,7 +168,8 @@ static void usage(FILE *f)
         "                 --base-until -1h -o last-hour.html\n"
         "           Written to FILE, or stdout when it is not a terminal\n"
         "anomalies  one line per anomaly (with --json one object per line: id, kind, worker,\n"
-        "           version, thread, isolate, time, end, open, value, threshold, unit, windows);\n"
+        "           version, thread, isolate, time, end, open, value, threshold, unit,\n"
+        "           limit and limit_source (memory kinds; null otherwise), windows);\n"
         "           KIND is memory_near_limit, memory_growth, oom_suspected or\n"
         "           latency_p999_spike\n"
         "store      stat: counts, sizes, schema, source maps, upload outbox; check: verify\n"
@@ -1118,6 +1119,8 @@ static int list_on_anomaly(const struct store_anomaly *a, void *arg)
     format_time(a->start_ns, start, sizeof(start));
     format_time(a->end_ns, end, sizeof(end));
     int open = (a->flags & STORE_ANOMALY_OPEN) != 0;
+    /* NULL: no limit (latency, or recorded before the store kept it) */
+    const char *from = store_limit_source_name(a->limit_source);
     if (l->json) {
         printf("{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"worker\":", a->id,
                store_anomaly_name(a->kind));
@@ -1127,9 +1130,14 @@ static int list_on_anomaly(const struct store_anomaly *a, void *arg)
         fputs(",\"thread\":", stdout);
         json_str(stdout, a->thread ? a->thread : "main");
         printf(",\"isolate\":%" PRIu32 ",\"time\":\"%s\",\"end\":\"%s\",\"open\":%s"
-               ",\"value\":%" PRIu64 ",\"threshold\":%" PRIu64 ",\"unit\":\"%s\",\"windows\":[",
+               ",\"value\":%" PRIu64 ",\"threshold\":%" PRIu64 ",\"unit\":\"%s\"",
                a->isolate, start, end, open ? "true" : "false", a->value, a->threshold,
                a->kind == STORE_ANOMALY_LATENCY_P999_SPIKE ? "nanoseconds" : "bytes");
+        if (from != NULL)
+            printf(",\"limit\":%" PRIu64 ",\"limit_source\":\"%s\"", a->limit, from);
+        else
+            fputs(",\"limit\":null,\"limit_source\":null", stdout);
+        fputs(",\"windows\":[", stdout);
         for (size_t i = 0; i < a->nwindows; i++) {
             char id[STORE_ID_LEN + 1];
             store_id_format(l->s, a->windows[i], id);
@@ -1138,16 +1146,20 @@ static int list_on_anomaly(const struct store_anomaly *a, void *arg)
         fputs("]}\n", stdout);
     } else {
         if (l->count == 0)
-            printf("%-6s %-18s %-20s %-12s %-12s %-10s %-24s %-24s %10s %10s %s\n", "ID", "KIND",
-                   "WORKER", "VERSION", "THREAD", "ISOLATE", "START", "END", "VALUE", "THRESHOLD",
-                   "WINDOWS");
+            printf("%-6s %-18s %-20s %-12s %-12s %-10s %-24s %-24s %10s %10s %-28s %s\n", "ID",
+                   "KIND", "WORKER", "VERSION", "THREAD", "ISOLATE", "START", "END", "VALUE",
+                   "THRESHOLD", "LIMIT", "WINDOWS");
         printf("%-6" PRIu64 " %-18s %-20.20s %-12.12s %-12.12s %-10" PRIu32 " %-24s %-24s ", a->id,
                store_anomaly_name(a->kind), a->worker, a->version, a->thread ? a->thread : "main",
                a->isolate, start, open ? "(ongoing)" : end);
         print_quantity(a->kind, a->value);
         putchar(' ');
         print_quantity(a->kind, a->threshold);
-        printf(" %zu\n", a->nwindows);
+        char limit[64] = "-";
+        if (from != NULL)
+            snprintf(limit, sizeof(limit), "%.1fMiB(%s)", (double)a->limit / (1024.0 * 1024.0),
+                     from);
+        printf(" %-28s %zu\n", limit, a->nwindows);
     }
     l->count++;
     return 0;

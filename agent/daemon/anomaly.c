@@ -309,6 +309,8 @@ static void memory_episode_open(struct target *t, enum memwatch_kind k, uint64_t
                   t->isolate);
         return;
     }
+    e->limit = t->mw.limit;
+    e->limit_source = memwatch_source_store(t->mw.source);
     t->mw.k[k].ep = e;
     a->n.anomalies[e->kind]++;
     if (k == MEMWATCH_NEAR)
@@ -429,6 +431,8 @@ void anomaly_target_gone(struct target *t, int gone_by_itself)
                                         t->thread, t->isolate, t->mw.last, thr);
         if (e != NULL) {
             e->open = 0;
+            e->limit = t->mw.limit;
+            e->limit_source = memwatch_source_store(t->mw.source);
             a->n.anomalies[e->kind]++;
             log_warn("anomaly flagged",
                      "kind=%s worker=%s version=%s thread=%s isolate=%u last_used=%U limit=%U "

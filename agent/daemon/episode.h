@@ -22,6 +22,10 @@ struct episode {
     uint32_t isolate;
     uint64_t start_ns, end_ns; /* wall */
     uint64_t value, threshold;
+    /* The memory kinds: the isolate's limit and its enum store_limit_source
+     * (0 and STORE_LIMIT_NONE for latency), set by the caller. */
+    uint64_t limit;
+    uint8_t limit_source;
     int open;
 };
 

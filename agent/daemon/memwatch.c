@@ -17,13 +17,25 @@
 
 #include <string.h>
 
-static const char *const source_names[MEMWATCH_NSOURCES] = {
-    "config",       "auto:v8-default", "auto:flag",   "auto:NODE_OPTIONS",
-    "auto:DENO_V8_FLAGS", "auto:workerd", "auto:process"};
+/* The same order as the store's, which keeps them in anomaly records. */
+_Static_assert(MEMWATCH_SRC_CONFIG + 1 == STORE_LIMIT_CONFIG &&
+                   MEMWATCH_SRC_V8_DEFAULT + 1 == STORE_LIMIT_V8_DEFAULT &&
+                   MEMWATCH_SRC_FLAG + 1 == STORE_LIMIT_FLAG &&
+                   MEMWATCH_SRC_NODE_OPTIONS + 1 == STORE_LIMIT_NODE_OPTIONS &&
+                   MEMWATCH_SRC_DENO_V8_FLAGS + 1 == STORE_LIMIT_DENO_V8_FLAGS &&
+                   MEMWATCH_SRC_WORKERD + 1 == STORE_LIMIT_WORKERD &&
+                   MEMWATCH_SRC_PROCESS + 1 == STORE_LIMIT_PROCESS &&
+                   MEMWATCH_NSOURCES == STORE_LIMIT_SOURCE_MAX,
+               "memwatch_source and store_limit_source in step");
+
+uint8_t memwatch_source_store(unsigned src)
+{
+    return src < MEMWATCH_NSOURCES ? (uint8_t)(src + 1) : STORE_LIMIT_NONE;
+}
 
 const char *memwatch_source_name(unsigned src)
 {
-    return src < MEMWATCH_NSOURCES ? source_names[src] : "?";
+    return src < MEMWATCH_NSOURCES ? store_limit_source_name(src + 1) : "?";
 }
 
 uint8_t memwatch_kind_anomaly(enum memwatch_kind k)

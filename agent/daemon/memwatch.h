@@ -75,6 +75,8 @@ enum memwatch_source {
 /* "config", "auto:v8-default", "auto:flag", "auto:NODE_OPTIONS",
  * "auto:DENO_V8_FLAGS", "auto:workerd", "auto:process"; "?" outside. */
 const char *memwatch_source_name(unsigned src);
+/* The store's enum store_limit_source for src (STORE_LIMIT_NONE outside). */
+uint8_t memwatch_source_store(unsigned src);
 
 /* The two kinds of episode, as indexes (their store kinds in
  * memwatch_kind_anomaly). */

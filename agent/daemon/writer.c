@@ -430,6 +430,8 @@ int writer_episode(struct writer *w, struct episode *e, int op)
         .end_ns = e->end_ns,
         .value = e->value,
         .threshold = e->threshold,
+        .limit = e->limit,
+        .limit_source = e->limit_source,
         .flags = e->open ? STORE_ANOMALY_OPEN : 0,
     };
     conv_append(w, j);

@@ -98,6 +98,8 @@ static void build(const char *dir)
                               .end_ns = T0 + 9 * SEC,
                               .value = 90u << 20,
                               .threshold = 80u << 20,
+                              .limit = 88u << 20,
+                              .limit_source = STORE_LIMIT_FLAG,
                               .flags = STORE_ANOMALY_OPEN};
     if ((rc = store_anomaly_put(s, &a, 0)) != 0)
         die("store_anomaly_put", rc);
@@ -276,7 +278,7 @@ static int on_anomaly(const struct store_anomaly *a, void *arg)
     str_ok(a->worker, STORE_WORKER_MAX);
     str_ok(a->version, STORE_VERSION_MAX);
     str_ok(a->thread, STORE_THREAD_MAX);
-    if (a->nwindows > STORE_ANOMALY_WINDOWS_MAX)
+    if (a->nwindows > STORE_ANOMALY_WINDOWS_MAX || a->limit_source > STORE_LIMIT_SOURCE_MAX)
         __builtin_trap();
     for (size_t i = 0; i < a->nwindows && l->n < sizeof(l->ids) / sizeof(l->ids[0]); i++)
         l->ids[l->n++] = a->windows[i];

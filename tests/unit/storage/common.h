@@ -475,7 +475,7 @@ __attribute__((unused)) static int rec_version(struct store *s, uint64_t id)
  * schema 4, 3 for 5, 4 for 6), but the window with id v1_id in version 1 (as one
  * stored before schema 2) and the one with id v2_id in version 2 (as one
  * stored before schema 5), 0 for none; for schema 4 every anomaly in
- * version 1 (no thread), for 5 and 6 the anomalies as they are; stored_bytes
+ * version 1 (no thread), for 5 and 6 in version 2 (no limit); stored_bytes
  * down by what the records lost; the schema in meta.
  */
 __attribute__((unused)) static void make_old_schema(const char *path, int schema, uint64_t v1_id,
@@ -502,8 +502,7 @@ __attribute__((unused)) static void make_old_schema(const char *path, int schema
     REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
     REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
     REQUIRE(mdb_dbi_open(txn, "windows", 0, &windows) == 0);
-    if (schema == 4)
-        REQUIRE(mdb_dbi_open(txn, "anomalies", 0, &anomalies) == 0);
+    REQUIRE(mdb_dbi_open(txn, "anomalies", 0, &anomalies) == 0);
     REQUIRE(mdb_dbi_open(txn, "meta", 0, &meta) == 0);
     uint64_t lost = 0;
     REQUIRE(mdb_cursor_open(txn, windows, &c) == 0);
@@ -519,26 +518,27 @@ __attribute__((unused)) static void make_old_schema(const char *path, int schema
         lost += v.mv_size - out[n].vlen;
     }
     mdb_cursor_close(c);
-    if (schema == 4) {
-        REQUIRE(mdb_cursor_open(txn, anomalies, &c) == 0);
-        for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < 16;
-             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
-            /* version 1: the 40 fixed bytes, then the windows */
-            const uint8_t *p = v.mv_data;
-            REQUIRE(v.mv_size > 41 && p[1] == 2 && k.mv_size <= sizeof(out[n].key));
-            size_t tl = p[40];
-            out[n].db = anomalies;
-            out[n].vlen = v.mv_size - 1 - tl;
-            out[n].val = isoprof_malloc(out[n].vlen);
-            REQUIRE(out[n].val != NULL);
-            memcpy(out[n].val, p, 40);
-            memcpy(out[n].val + 40, p + 41 + tl, v.mv_size - 41 - tl);
-            out[n].val[1] = 1;
-            memcpy(out[n].key, k.mv_data, k.mv_size);
-            out[n].klen = k.mv_size;
-        }
-        mdb_cursor_close(c);
+    REQUIRE(mdb_cursor_open(txn, anomalies, &c) == 0);
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < 16;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
+        /* version 3: 40 fixed bytes, limit:u64 and its source:u8, the
+         * thread, the windows; version 2 without the limit; version 1
+         * without the thread either */
+        const uint8_t *p = v.mv_data;
+        REQUIRE(v.mv_size > 50 && p[1] == 3 && k.mv_size <= sizeof(out[n].key));
+        size_t tl = p[49];
+        size_t cut = schema == 4 ? 9 + 1 + tl : 9; /* bytes after the fixed 40 that go */
+        out[n].db = anomalies;
+        out[n].vlen = v.mv_size - cut;
+        out[n].val = isoprof_malloc(out[n].vlen);
+        REQUIRE(out[n].val != NULL);
+        memcpy(out[n].val, p, 40);
+        memcpy(out[n].val + 40, p + 40 + cut, v.mv_size - 40 - cut);
+        out[n].val[1] = schema == 4 ? 1 : 2;
+        memcpy(out[n].key, k.mv_data, k.mv_size);
+        out[n].klen = k.mv_size;
     }
+    mdb_cursor_close(c);
     for (size_t i = 0; i < n; i++) {
         MDB_val ok = {out[i].klen, out[i].key}, ov = {out[i].vlen, out[i].val};
         REQUIRE(mdb_put(txn, out[i].db, &ok, &ov, 0) == 0);

@@ -8,10 +8,10 @@
 struct anoms {
     size_t n;
     struct {
-        uint64_t id, start, end, value, threshold, wins[8];
+        uint64_t id, start, end, value, threshold, limit, wins[8];
         size_t nwin;
         uint32_t isolate, flags;
-        uint8_t kind;
+        uint8_t kind, limit_source;
         char worker[64], version[64];
     } a[64];
 };
@@ -27,6 +27,8 @@ static int on_anomaly(const struct store_anomaly *a, void *arg)
     l->a[l->n].end = a->end_ns;
     l->a[l->n].value = a->value;
     l->a[l->n].threshold = a->threshold;
+    l->a[l->n].limit = a->limit;
+    l->a[l->n].limit_source = a->limit_source;
     l->a[l->n].isolate = a->isolate;
     l->a[l->n].flags = a->flags;
     l->a[l->n].nwin = a->nwindows;
@@ -72,6 +74,10 @@ static uint64_t new_anomaly(struct store *s, uint8_t kind, const char *worker, u
                               .value = 120u << 20,
                               .threshold = 115u << 20,
                               .flags = STORE_ANOMALY_OPEN};
+    if (kind != STORE_ANOMALY_LATENCY_P999_SPIKE) {
+        a.limit = 128u << 20;
+        a.limit_source = STORE_LIMIT_WORKERD;
+    }
     int rc = store_anomaly_put(s, &a, pin_latest);
     if (rc != 0)
         fprintf(stderr, "store_anomaly_put: %s\n", isoprof_strerror(rc));
@@ -91,19 +97,32 @@ TEST(create_update_query)
     uint64_t a2 = new_anomaly(s, STORE_ANOMALY_LATENCY_P999_SPIKE, "cart", 0, T0 + 5 * SEC, 0);
     REQUIRE(a2 == 2);
 
-    /* The episode ends: end, value and flags change, the windows stay. */
+    int rc;
+    struct anoms *l = anoms(s, NULL, &rc);
+    REQUIRE(rc == 0 && l->n == 2);
+    CHECK(l->a[0].limit == 128u << 20 && l->a[0].limit_source == STORE_LIMIT_WORKERD);
+    CHECK(l->a[1].limit == 0 && l->a[1].limit_source == STORE_LIMIT_NONE);
+
+    /* The episode ends: end, value, limit and flags change, the windows
+     * stay. */
     struct store_anomaly up = {.id = a1,
                                .kind = STORE_ANOMALY_MEMORY_NEAR_LIMIT,
                                .worker = "ignored",
                                .version = "ignored",
                                .end_ns = T0 + 60 * SEC,
                                .value = 125u << 20,
-                               .threshold = 115u << 20};
+                               .threshold = 115u << 20,
+                               .limit = 208u << 20,
+                               .limit_source = STORE_LIMIT_FLAG};
     REQUIRE(store_anomaly_put(s, &up, 0) == 0);
 
-    int rc;
-    struct anoms *l = anoms(s, NULL, &rc);
+    l = anoms(s, NULL, &rc);
     REQUIRE(rc == 0 && l->n == 2);
+    CHECK(l->a[0].limit == 208u << 20 && l->a[0].limit_source == STORE_LIMIT_FLAG);
+    CHECK_STR(store_limit_source_name(l->a[0].limit_source), "auto:flag");
+    CHECK(store_limit_source_name(STORE_LIMIT_NONE) == NULL);
+    CHECK(store_limit_source_name(STORE_LIMIT_SOURCE_MAX + 1) == NULL);
+    CHECK_STR(store_limit_source_name(STORE_LIMIT_PROCESS), "auto:process");
     CHECK(l->a[0].id == a1 && l->a[0].kind == STORE_ANOMALY_MEMORY_NEAR_LIMIT);
     CHECK_STR(l->a[0].worker, "checkout");
     CHECK_STR(l->a[0].version, "v1");
@@ -156,6 +175,9 @@ TEST(create_update_query)
     struct store_anomaly bad = {.kind = 0, .worker = "w", .version = "v"};
     CHECK_EQ_INT(store_anomaly_put(s, &bad, 0), -EINVAL);
     bad.kind = STORE_ANOMALY_MAX + 1;
+    CHECK_EQ_INT(store_anomaly_put(s, &bad, 0), -EINVAL);
+    bad = (struct store_anomaly){.kind = 1, .worker = "w", .version = "v",
+                                 .limit_source = STORE_LIMIT_SOURCE_MAX + 1};
     CHECK_EQ_INT(store_anomaly_put(s, &bad, 0), -EINVAL);
     bad = (struct store_anomaly){.id = 77, .kind = 1, .worker = "w", .version = "v"};
     CHECK_EQ_INT(store_anomaly_put(s, &bad, 0), ISOPROF_ENOTFOUND);
