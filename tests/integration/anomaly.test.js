@@ -144,6 +144,8 @@ test('workerd: a worker outgrowing 20 % of its auto limit flags memory_near_limi
   assert.strictEqual(a.length, 1, JSON.stringify(a));
   assert.strictEqual(a[0].worker, 'growing');
   assert.strictEqual(a[0].threshold, Math.floor(0.2 * 128 * 1048576), JSON.stringify(a[0]));
+  assert.strictEqual(a[0].limit, 128 * 1048576, JSON.stringify(a[0]));
+  assert.strictEqual(a[0].limit_source, 'auto:workerd', JSON.stringify(a[0]));
   const heap = L.windows(store, ['--anomaly', 'memory_near_limit', '--type', 'heap']);
   assert.ok(heap.length >= 1 && heap[0].runtime === 'workerd', JSON.stringify(heap));
   const rows = L.pprofTop(L.exportTo(store, ['--id', heap[0].id], path.join(dir, 'w.pb.gz')), ['-sample_index=inuse_space']);
@@ -227,6 +229,7 @@ test('P999: a steady stream flags nothing; a slow path for 1 in 500 flags exactl
   assert.strictEqual(a.length, 1, JSON.stringify(a));
   assert.strictEqual(a[0].kind, 'latency_p999_spike');
   assert.strictEqual(a[0].unit, 'nanoseconds');
+  assert.ok(a[0].limit === null && a[0].limit_source === null, JSON.stringify(a[0]));
   assert.ok(a[0].windows.length >= 1, JSON.stringify(a[0]));
   L.storeCheck(store);
   await L.stop(node);

@@ -83,6 +83,8 @@ test('deno workers: watched as threads of the target, their own windows; a near-
   assert.strictEqual(eps.length, 1, JSON.stringify(eps));
   assert.strictEqual(eps[0].worker, 'dn');
   assert.strictEqual(eps[0].threshold, Math.floor(0.1 * 256 * MIB), JSON.stringify(eps[0]));
+  assert.strictEqual(eps[0].limit, 256 * MIB, JSON.stringify(eps[0]));
+  assert.strictEqual(eps[0].limit_source, 'auto:flag', JSON.stringify(eps[0]));
   const heap = L.windows(store, ['--anomaly', 'memory_near_limit', '--type', 'heap']);
   assert.ok(heap.length >= 1 && heap.every((w) => w.runtime === 'deno' && w.worker === 'dn'), JSON.stringify(heap));
   assert.strictEqual(d.count((l) => l.level === 'error'), 0, d.tail());

@@ -86,6 +86,11 @@ test('limits from the process; near-limit by the real limit; memory_growth on a 
   assert.strictEqual(eps.length, 1, JSON.stringify(eps));
   assert.strictEqual(eps[0].worker, 'leak');
   assert.strictEqual(eps[0].threshold, 1072 * MIB);
+  // The record keeps the limit and where it came from.
+  assert.strictEqual(eps[0].limit, 1072 * MIB, JSON.stringify(eps[0]));
+  assert.strictEqual(eps[0].limit_source, 'auto:flag', JSON.stringify(eps[0]));
+  const nears = L.anomalies(store, ['--kind', 'memory_near_limit']);
+  assert.ok(nears.length >= 1 && nears.every((a) => a.worker === 'small' && a.limit === 208 * MIB && a.limit_source === 'auto:flag'), JSON.stringify(nears));
   const file = L.exportTo(store, ['--anomaly', String(eps[0].id), '--type', 'heap'], path.join(dir, 'growth.pb.gz'));
   const rows = L.pprofTop(file, ['-sample_index=inuse_space']);
   assert.ok(rows.slice(0, 3).some((r) => r.name === 'rememberSessions'), JSON.stringify(rows.slice(0, 5)));
