@@ -1,11 +1,13 @@
 # Build-time generation of the packaged files that come from the config
 # table, so they never drift from the code (run by packaging/CMakeLists.txt):
 #
-#   cmake -DMODE=config -DISOPROFD=<isoprofd> -DOUT=<isoprof.yaml> -P gen.cmake
+#   cmake -DMODE=config -DISOPROFD=<isoprofd> -DOUT=<isoprof.yaml> -DCONF=<path> -P gen.cmake
 #     isoprofd --print-config with store.path set to /var/lib/isoprof, checked
-#     with isoprofd --check-config.
+#     with isoprofd --check-config; its header names the file as CONF, where
+#     the install puts it.
 #   cmake -DMODE=man5 -DISOPROFD=<isoprofd> -DIN=<isoprof.yaml.5.in>
-#         -DAWK=<awk> -DSCRIPT=<options.awk> -DVERSION=<v> -DOUT=<isoprof.yaml.5> -P gen.cmake
+#         -DAWK=<awk> -DSCRIPT=<options.awk> -DVERSION=<v> -DCONF=<path>
+#         -DOUT=<isoprof.yaml.5> -P gen.cmake
 #     the man page's OPTIONS section from isoprofd --help's option table.
 #
 # Each writes OUT only when its content changes.
@@ -39,11 +41,11 @@ if(MODE STREQUAL "config")
   endif()
   string(REPLACE "\n  path: ./isoprof-data\n" "\n  path: /var/lib/isoprof\n" out "${out}")
   set(head
-"# /etc/isoprof/isoprof.yaml: the configuration isoprof.service runs isoprofd
+"# ${CONF}: the configuration isoprof.service runs isoprofd
 # with. Edit `targets` to name the runtimes' inspector endpoints, then
 # `systemctl reload isoprof`; options marked \"needs a restart\" take
 # `systemctl restart isoprof`. Check an edit with
-# `isoprofd --check-config /etc/isoprof/isoprof.yaml`. See isoprof.yaml(5).
+# `isoprofd --check-config ${CONF}`. See isoprof.yaml(5).
 # A conffile: your changes survive upgrades (dpkg asks when the packaged
 # default changed as well). Below, every option is at its default but
 # store.path, which names the service's StateDirectory.
@@ -71,6 +73,7 @@ elseif(MODE STREQUAL "man5")
   endif()
   string(REPLACE "@OPTIONS@\n" "${options}" page "${page}")
   string(REPLACE "@PROJECT_VERSION@" "${VERSION}" page "${page}")
+  string(REPLACE "@ISOPROF_CONFIG_FILE@" "${CONF}" page "${page}")
   write_if_changed("${OUT}" "${page}")
 else()
   message(FATAL_ERROR "gen.cmake: MODE must be config or man5")

@@ -37,7 +37,9 @@ if [ "${ISOPROF_SKIP_SANITIZE:-0}" != 1 ]; then
   # integration harness also fails a test whose daemon printed one.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  suite build-asan -DISOPROF_SANITIZE=ON
+  # Configured for /usr as the .deb's tree is, so integration.packaging
+  # builds and checks the .deb here too (cpack refuses another prefix).
+  suite build-asan -DISOPROF_SANITIZE=ON -DCMAKE_INSTALL_PREFIX=/usr
 fi
 if [ "${ISOPROF_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== libFuzzer targets, ${ISOPROF_FUZZ_SECONDS:-10} s each (build-fuzz/)" >&2

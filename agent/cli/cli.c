@@ -92,6 +92,11 @@ _Static_assert(CFG_OD_SECONDS_MAX == 3600u && CFG_OD_INTERVAL_MIN_NS == 100000ul
                    CFG_OD_INTERVAL_MAX_NS == 1000000000ull,
                "the on-demand limits changed: update usage() and the --interval message");
 
+/* The installed config (system_config() below), from the build. */
+#ifndef ISOPROF_SYSTEM_CONFIG
+#error "ISOPROF_SYSTEM_CONFIG (the installed config's path) is set by agent/cli/CMakeLists.txt"
+#endif
+
 static void usage(FILE *f)
 {
     fprintf(
@@ -113,7 +118,8 @@ static void usage(FILE *f)
         "       isoprof upload    --since T [FILTERS] [--config FILE] [--store DIR] [--json]\n"
         "\n"
         "The store DIR: --store, else $ISOPROF_STORE, else store.path of --config FILE or of\n"
-        "/etc/isoprof/isoprof.yaml (when it exists), else ./isoprof-data (isoprofd's default).\n"
+        "the system's config (when it exists), else ./isoprof-data (isoprofd's default). The\n"
+        "system's config: $ISOPROF_CONFIG if set, else " ISOPROF_SYSTEM_CONFIG ".\n"
         "\n"
         "Reads the windows isoprofd stored. FILTERS:\n"
         "  --worker W      only worker W          --version V   only version V\n"
@@ -366,13 +372,32 @@ static int is_dir(const char *p)
 }
 
 /*
- * The store the daemon uses, found as it does: --store, else
- * $ISOPROF_STORE, else store.path of the config (--config FILE, else
- * CLI_SYSTEM_CONFIG when it exists), else the embedded default. A store
- * named by one of them that does not exist is an error that says where the
- * name came from; none at all, an error that lists what was tried.
+ * The system's config, read when there is no --config: $ISOPROF_CONFIG when
+ * set and not empty, else the file the install put in place
+ * (ISOPROF_SYSTEM_CONFIG, set by the build from the install prefix:
+ * /etc/isoprof/isoprof.yaml for /usr). The variable replaces the file and
+ * nothing else, so the integration tests point it at a path that does not
+ * exist and no host's config reaches them. *from names the path's source,
+ * for messages.
  */
-#define CLI_SYSTEM_CONFIG "/etc/isoprof/isoprof.yaml"
+static const char *system_config(const char **from)
+{
+    const char *env = getenv("ISOPROF_CONFIG");
+    if (env != NULL && *env != '\0') {
+        *from = " ($ISOPROF_CONFIG)";
+        return env;
+    }
+    *from = "";
+    return ISOPROF_SYSTEM_CONFIG;
+}
+
+/*
+ * The store the daemon uses, found as it does: --store, else
+ * $ISOPROF_STORE, else store.path of the config (--config FILE, else the
+ * system's when it exists), else the embedded default. A store named by one
+ * of them that does not exist is an error that says where the name came
+ * from; none at all, an error that lists what was tried.
+ */
 static int resolve_store(struct cli *c)
 {
     static char from_cfg[4097]; /* store.path is at most 4096 bytes */
@@ -383,9 +408,12 @@ static int resolve_store(struct cli *c)
         c->store_path = env;
         return is_dir(env) ? 0 : die("no store at %s (from $ISOPROF_STORE)", env);
     }
-    const char *cfgp = c->config_path;
-    if (cfgp == NULL && access(CLI_SYSTEM_CONFIG, F_OK) == 0)
-        cfgp = CLI_SYSTEM_CONFIG;
+    const char *cfgp = c->config_path, *from, *cfg_from = "";
+    const char *sys = system_config(&from);
+    if (cfgp == NULL && access(sys, F_OK) == 0) {
+        cfgp = sys;
+        cfg_from = from;
+    }
     if (cfgp != NULL) {
         struct cfg *cfg = NULL;
         char *why = NULL;
@@ -399,16 +427,18 @@ static int resolve_store(struct cli *c)
         snprintf(from_cfg, sizeof(from_cfg), "%s", cfg->store.path);
         cfg_free(cfg);
         c->store_path = from_cfg;
-        return is_dir(from_cfg) ? 0 : die("no store at %s (store.path of %s)", from_cfg, cfgp);
+        return is_dir(from_cfg)
+                   ? 0
+                   : die("no store at %s (store.path of %s%s)", from_cfg, cfgp, cfg_from);
     }
     const char *def = CFG_DEFAULT_STORE_PATH;
     if (is_dir(def)) {
         c->store_path = def;
         return 0;
     }
-    return die("no store found: no --store, $ISOPROF_STORE unset, no --config and no %s, "
+    return die("no store found: no --store, $ISOPROF_STORE unset, no --config and no %s%s, "
                "and no %s here",
-               CLI_SYSTEM_CONFIG, def);
+               sys, from, def);
 }
 
 static int parse_args(struct cli *c, int argc, char **argv, unsigned allow)
@@ -886,11 +916,12 @@ static int cmd_upload(int argc, char **argv)
         return rc;
     if (c.f.since_ns == 0)
         return die("upload: --since T is required (the windows to send again)");
-    if (c.config_path == NULL && access(CLI_SYSTEM_CONFIG, F_OK) == 0)
-        c.config_path = CLI_SYSTEM_CONFIG;
+    const char *from, *sys = system_config(&from);
+    if (c.config_path == NULL && access(sys, F_OK) == 0)
+        c.config_path = sys;
     if (c.config_path == NULL)
-        return die("upload: no --config FILE and no %s: its upload section names the server",
-                   CLI_SYSTEM_CONFIG);
+        return die("upload: no --config FILE and no %s%s: its upload section names the server", sys,
+                   from);
     struct store *s;
     if ((rc = open_store(&c, &s)) != 0)
         return rc;

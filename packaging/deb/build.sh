@@ -3,7 +3,9 @@
 #
 #   packaging/deb/build.sh [DIR [CMAKE-ARGS...]]
 #
-# DIR (default build-deb) is configured with CMAKE_BUILD_TYPE=None and the
+# DIR (default build-deb) is configured for the prefix /usr (the paths
+# built into the binaries and the unit: /usr/bin/isoprofd,
+# /etc/isoprof/isoprof.yaml) with CMAKE_BUILD_TYPE=None and the
 # flags of `dpkg-buildflags` (package dpkg-dev) with hardening=+all: -O2
 # -g, stack protector, _FORTIFY_SOURCE=2, format checks, RELRO and
 # BIND_NOW, as debhelper would pass them. DEB_BUILD_MAINT_OPTIONS and
@@ -25,7 +27,7 @@ ldflags=$(dpkg-buildflags --get LDFLAGS)
 run() { echo "+ $*" >&2; "$@"; }
 # The flags go on the command line, not through the environment: CMake
 # reads CFLAGS and LDFLAGS only when a build directory is first configured.
-run cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=None \
+run cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=None -DCMAKE_INSTALL_PREFIX=/usr \
   "-DCMAKE_C_FLAGS=$cflags" "-DCMAKE_EXE_LINKER_FLAGS=$ldflags" \
   "-DCMAKE_SHARED_LINKER_FLAGS=$ldflags" "-DCMAKE_MODULE_LINKER_FLAGS=$ldflags" "$@"
 run cmake --build "$dir" -j"${ISOPROF_JOBS:-2}"

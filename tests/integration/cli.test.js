@@ -159,11 +159,55 @@ describe('on a store the daemon filled', () => {
     const b = L.cli(['windows', '--config', broken], { env: { ISOPROF_STORE: '' } });
     assert.strictEqual(b.status, 2);
     assert.match(b.stderr, /cannot read the store's path from .*broken\.yaml/);
-    if (!fs.existsSync('/etc/isoprof/isoprof.yaml')) {
-      const none = L.cli(['windows'], { cwd: empty, env: { ISOPROF_STORE: '' } });
-      assert.strictEqual(none.status, 2);
-      assert.match(none.stderr, /no store found: no --store, \$ISOPROF_STORE unset, no --config and no \/etc\/isoprof\/isoprof\.yaml, and no \.\/isoprof-data here/);
-    }
+    // The harness's $ISOPROF_CONFIG names no file, whatever the host's /etc holds.
+    const none = L.cli(['windows'], { cwd: empty, env: { ISOPROF_STORE: '' } });
+    assert.strictEqual(none.status, 2);
+    assert.strictEqual(none.stderr, `isoprof: no store found: no --store, $ISOPROF_STORE unset, no --config and no ${L.NO_SYSTEM_CONFIG} ($ISOPROF_CONFIG), and no ./isoprof-data here\n`);
+  });
+
+  // The installed config (/etc/isoprof/isoprof.yaml for the prefix /usr) is
+  // found through one path, which $ISOPROF_CONFIG replaces: a config there
+  // is read as the installed one would be, so the harness's setting (a path
+  // that does not exist, in every child) keeps a host's config out.
+  test('$ISOPROF_CONFIG replaces the installed config; the harness sets it for every child', async () => {
+    assert.strictEqual(process.env.ISOPROF_CONFIG, L.NO_SYSTEM_CONFIG);
+    assert.ok(!fs.existsSync(L.NO_SYSTEM_CONFIG), `${L.NO_SYSTEM_CONFIG} does not exist`);
+    assert.ok(!L.NO_SYSTEM_CONFIG.startsWith('/etc/'));
+    const empty = L.tmpdir();
+    // A hostile config where the installed one would be: the store it names
+    // does not exist (as /var/lib/isoprof on a host without the service).
+    const hostile = path.join(empty, 'host.yaml');
+    fs.writeFileSync(hostile, `store: {path: ${JSON.stringify(path.join(empty, 'var-lib-isoprof'))}}\n` +
+      'upload: {url: "http://127.0.0.1:1"}\n');
+    const env = { ISOPROF_STORE: '', ISOPROF_CONFIG: hostile };
+    const h = L.cli(['windows'], { cwd: empty, env });
+    assert.strictEqual(h.status, 2);
+    assert.strictEqual(h.stderr, `isoprof: no store at ${path.join(empty, 'var-lib-isoprof')} (store.path of ${hostile} ($ISOPROF_CONFIG))\n`);
+    // --store, $ISOPROF_STORE and --config still come first.
+    const n = L.windows(store).length;
+    assert.strictEqual(L.cli(['windows', '--json', '--store', store], { cwd: empty, env }).stdout.split('\n').filter(Boolean).length, n);
+    assert.strictEqual(L.cli(['windows', '--json'], { cwd: empty, env: { ...env, ISOPROF_STORE: store } }).status, 0);
+    assert.strictEqual(L.cli(['windows', '--json', '--config', path.join(dir, 'isoprof.yaml')], { cwd: empty, env }).status, 0);
+    // One naming the real store is used as the store's path.
+    const good = path.join(empty, 'good.yaml');
+    fs.writeFileSync(good, `store: {path: ${JSON.stringify(store)}}\n`);
+    const g = L.cli(['windows', '--json'], { cwd: empty, env: { ...env, ISOPROF_CONFIG: good } });
+    assert.strictEqual(g.status, 0, g.stderr);
+    assert.strictEqual(g.stdout.split('\n').filter(Boolean).length, n);
+    // upload without --config reads the same file, and says which it tried.
+    const u = L.cli(['upload', '--store', store, '--since', '-1h'], { cwd: empty });
+    assert.strictEqual(u.status, 2);
+    assert.match(u.stderr, new RegExp(`no --config FILE and no ${L.NO_SYSTEM_CONFIG.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(\\$ISOPROF_CONFIG\\)`));
+    // --help names the variable.
+    assert.match(L.cli(['--help']).stdout, /\$ISOPROF_CONFIG if set, else \/\S+\/isoprof\/isoprof\.yaml\./);
+    // Every child the harness starts has it: the CLI (above, in its
+    // messages) and a daemon, seen in its /proc/PID/environ.
+    const d = await L.startDaemon(L.yamlConfig({ store: path.join(empty, 'store'), targets: [] }), { dir: empty });
+    const envOf = (pid) => fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    assert.ok(envOf(d.pid).includes(`ISOPROF_CONFIG=${L.NO_SYSTEM_CONFIG}`), 'isoprofd from startDaemon');
+    await d.waitLog((l) => l.msg === 'isoprofd started', 10000, 'isoprofd started');
+    const r = await L.stopDaemon(d, { signal: 'SIGTERM' });
+    assert.strictEqual(r.code, 0, d.tail());
   });
 
   test('isoprof windows: --json fields, table, filters and exit 1 when nothing matches', () => {

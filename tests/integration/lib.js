@@ -55,6 +55,16 @@ function tmpdir() {
   return d;
 }
 
+// No test reads the host's config. isoprof reads the installed config
+// (/etc/isoprof/isoprof.yaml on a host with the .deb) when no --config is
+// given, and $ISOPROF_CONFIG replaces that path. It is set here, in this
+// process's environment, to a path in a temp dir of ours that is never
+// created, so every isoprof and isoprofd started by a test (cli(),
+// startDaemon(), any spawn that passes process.env on) gets it. A test that
+// means a system config sets ISOPROF_CONFIG in its child's env.
+const NO_SYSTEM_CONFIG = path.join(tmpdir(), 'absent', 'isoprof.yaml');
+process.env.ISOPROF_CONFIG = NO_SYSTEM_CONFIG;
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // A port that was free a moment ago (for runtimes that cannot take port 0).
@@ -571,7 +581,7 @@ function procRoot(pids = []) {
 }
 
 module.exports = {
-  procRoot, ROOT, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
+  procRoot, ROOT, NO_SYSTEM_CONFIG, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
   cleanup, getJson, waitFor, waitInspector, runtimes, runtimeBinary, startNode, startDeno, startWorkerd,
   loadLoop, connectWs, yamlConfig, parseLogfmt, startDaemon, stopDaemon, assertNoSanitizer, cli, cliAsync, windows, anomalies, status,
   exportTo, storeCheck, goPprof, parsePprofTop, pprofTop, parsePprofRaw, pprofRaw, encodePprof,

@@ -11,10 +11,16 @@
 // socket and reloading, and uses no system call outside the unit's
 // SystemCallFilter, no address family outside RestrictAddressFamilies, no
 // writable-and-executable memory, and writes nowhere ProtectSystem=strict
-// would refuse.
+// would refuse. The .deb is built from a tree configured for the prefix /usr
+// (packaging/deb/build.sh); cpack refuses another, and those checks skip.
+// Any tree: `cmake --install --prefix DIR` as a user who cannot write
+// elsewhere (nobody, when run as root) writes only under DIR, and the prefix
+// /usr staged under DESTDIR puts the config in etc/isoprof and the unit in
+// systemd's unit directory.
 //
 // Needs cpack (cmake), dpkg-deb and dpkg-shlibdeps (dpkg-dev), systemd-analyze
-// (systemd), strace, and groff or man (groff-base, man-db): packaging/setup.sh.
+// (systemd), strace, setpriv (util-linux), and groff or man (groff-base,
+// man-db): packaging/setup.sh.
 // The build directory is $ISOPROF_BUILD_DIR (CTest sets it), else the one
 // this runs in (CTest's working directory is <build>/tests/integration).
 'use strict';
@@ -55,12 +61,32 @@ function which(cmd) {
 let deb; // the .deb built from this build directory
 let root; // its files, extracted
 let work; // scratch
+let noDeb; // why there is no .deb: the tree is configured for another prefix
+let cache; // CMakeCache.txt
+
+// The .deb's tests skip on a tree configured for another prefix than /usr:
+// cpack refuses it (checked below), since what is built into the binaries
+// and the unit would not match where the package puts them.
+function needDeb(t) {
+  if (deb) return true;
+  t.skip(noDeb);
+  return false;
+}
 
 before(() => {
   const cfg = path.join(BUILD, 'CPackConfig.cmake');
   assert.ok(fs.existsSync(cfg), `${cfg} is missing: ISOPROF_BUILD_DIR must name a configured build directory`);
+  cache = fs.readFileSync(path.join(BUILD, 'CMakeCache.txt'), 'utf8');
   work = L.tmpdir();
   const out = path.join(work, 'out');
+  const prefix = (/^CMAKE_INSTALL_PREFIX:PATH=(.*)$/m.exec(cache) || [])[1];
+  if (prefix !== '/usr') {
+    noDeb = `${BUILD} is configured with CMAKE_INSTALL_PREFIX=${prefix}, not /usr as the .deb's tree (packaging/deb/build.sh)`;
+    const r = run('cpack', ['-G', 'DEB', '-B', out, '--config', cfg]);
+    assert.notStrictEqual(r.status, 0, 'cpack refuses a tree configured for another prefix');
+    assert.match((r.stdout + r.stderr).replace(/\s+/g, ' '), /configure it with -DCMAKE_INSTALL_PREFIX=\/usr \(packaging\/deb\/build\.sh does\)/);
+    return;
+  }
   ok('cpack', ['-G', 'DEB', '-B', out, '--config', cfg]);
   const debs = fs.readdirSync(out).filter((f) => /^isoprof_.*\.deb$/.test(f));
   assert.strictEqual(debs.length, 1, `one isoprof_*.deb in ${out}: ${fs.readdirSync(out)}`);
@@ -70,16 +96,23 @@ before(() => {
   ok('dpkg-deb', ['-x', deb, root]);
 });
 
-test('the .deb holds the binaries, the unit, the config and the man pages', () => {
+test('the .deb holds the binaries, the unit, the config and the man pages', (t) => {
+  if (!needDeb(t)) return;
   const files = ok('dpkg-deb', ['-c', deb]).stdout.split('\n')
     .map((l) => (/\s\.\/(\S+)$/.exec(l) || [])[1]).filter(Boolean);
   for (const f of ['usr/bin/isoprofd', 'usr/bin/isoprof', UNIT, CONF, ...MANS]) {
     assert.ok(files.includes(f), `dpkg-deb -c lists ${f}:\n${files.join('\n')}`);
   }
+  // The unit and the config where Debian keeps them, whatever the install
+  // rule does for other prefixes: nothing under usr/etc or usr/lib/systemd.
+  assert.deepStrictEqual(files.filter((f) => /^usr\/(etc|lib\/systemd)\//.test(f)), []);
+  assert.deepStrictEqual(files.filter((f) => /isoprof\.(service|yaml)$/.test(f)).sort(), [CONF, UNIT].sort());
   for (const b of ['isoprofd', 'isoprof']) {
     const r = ok(path.join(root, 'usr/bin', b), ['--version']);
     assert.strictEqual(r.stdout, `${b} ${VERSION}\n`);
   }
+  // The packaged isoprof looks for the packaged config.
+  assert.match(ok(path.join(root, 'usr/bin/isoprof'), ['--help']).stdout, /else \/etc\/isoprof\/isoprof\.yaml\.\n/);
   // gzip'd man pages as Debian wants them: -n, no name or time stamp.
   for (const m of MANS) {
     const gz = fs.readFileSync(path.join(root, m));
@@ -93,7 +126,7 @@ test('the .deb holds the binaries, the unit, the config and the man pages', () =
 // directory configured otherwise (the ASan suite, a developer's) has
 // nothing of this to check.
 test('built as Debian builds (packaging/deb/build.sh): PIE, full RELRO, stack protector, fortify', (t) => {
-  const cache = fs.readFileSync(path.join(BUILD, 'CMakeCache.txt'), 'utf8');
+  if (!needDeb(t)) return;
   const flags = (/^CMAKE_C_FLAGS:STRING=(.*)$/m.exec(cache) || [])[1] || '';
   if (!/^CMAKE_BUILD_TYPE:STRING=None$/m.test(cache) || !flags.includes('-D_FORTIFY_SOURCE')) {
     t.skip(`${BUILD} was not configured by packaging/deb/build.sh`);
@@ -110,7 +143,8 @@ test('built as Debian builds (packaging/deb/build.sh): PIE, full RELRO, stack pr
   }
 });
 
-test('control: Depends from the shared libraries, the conffile, maintainer scripts', () => {
+test('control: Depends from the shared libraries, the conffile, maintainer scripts', (t) => {
+  if (!needDeb(t)) return;
   const info = ok('dpkg-deb', ['-I', deb]).stdout;
   const dep = /^ Depends: (.*)$/m.exec(info);
   assert.ok(dep, `a Depends line:\n${info}`);
@@ -135,7 +169,8 @@ test('control: Depends from the shared libraries, the conffile, maintainer scrip
   }
 });
 
-test('the packaged config is valid, stores in /var/lib/isoprof and is --print-config otherwise', () => {
+test('the packaged config is valid, stores in /var/lib/isoprof and is --print-config otherwise', (t) => {
+  if (!needDeb(t)) return;
   const conf = path.join(root, CONF);
   const r = ok(L.ISOPROFD, ['--check-config', conf]);
   assert.strictEqual(r.stdout, `${conf}: ok\n`);
@@ -148,7 +183,8 @@ test('the packaged config is valid, stores in /var/lib/isoprof and is --print-co
   assert.strictEqual(body, printed.replace('\n  path: ./isoprof-data\n', '\n  path: /var/lib/isoprof\n'));
 });
 
-test('the unit: systemd-analyze verify passes, security rates it 2.0 or better', () => {
+test('the unit: systemd-analyze verify passes, security rates it 2.0 or better', (t) => {
+  if (!needDeb(t)) return;
   const unitText = fs.readFileSync(path.join(root, UNIT), 'utf8');
   for (const line of ['Type=notify', 'ExecStart=/usr/bin/isoprofd --config /etc/isoprof/isoprof.yaml',
     'ExecReload=/bin/kill -HUP $MAINPID', 'Restart=on-failure', 'StateDirectory=isoprof',
@@ -185,6 +221,7 @@ test('the unit: systemd-analyze verify passes, security rates it 2.0 or better',
 });
 
 test('the man pages render without warnings; isoprof.yaml(5) has every option', (t) => {
+  if (!needDeb(t)) return;
   const pages = MANS.map((m) => path.join(root, m));
   if (which('man')) {
     for (const p of pages) {
@@ -212,7 +249,106 @@ test('the man pages render without warnings; isoprof.yaml(5) has every option', 
   for (const p of pages) {
     const page = zlib.gunzipSync(fs.readFileSync(p)).toString('utf8');
     assert.ok(page.includes(`"isoprof ${VERSION}"`), `${p} names version ${VERSION}`);
+    assert.ok(!page.includes('@ISOPROF_'), `${p}: no placeholder left`);
+    assert.ok(page.includes('.I /etc/isoprof/isoprof.yaml\n'), `${p} names the packaged config`);
   }
+  assert.ok(zlib.gunzipSync(fs.readFileSync(pages[0])).toString('utf8').includes('.I /lib/systemd/system/isoprof.service\n'),
+    'isoprofd(8) names the packaged unit');
+});
+
+// --- cmake --install: stays in its prefix ----------------------------------
+
+// Runs `cmake --install` of this build directory as a user who cannot
+// write outside what it is given: nobody when the test runs as root
+// (setpriv), else the user running it. The install writes its manifest into
+// the build directory, so it runs from a copy of the install scripts (every
+// cmake_install.cmake and the files they install, the build directory's
+// path replaced by the copy's), world-readable, in a temp dir; the copy's
+// top directory, the prefix and DESTDIR are directories that user owns.
+function installTree() {
+  const dir = L.tmpdir();
+  fs.chmodSync(dir, 0o755);
+  const copy = path.join(dir, 'build');
+  const seen = new Set();
+  const esc = BUILD.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const copyFile = (src) => {
+    if (seen.has(src)) return;
+    seen.add(src);
+    const dst = path.join(copy, path.relative(BUILD, src));
+    fs.mkdirSync(path.dirname(dst), { recursive: true, mode: 0o755 });
+    if (!src.endsWith('.cmake')) {
+      fs.copyFileSync(src, dst);
+      fs.chmodSync(dst, fs.statSync(src).mode & 0o111 ? 0o755 : 0o644);
+      return;
+    }
+    const text = fs.readFileSync(src, 'utf8');
+    fs.writeFileSync(dst, text.split(BUILD).join(copy), { mode: 0o644 });
+    for (const m of text.matchAll(new RegExp(`"(${esc}/[^"$]*)"`, 'g'))) {
+      if (fs.existsSync(m[1]) && fs.statSync(m[1]).isFile()) copyFile(m[1]);
+    }
+  };
+  copyFile(path.join(BUILD, 'cmake_install.cmake'));
+  for (const d of [copy, ...[...seen].map((f) => path.dirname(path.join(copy, path.relative(BUILD, f))))]) {
+    fs.chmodSync(d, 0o755);
+  }
+  const root = process.getuid() === 0;
+  // The copy's top directory takes install_manifest.txt.
+  if (root) fs.chownSync(copy, 65534, 65534);
+  const mine = (p) => {
+    fs.mkdirSync(p);
+    if (root) fs.chownSync(p, 65534, 65534);
+  };
+  const as = (args, env = {}) => {
+    const cmd = root ? ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups', '--', 'cmake', ...args] : ['cmake', ...args];
+    return run(cmd[0], cmd.slice(1), { cwd: '/', env: { ...process.env, ...env } });
+  };
+  return { dir, copy, mine, as, user: root ? 'nobody' : os.userInfo().username };
+}
+
+// Every file under dir, relative to it.
+function tree(dir) {
+  return fs.readdirSync(dir, { recursive: true }).filter((f) => !fs.statSync(path.join(dir, f)).isDirectory()).sort();
+}
+
+test('cmake --install --prefix DIR as a non-root user writes only under DIR', (t) => {
+  const it = installTree();
+  const marker = path.join(it.dir, 'marker');
+  fs.writeFileSync(marker, '');
+  const near = () => run('find', ['/etc', '/lib/systemd', '/usr/lib/systemd', '/usr/local', '-name', '*isoprof*', '-newer', marker])
+    .stdout.split('\n').filter(Boolean);
+  const before = near();
+
+  // An ordinary prefix: everything under it, the config in etc/isoprof, the
+  // unit in lib/systemd/system.
+  const prefix = path.join(it.dir, 'prefix');
+  it.mine(prefix);
+  const r = it.as(['--install', it.copy, '--prefix', prefix]);
+  assert.strictEqual(r.status, 0, `cmake --install --prefix ${prefix} as ${it.user}:\n${r.stdout}\n${r.stderr}`);
+  const want = ['bin/isoprof', 'bin/isoprofd', 'etc/isoprof/isoprof.yaml', 'lib/systemd/system/isoprof.service',
+    'share/isoprof/setup.sh', 'share/man/man1/isoprof.1.gz', 'share/man/man5/isoprof.yaml.5.gz', 'share/man/man8/isoprofd.8.gz'];
+  assert.deepStrictEqual(tree(prefix), want);
+  // CMake's own record of what it wrote: all of it under the prefix.
+  const manifest = fs.readFileSync(path.join(it.copy, 'install_manifest.txt'), 'utf8').split('\n').filter(Boolean).sort();
+  assert.deepStrictEqual(manifest, want.map((f) => path.join(prefix, f)));
+  t.diagnostic(`installed as ${it.user}: ${want.join(' ')}`);
+
+  // The prefix /usr, staged with DESTDIR as a packager does: GNUInstallDirs'
+  // special case puts the config in /etc, the unit goes to systemd's unit
+  // directory (pkg-config systemd), the rest under /usr.
+  const dest = path.join(it.dir, 'destdir');
+  it.mine(dest);
+  const u = it.as(['--install', it.copy, '--prefix', '/usr'], { DESTDIR: dest });
+  assert.strictEqual(u.status, 0, `DESTDIR=${dest} cmake --install --prefix /usr as ${it.user}:\n${u.stdout}\n${u.stderr}`);
+  const unitDir = (/^ISOPROF_SYSTEMD_UNITDIR:PATH=(.*)$/m.exec(cache) || [])[1];
+  assert.ok(unitDir && unitDir.startsWith('/'), `ISOPROF_SYSTEMD_UNITDIR in the cache: ${unitDir}`);
+  const pc = run('pkg-config', ['--variable=systemdsystemunitdir', 'systemd']);
+  if (pc.status === 0 && pc.stdout.trim()) assert.strictEqual(unitDir, pc.stdout.trim(), 'the unit directory is pkg-config\'s');
+  assert.deepStrictEqual(tree(dest), ['etc/isoprof/isoprof.yaml', path.join(unitDir.slice(1), 'isoprof.service'),
+    'usr/bin/isoprof', 'usr/bin/isoprofd', 'usr/share/isoprof/setup.sh', 'usr/share/man/man1/isoprof.1.gz',
+    'usr/share/man/man5/isoprof.yaml.5.gz', 'usr/share/man/man8/isoprofd.8.gz'].sort());
+
+  // Nothing named isoprof appeared in the system's directories meanwhile.
+  assert.deepStrictEqual(near(), before, 'no isoprof file written in /etc, /lib/systemd, /usr/lib/systemd or /usr/local');
 });
 
 // --- the sandbox, checked against the daemon's own behaviour ---------------
@@ -263,6 +399,7 @@ function request(opts) {
 }
 
 test('the daemon stays inside the unit\'s sandbox (strace)', { timeout: 120000 }, async (t) => {
+  if (!needDeb(t)) return;
   const bin = fs.readFileSync(L.ISOPROFD);
   if (bin.includes('__asan_init') || bin.includes('__ubsan_handle')) {
     t.skip('a sanitizer build: its runtime makes system calls the packaged daemon does not');
