@@ -1,0 +1,451 @@
+/*
+ * bench_regress - deploy regressions (agent/daemon/regress.c) at the
+ * defaults, on synthetic profiles with multinomial sampling noise.
+ *
+ *   bench_regress [--seeds N] [--pairs N] [--runs N]
+ *
+ * 1. Samples to the flag: a baseline of 30,000 samples (half an hour of
+ *    the old version at the default schedule: a 10 s window a minute at
+ *    10 ms, ~1,000 samples), the new version's samples added 250 at a time
+ *    and judged after each, until the function is flagged; +5, +10, +30
+ *    and +100 % of the version's CPU added in one function, which is either
+ *    an existing one (formatRow, 21 % of the CPU, under render at 30 %) or
+ *    a new one (walkNested, under replacer at 11 %). The median over N
+ *    seeds (default 51), and in minutes at the default schedule (1,000
+ *    samples a minute, no extra windows: an idle share lowers it); beside
+ *    it the same with min_samples 1: what the test alone needs.
+ * 2. False positives: P same-code pairs judged once (default 5,000), and
+ *    R redeploys (default 300) judged after every window for an hour
+ *    (60 looks at 1,000 samples each), with the same code and with
+ *    reconcileLedger inlined in the new version only (a process restart).
+ * 3. Size and speed at 1,000 and 10,000 functions: a random call tree,
+ *    Zipf-weighted leaves, 16 samples a function: the encoded bytes (and
+ *    gzipped), and the time of one comparison, one merge, encode and
+ *    decode (median of 15).
+ *
+ * It measures; it asserts nothing.
+ */
+#include "base.h"
+#include "regress.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define APP "file:///srv/app.js"
+#define MAXS 400
+#define MAXD 12
+
+struct stack {
+    char name[MAXD][32];
+    size_t depth;
+    double w;
+};
+
+struct prog {
+    struct stack s[MAXS];
+    double cdf[MAXS];
+    size_t n;
+};
+
+static void prog_add(struct prog *p, const char *stack, double w)
+{
+    struct stack *s = &p->s[p->n++];
+    memset(s, 0, sizeof(*s));
+    const char *q = stack;
+    while (*q != '\0' && s->depth < MAXD) {
+        const char *e = strchr(q, ';');
+        size_t len = e != NULL ? (size_t)(e - q) : strlen(q);
+        snprintf(s->name[s->depth++], sizeof(s->name[0]), "%.*s", (int)len, q);
+        q += len + (e != NULL);
+    }
+    s->w = w;
+}
+
+static void prog_finish(struct prog *p)
+{
+    double sum = 0, run = 0;
+    for (size_t i = 0; i < p->n; i++)
+        sum += p->s[i].w;
+    for (size_t i = 0; i < p->n; i++) {
+        run += p->s[i].w / sum;
+        p->cdf[i] = run;
+    }
+    p->cdf[p->n - 1] = 1.0;
+}
+
+/* The same service as tests/unit/agent/test_regress.c. */
+static void prog_service(struct prog *p, int inlined)
+{
+    p->n = 0;
+    prog_add(p, "(idle);(root)", 300);
+    prog_add(p, "(program);(root)", 30);
+    prog_add(p, "(garbage collector);(root)", 40);
+    prog_add(p, "formatRow;render;handleRequest;processTicks;(root)", 100);
+    prog_add(p, "render;handleRequest;processTicks;(root)", 60);
+    prog_add(p, "escapeHtml;formatRow;render;handleRequest;processTicks;(root)", 50);
+    if (inlined) {
+        prog_add(p, "loop;processTimers;(root)", 120);
+        prog_add(p, "hashRow;loop;processTimers;(root)", 60);
+    } else {
+        prog_add(p, "reconcileLedger;loop;processTimers;(root)", 80);
+        prog_add(p, "hashRow;reconcileLedger;loop;processTimers;(root)", 60);
+        prog_add(p, "loop;processTimers;(root)", 40);
+    }
+    prog_add(p, "parseJson;handleRequest;processTicks;(root)", 70);
+    prog_add(p, "stringify;replacer;serialize;handleRequest;processTicks;(root)", 50);
+    prog_add(p, "replacer;serialize;handleRequest;processTicks;(root)", 30);
+    prog_add(p, "serialize;handleRequest;processTicks;(root)", 20);
+    prog_add(p, "handleRequest;processTicks;(root)", 20);
+    prog_add(p, "walk;walk;walk;visit;processTicks;(root)", 20);
+    prog_add(p, "walk;visit;processTicks;(root)", 10);
+    for (int i = 0; i < 300; i++) {
+        char st[64];
+        snprintf(st, sizeof(st), "tail%03d;helpers;processTicks;(root)", i);
+        prog_add(p, st, 0.1 + 0.4 * (i % 7) / 6.0);
+    }
+    prog_finish(p);
+}
+
+static void prog_grown(struct prog *p, const char *stack, double x)
+{
+    prog_service(p, 0);
+    double busy = 0;
+    for (size_t i = 1; i < p->n; i++) /* s[0] is (idle) */
+        busy += p->s[i].w;
+    prog_add(p, stack, x * busy);
+    prog_finish(p);
+}
+
+static void draw(const struct prog *p, struct isoprof_rng *r, uint64_t n, struct regress_agg *a)
+{
+    static uint64_t counts[MAXS];
+    memset(counts, 0, sizeof(counts));
+    for (uint64_t i = 0; i < n; i++) {
+        double u = isoprof_rng_unit(r);
+        size_t lo = 0, hi = p->n - 1;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (p->cdf[mid] > u)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        counts[lo]++;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        if (counts[i] == 0)
+            continue;
+        struct regress_frame f[MAXD];
+        for (size_t d = 0; d < p->s[i].depth; d++)
+            f[d] = (struct regress_frame){p->s[i].name[d], p->s[i].name[d][0] == '(' ? "" : APP};
+        if (regress_agg_add(a, f, p->s[i].depth, counts[i], counts[i] * 10000000ull) != 0)
+            abort();
+    }
+}
+
+static struct regress_agg *agg_new(void)
+{
+    struct regress_agg *a = NULL;
+    if (regress_agg_new(0, &a) != 0)
+        abort();
+    return a;
+}
+
+static int flagged(const struct regress_result *res, const char *fn)
+{
+    for (size_t i = 0; i < res->ngrown; i++)
+        if (strcmp(res->grown[i].name, fn) == 0 && res->grown[i].flags == 0)
+            return 1;
+    return 0;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int cmp_dbl(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Candidate samples until fn is flagged (0: not within 200,000). */
+static uint64_t to_flag(const struct prog *base, const struct prog *grown, const char *fn,
+                        uint64_t seed, const struct regress_params *prm)
+{
+    struct isoprof_rng r;
+    isoprof_rng_seed(&r, seed);
+    struct regress_agg *a = agg_new(), *b = agg_new();
+    draw(base, &r, 30000, a);
+    uint64_t n, hit = 0;
+    for (n = 250; n <= 200000 && !hit; n += 250) {
+        draw(grown, &r, 250, b);
+        struct regress_result res;
+        if (regress_compare(a, b, prm, &res) != 0)
+            abort();
+        if (flagged(&res, fn))
+            hit = n;
+        regress_result_free(&res);
+    }
+    regress_agg_free(a);
+    regress_agg_free(b);
+    return hit;
+}
+
+static void section_samples(unsigned seeds)
+{
+    static const double xs[] = {0.05, 0.10, 0.30, 1.00};
+    static const struct {
+        const char *stack, *fn;
+    } fns[] = {
+        {"formatRow;render;handleRequest;processTicks;(root)", "formatRow"},
+        {"walkNested;replacer;serialize;handleRequest;processTicks;(root)", "walkNested"},
+    };
+    static struct prog base, grown;
+    prog_service(&base, 0);
+    struct regress_params def, raw;
+    regress_params_default(&def);
+    raw = def;
+    raw.min_samples = 1;
+    printf("1. samples to the flag (baseline 30,000 samples; median of %u seeds, [min-max]):\n",
+           seeds);
+    printf("   %-11s %6s %9s %22s %8s %22s\n", "function", "added", "share", "defaults", "minutes",
+           "min_samples 1");
+    uint64_t *n = calloc(seeds, sizeof(*n)), *m = calloc(seeds, sizeof(*m));
+    for (size_t f = 0; f < 2; f++) {
+        for (size_t i = 0; i < 4; i++) {
+            prog_grown(&grown, fns[f].stack, xs[i]);
+            unsigned miss = 0;
+            for (unsigned s = 0; s < seeds; s++) {
+                n[s] = to_flag(&base, &grown, fns[f].fn, 1000 + s, &def);
+                m[s] = to_flag(&base, &grown, fns[f].fn, 1000 + s, &raw);
+                miss += n[s] == 0;
+            }
+            qsort(n, seeds, sizeof(*n), cmp_u64);
+            qsort(m, seeds, sizeof(*m), cmp_u64);
+            double c = f == 0 ? 150.0 / 700 : 0;
+            char d1[40], d2[40];
+            snprintf(d1, sizeof(d1), "%" PRIu64 " [%" PRIu64 "-%" PRIu64 "]", n[seeds / 2], n[0],
+                     n[seeds - 1]);
+            snprintf(d2, sizeof(d2), "%" PRIu64 " [%" PRIu64 "-%" PRIu64 "]", m[seeds / 2], m[0],
+                     m[seeds - 1]);
+            printf("   %-11s %5.0f%% %3.0f%%->%2.0f%% %22s %8.1f %22s%s\n", fns[f].fn, xs[i] * 100,
+                   c * 100, (c + xs[i]) / (1 + xs[i]) * 100, d1, (double)n[seeds / 2] / 1000.0, d2,
+                   miss ? "  (some never flagged)" : "");
+        }
+    }
+    free(n);
+    free(m);
+}
+
+static void section_false(unsigned pairs, unsigned runs)
+{
+    static struct prog plain, inl;
+    prog_service(&plain, 0);
+    prog_service(&inl, 1);
+    struct isoprof_rng r;
+    isoprof_rng_seed(&r, 77);
+    static const uint64_t sizes[][2] = {{2000, 1500}, {5000, 3000}, {20000, 10000}, {60000, 60000}};
+    unsigned reg = 0, listed = 0;
+    for (unsigned i = 0; i < pairs; i++) {
+        struct regress_agg *a = agg_new(), *b = agg_new();
+        draw(&plain, &r, sizes[i % 4][0], a);
+        draw(&plain, &r, sizes[i % 4][1], b);
+        struct regress_result res;
+        if (regress_compare(a, b, NULL, &res) != 0)
+            abort();
+        reg += res.regressions > 0;
+        listed += res.ngrown + res.nshrunk > 0;
+        regress_result_free(&res);
+        regress_agg_free(a);
+        regress_agg_free(b);
+    }
+    printf("2. false positives at the defaults:\n");
+    printf("   %u same-code pairs judged once (1,500 to 60,000 samples a side): %u flagged, "
+           "%u with any change listed\n",
+           pairs, reg, listed);
+    for (int mode = 0; mode < 2; mode++) {
+        unsigned freg = 0, flisted = 0;
+        for (unsigned i = 0; i < runs; i++) {
+            struct regress_agg *a = agg_new(), *b = agg_new();
+            draw(&plain, &r, 30000, a);
+            int any_reg = 0, any = 0;
+            for (int w = 0; w < 60; w++) {
+                draw(mode ? &inl : &plain, &r, 1000, b);
+                struct regress_result res;
+                if (regress_compare(a, b, NULL, &res) != 0)
+                    abort();
+                any_reg |= res.regressions > 0;
+                any |= res.ngrown + res.nshrunk > 0;
+                regress_result_free(&res);
+            }
+            freg += (unsigned)any_reg;
+            flisted += (unsigned)any;
+            regress_agg_free(a);
+            regress_agg_free(b);
+        }
+        printf("   %u redeploys judged after each of 60 windows (%s): %u flagged within the hour, "
+               "%u with any change listed\n",
+               runs, mode ? "reconcileLedger inlined in the new version" : "same code", freg,
+               flisted);
+    }
+}
+
+/* A program of nf functions: a random call tree (each function's parent
+ * one of the functions before it, the earlier ones likelier), in 50
+ * files, leaves weighted by Zipf. */
+static struct regress_agg *big(uint32_t nf, uint64_t seed)
+{
+    uint32_t *parent = calloc(nf, sizeof(*parent));
+    double *cdf = calloc(nf, sizeof(*cdf));
+    char(*names)[48] = calloc(nf, sizeof(*names));
+    char(*files)[64] = calloc(50, sizeof(*files));
+    struct isoprof_rng r;
+    isoprof_rng_seed(&r, 4242); /* the same program for every seed */
+    for (uint32_t i = 0; i < nf; i++) {
+        double u = isoprof_rng_unit(&r);
+        parent[i] = i == 0 ? 0 : (uint32_t)(u * u * i);
+        snprintf(names[i], sizeof(names[i]), "%s%u", i % 3 ? "handle" : "Module.render",
+                 (unsigned)(isoprof_rng_next(&r) % 100000));
+    }
+    for (int i = 0; i < 50; i++)
+        snprintf(files[i], sizeof(files[i]), "file:///srv/app/src/module%02d/index%d.js", i, i % 7);
+    double sum = 0;
+    uint32_t *perm = calloc(nf, sizeof(*perm));
+    for (uint32_t i = 0; i < nf; i++)
+        perm[i] = i;
+    for (uint32_t i = nf - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(isoprof_rng_next(&r) % (i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (uint32_t i = 0; i < nf; i++) {
+        sum += 1.0 / (1 + perm[i] * 0.05);
+        cdf[i] = sum;
+    }
+    isoprof_rng_seed(&r, seed);
+    struct regress_agg *a = NULL;
+    if (regress_agg_new(REGRESS_MAX_FNS, &a) != 0)
+        abort();
+    uint64_t n = 16ull * nf;
+    for (uint64_t s = 0; s < n; s++) {
+        double u = isoprof_rng_unit(&r) * sum;
+        uint32_t lo = 0, hi = nf - 1;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (cdf[mid] > u)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        struct regress_frame f[64];
+        size_t d = 0;
+        for (uint32_t k = lo; d < 64; k = parent[k]) {
+            f[d++] = (struct regress_frame){names[k], files[k % 50]};
+            if (k == 0)
+                break;
+        }
+        if (regress_agg_add(a, f, d, 1, 10000000) != 0)
+            abort();
+    }
+    free(parent);
+    free(cdf);
+    free(names);
+    free(files);
+    free(perm);
+    return a;
+}
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static void section_size(void)
+{
+    printf("3. size and speed (median of 15):\n");
+    printf("   %9s %7s %7s %10s %9s %12s %7s %9s %9s %9s\n", "functions", "edges", "samples",
+           "bytes", "gzipped", "compare ms", "listed", "merge ms", "enc ms", "dec ms");
+    static const uint32_t sizes[] = {1000, 10000};
+    for (size_t s = 0; s < 2; s++) {
+        struct regress_agg *a = big(sizes[s], 1), *b = big(sizes[s], 2);
+        uint8_t *buf = NULL, *gz = NULL;
+        size_t len = 0, gzl = 0;
+        if (regress_agg_encode(a, &buf, &len) != 0 || isoprof_gzip(buf, len, &gz, &gzl) != 0)
+            abort();
+        double t[4][15];
+        size_t listed = 0;
+        for (int k = 0; k < 15; k++) {
+            struct regress_result res;
+            double t0 = now_us();
+            if (regress_compare(a, b, NULL, &res) != 0)
+                abort();
+            double t1 = now_us();
+            listed = res.ngrown + res.nshrunk;
+            regress_result_free(&res);
+            struct regress_agg *c = NULL;
+            if (regress_agg_new(REGRESS_MAX_FNS, &c) != 0 || regress_agg_merge(c, a) != 0)
+                abort();
+            double t2 = now_us();
+            if (regress_agg_merge(c, b) != 0)
+                abort();
+            double t3 = now_us();
+            uint8_t *eb = NULL;
+            size_t el = 0;
+            if (regress_agg_encode(c, &eb, &el) != 0)
+                abort();
+            double t4 = now_us();
+            struct regress_agg *d = NULL;
+            if (regress_agg_decode(eb, el, REGRESS_MAX_FNS, &d) != 0)
+                abort();
+            double t5 = now_us();
+            t[0][k] = t1 - t0;
+            t[1][k] = t3 - t2;
+            t[2][k] = t4 - t3;
+            t[3][k] = t5 - t4;
+            isoprof_free(eb);
+            regress_agg_free(c);
+            regress_agg_free(d);
+        }
+        for (int i = 0; i < 4; i++)
+            qsort(t[i], 15, sizeof(double), cmp_dbl);
+        printf("   %9u %7u %7" PRIu64 " %10zu %9zu %12.2f %7zu %9.2f %9.2f %9.2f\n", a->nfns,
+               a->nedges, a->samples, len, gzl, t[0][7] / 1e3, listed, t[1][7] / 1e3, t[2][7] / 1e3,
+               t[3][7] / 1e3);
+        isoprof_free(buf);
+        isoprof_free(gz);
+        regress_agg_free(a);
+        regress_agg_free(b);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    unsigned seeds = 51, pairs = 5000, runs = 300;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--seeds") == 0)
+            seeds = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--pairs") == 0)
+            pairs = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--runs") == 0)
+            runs = (unsigned)strtoul(argv[i + 1], NULL, 10);
+    }
+    if (seeds == 0)
+        seeds = 1;
+    printf("defaults: alpha %g (Holm), min_delta %.2f, min_ratio %.2f, min_samples %d non-idle, "
+           "caller_z %.1f\n",
+           REGRESS_ALPHA, REGRESS_MIN_DELTA, REGRESS_MIN_RATIO, REGRESS_MIN_SAMPLES,
+           REGRESS_CALLER_Z);
+    section_samples(seeds);
+    section_false(pairs, runs);
+    section_size();
+    return 0;
+}
