@@ -130,14 +130,14 @@ static int parse_ctl_args(struct ctl_cli *c, int argc, char **argv, int cmd)
         if (c->seconds[0] < '0' || c->seconds[0] > '9' || *end != '\0' || errno || v < 1 ||
             v > (long)CFG_OD_SECONDS_MAX)
             return cli_die("--seconds: '%s' is not a whole number from 1 to %u", c->seconds,
-                       CFG_OD_SECONDS_MAX);
+                           CFG_OD_SECONDS_MAX);
     }
     if (c->interval) {
         uint64_t ns;
         if (cfg_parse_duration(c->interval, &ns) != 0 || ns < CFG_OD_INTERVAL_MIN_NS ||
             ns > CFG_OD_INTERVAL_MAX_NS)
             return cli_die("--interval: '%s' is not a duration from 100us to 1s (like 1ms)",
-                       c->interval);
+                           c->interval);
     }
     if (c->isolate) {
         char *end;
@@ -267,7 +267,7 @@ static int ctl_request(const char *sock, const char *method, const char *path, l
         return cli_die("%s: the answer is larger than %zu MiB", sock, max >> 20);
     if (rc == CURLE_COULDNT_CONNECT)
         return cli_die("cannot connect to %s: %s (is isoprofd running? --socket)", sock,
-                   os_errno ? strerror((int)os_errno) : curl_easy_strerror(rc));
+                       os_errno ? strerror((int)os_errno) : curl_easy_strerror(rc));
     if (rc == CURLE_OPERATION_TIMEDOUT)
         return cli_die("%s: no answer within %ld s", sock, timeout_ms / 1000);
     return cli_die("%s: %s", sock, curl_easy_strerror(rc));
@@ -666,18 +666,11 @@ static int write_file(const char *path, const char *data, size_t len)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return cli_die("%s: %s", tmp, strerror(errno));
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, data + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return cli_die("writing %s: %s", tmp, strerror(e));
-        }
-        off += (size_t)n;
+    int rc = isoprof_write_full(fd, data, len);
+    if (rc != 0) {
+        close(fd);
+        unlink(tmp);
+        return cli_die("writing %s: %s", tmp, strerror(-rc));
     }
     if (close(fd) != 0) {
         int e = errno;
@@ -700,7 +693,7 @@ int cli_cmd_profile(int argc, char **argv)
         return rc;
     if (c.out == NULL && isatty(STDOUT_FILENO))
         return cli_die("refusing to write a binary profile to a terminal: use -o FILE or redirect "
-                   "stdout");
+                       "stdout");
     char buf[4300];
     const char *sock = ctl_socket(&c, buf, sizeof(buf));
     if (sock == NULL)
@@ -748,8 +741,9 @@ int cli_cmd_profile(int argc, char **argv)
         rc = write_file(c.out, r.body.data ? r.body.data : "", r.body.len);
     } else {
         size_t wr = fwrite(r.body.data ? r.body.data : "", 1, r.body.len, stdout);
-        rc = wr != r.body.len || fflush(stdout) != 0 ? cli_die("writing stdout: %s", strerror(errno))
-                                                     : 0;
+        rc = wr != r.body.len || fflush(stdout) != 0
+                 ? cli_die("writing stdout: %s", strerror(errno))
+                 : 0;
     }
     ctl_resp_free(&r);
     if (rc == 0 && snapshot)

@@ -61,27 +61,15 @@ void cli_guard_out_opened(void)
         __atomic_store_n(&guard->out_open, 1, __ATOMIC_RELEASE);
 }
 
-/* The signals a damaged mapping or an assertion on it ends a reader with. */
+/* The signals a damaged mapping or an assertion on it ends a reader with:
+ * base.h's faults, and SIGSYS and SIGTRAP. */
 static const char *fault_name(int sig)
 {
-    switch (sig) {
-    case SIGSEGV:
-        return "SIGSEGV";
-    case SIGBUS:
-        return "SIGBUS";
-    case SIGABRT:
-        return "SIGABRT";
-    case SIGILL:
-        return "SIGILL";
-    case SIGFPE:
-        return "SIGFPE";
-    case SIGSYS:
+    if (sig == SIGSYS)
         return "SIGSYS";
-    case SIGTRAP:
+    if (sig == SIGTRAP)
         return "SIGTRAP";
-    default:
-        return NULL;
-    }
+    return isoprof_fault_name(sig);
 }
 
 /* The child: a fault ends it at once (no handler of a sanitizer's runs,

@@ -130,38 +130,6 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 
 /* --- the spill file --- */
 
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-    char *b = buf;
-    while (len > 0) {
-        ssize_t r = pread(fd, b, len, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -EIO;
-        b += r;
-        len -= (size_t)r;
-        off += (uint64_t)r;
-    }
-    return 0;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const char *b = buf;
-    while (len > 0) {
-        ssize_t r = pwrite(fd, b, len, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -EIO;
-        b += r;
-        len -= (size_t)r;
-        off += (uint64_t)r;
-    }
-    return 0;
-}
-
 /* The edge records, in memory or read from the spill file through a
  * direct-mapped cache of EC_BLOCK-record blocks: a node's edges are one
  * run of records, so a depth-first search costs about one read a node it
@@ -224,7 +192,8 @@ static inline const uint8_t *ec_get(struct ecache *c, uint32_t e)
     if (c->tag[slot] != b + 1) {
         uint32_t first = b * EC_BLOCK,
                  k = s->nedges - first < EC_BLOCK ? s->nedges - first : EC_BLOCK;
-        if (pread_full(s->fd, blk, (size_t)k * EREC, (uint64_t)first * EREC) != 0) {
+        size_t want = (size_t)k * EREC;
+        if (isoprof_pread_full(s->fd, blk, want, (off_t)first * EREC) != (ssize_t)want) {
             c->tag[slot] = 0;
             c->err = -EIO;
             return zero;
@@ -992,7 +961,7 @@ static int wbuf_flush(struct heapsnap_parser *p)
 {
     if (p->wlen == 0)
         return 1;
-    if (pwrite_full(p->s->fd, p->wbuf, p->wlen, p->woff) != 0)
+    if (isoprof_pwrite_full(p->s->fd, p->wbuf, p->wlen, p->woff) != 0)
         return pfail(p, HEAPSNAP_E_IO, "the spill file could not be written (%" PRIu64 " bytes in)",
                      p->woff);
     p->woff += p->wlen;
@@ -1589,7 +1558,7 @@ int heapsnap_edge(const struct heapsnap *s, uint32_t e, struct heapsnap_edge *ou
     const uint8_t *r = rb;
     if (s->erec != NULL)
         r = s->erec + (size_t)e * EREC;
-    else if (pread_full(s->fd, rb, EREC, (uint64_t)e * EREC) != 0)
+    else if (isoprof_pread_full(s->fd, rb, EREC, (off_t)e * EREC) != EREC)
         return -EIO;
     int t = rec_type(r);
     out->type = s->etypes[t];
@@ -1653,8 +1622,8 @@ static int pairs_flush(const struct heapsnap *s, const uint32_t *bbuf, size_t *b
     size_t np = bcnt[2 * k];
     if (np == 0)
         return 0;
-    if (pwrite_full(s->fd, bbuf + k * bk * 2, np * 8,
-                    s->preds_off + (k * win + bcnt[2 * k + 1]) * 8) != 0)
+    if (isoprof_pwrite_full(s->fd, bbuf + k * bk * 2, np * 8,
+                            s->preds_off + (k * win + bcnt[2 * k + 1]) * 8) != 0)
         return -EIO;
     bcnt[2 * k + 1] += np;
     bcnt[2 * k] = 0;
@@ -1722,8 +1691,10 @@ static inline uint32_t pred_at(struct preds *pr, size_t j)
     if (j < pr->lo || j >= pr->hi) {
         pr->hi = j + 1;
         pr->lo = pr->hi > pr->cap ? pr->hi - pr->cap : 0;
-        if (pread_full(pr->s->fd, pr->buf, (pr->hi - pr->lo) * sizeof(uint32_t),
-                       pr->s->preds_off + pr->lo * sizeof(uint32_t)) != 0) {
+        size_t want = (pr->hi - pr->lo) * sizeof(uint32_t);
+        if (isoprof_pread_full(pr->s->fd, pr->buf, want,
+                               (off_t)(pr->s->preds_off + pr->lo * sizeof(uint32_t))) !=
+            (ssize_t)want) {
             pr->lo = pr->hi = 0;
             pr->err = -EIO;
             return 0;
@@ -1771,7 +1742,7 @@ static int spill_nodes(struct heapsnap *s, enum spill_op op, unsigned which)
     for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(arr); i++, at += arr[i - 1].bytes) {
         if (!(which & arr[i].bit))
             continue;
-        if (op == SPILL_OUT && pwrite_full(s->fd, *arr[i].a, arr[i].bytes, at) != 0)
+        if (op == SPILL_OUT && isoprof_pwrite_full(s->fd, *arr[i].a, arr[i].bytes, at) != 0)
             return -EIO;
         if (op != SPILL_IN) {
             isoprof_free(*arr[i].a);
@@ -1781,7 +1752,7 @@ static int spill_nodes(struct heapsnap *s, enum spill_op op, unsigned which)
         void *a = isoprof_malloc(arr[i].bytes ? arr[i].bytes : 1);
         if (a == NULL)
             return -ENOMEM;
-        if (pread_full(s->fd, a, arr[i].bytes, at) != 0) {
+        if (isoprof_pread_full(s->fd, a, arr[i].bytes, (off_t)at) != (ssize_t)arr[i].bytes) {
             isoprof_free(a);
             return -EIO;
         }
@@ -1930,7 +1901,8 @@ static int dominators(const struct heapsnap *s, struct heapsnap *own, size_t max
         size_t a = k * win, b = m - a < win ? m : a + win, cap = nwin * bk;
         for (size_t i = a; i < b && c.err == 0; i += cap) {
             size_t np = b - i < cap ? b - i : cap;
-            if (pread_full(s->fd, bbuf, np * 8, s->preds_off + i * 8) != 0) {
+            if (isoprof_pread_full(s->fd, bbuf, np * 8, (off_t)(s->preds_off + i * 8)) !=
+                (ssize_t)(np * 8)) {
                 c.err = -EIO;
                 break;
             }
@@ -1943,8 +1915,8 @@ static int dominators(const struct heapsnap *s, struct heapsnap *own, size_t max
                 pr.buf[at - a] = bbuf[2 * j + 1];
             }
         }
-        if (c.err == 0 && pwrite_full(s->fd, pr.buf, (b - a) * sizeof(uint32_t),
-                                      s->preds_off + a * sizeof(uint32_t)) != 0)
+        if (c.err == 0 && isoprof_pwrite_full(s->fd, pr.buf, (b - a) * sizeof(uint32_t),
+                                              s->preds_off + a * sizeof(uint32_t)) != 0)
             c.err = -EIO;
     }
     ec_free(&c);
@@ -2784,8 +2756,10 @@ static int pprof_run(const struct heapsnap *s, const struct heapsnap_dom *d, str
         goto done;
     for (size_t u0 = 0; spilled && u0 < nn; u0 += SELF_CHUNK) {
         size_t k = nn - u0 < SELF_CHUNK ? nn - u0 : SELF_CHUNK;
-        if (pread_full(s->fd, selfbuf, k * sizeof(uint64_t),
-                       nodes_off(s) + (uint64_t)nn * 5 + u0 * sizeof(uint64_t)) != 0) {
+        size_t want = k * sizeof(uint64_t);
+        if (isoprof_pread_full(s->fd, selfbuf, want,
+                               (off_t)(nodes_off(s) + (uint64_t)nn * 5 + u0 * sizeof(uint64_t))) !=
+            (ssize_t)want) {
             rc = -EIO;
             goto done;
         }

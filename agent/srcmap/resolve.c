@@ -311,22 +311,6 @@ static const char *file_kind(const struct stat *st)
                                    : "not a regular file";
 }
 
-static ssize_t pread_full(int fd, void *buf, size_t n, off_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, off + (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
 /* --- the session --- */
 
 struct memo {
@@ -788,7 +772,7 @@ static int feed_range(struct loader *l, struct srcmap_parser *p, int fd, off_t o
         size_t want = READ_CHUNK;
         if (left > 0 && (int64_t)want > left)
             want = (size_t)left;
-        ssize_t r = pread_full(fd, buf, want, off);
+        ssize_t r = isoprof_pread_full(fd, buf, want, off);
         if (r < 0) {
             snprintf(l->why, sizeof(l->why), "read: %s", strerror(errno));
             return SRCMAP_E_READ;
@@ -1170,7 +1154,7 @@ static bool try_path(struct srcmap_session *s, const char *path, const char *tre
  * look at the first bytes: tsc and most bundlers write "file" near the top. */
 static bool map_names_file(struct srcmap_session *s, int fd, const char *base)
 {
-    ssize_t r = pread_full(fd, s->scratch, 4095, 0);
+    ssize_t r = isoprof_pread_full(fd, s->scratch, 4095, 0);
     if (r <= 0)
         return false;
     s->scratch[r] = '\0';
@@ -1337,7 +1321,7 @@ static bool long_data_url(struct srcmap_session *s, int fd, off_t line_end, cons
         if (pos == 0 || (uint64_t)(line_end - pos) > max_scan)
             return false;
         size_t k = pos > READ_CHUNK ? READ_CHUNK : (size_t)pos;
-        if (pread_full(fd, buf, k, pos - (off_t)k) != (ssize_t)k)
+        if (isoprof_pread_full(fd, buf, k, pos - (off_t)k) != (ssize_t)k)
             return false;
         size_t i = k;
         while (i > 0 && b64_value((unsigned char)buf[i - 1]) >= 0)
@@ -1350,7 +1334,7 @@ static bool long_data_url(struct srcmap_session *s, int fd, off_t line_end, cons
     char head[256];
     off_t hs = comma + 1 > (off_t)sizeof(head) ? comma + 1 - (off_t)sizeof(head) : 0;
     size_t hn = (size_t)(comma + 1 - hs);
-    if (pread_full(fd, head, hn, hs) != (ssize_t)hn || hn < 8 ||
+    if (isoprof_pread_full(fd, head, hn, hs) != (ssize_t)hn || hn < 8 ||
         memcmp(head + hn - 8, ";base64,", 8) != 0)
         return false;
     size_t at = hn; /* the last "//# sourceMappingURL=data:" before ";base64," */
@@ -1398,7 +1382,7 @@ static bool find_comment(struct srcmap_session *s, int fd, off_t size, size_t ma
     char *win = s->scratch;
     size_t n = size > SRCMAP_TAIL_BYTES ? SRCMAP_TAIL_BYTES : (size_t)size;
     off_t base = size - (off_t)n;
-    if (n == 0 || pread_full(fd, win, n, base) != (ssize_t)n)
+    if (n == 0 || isoprof_pread_full(fd, win, n, base) != (ssize_t)n)
         return false;
     size_t end = n;
     for (int line = 0; line < 2; line++) {
@@ -1440,7 +1424,7 @@ static void find_for_file(struct srcmap_session *s, int sfd, const struct stat *
     if (find_comment(s, sfd, sst->st_size, max_file, &uoff, &ulen)) {
         char head[256]; /* "data:" and its media type, up to the comma */
         size_t hn = ulen < (int64_t)sizeof(head) - 1 ? (size_t)ulen : sizeof(head) - 1;
-        if (pread_full(sfd, head, hn, uoff) != (ssize_t)hn)
+        if (isoprof_pread_full(sfd, head, hn, uoff) != (ssize_t)hn)
             hn = 0;
         head[hn] = '\0';
         if (hn >= 5 && memcmp(head, "data:", 5) == 0) {
@@ -1492,7 +1476,7 @@ static void find_for_file(struct srcmap_session *s, int sfd, const struct stat *
         }
         /* a URL: a path relative to the script, or absolute */
         char url[MAX_PATH], joined[2 * MAX_PATH + 2];
-        if (ulen >= MAX_PATH || pread_full(sfd, s->scratch, (size_t)ulen, uoff) != ulen ||
+        if (ulen >= MAX_PATH || isoprof_pread_full(sfd, s->scratch, (size_t)ulen, uoff) != ulen ||
             pct_decode(s->scratch, (size_t)ulen, url) != 0) {
             f->state = S_REFUSED;
             f->reason = SRCMAP_E_OUTSIDE;
@@ -1782,7 +1766,7 @@ static bool deno_dir(struct srcmap_session *s, char *out)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
-    ssize_t cn = pread_full(fd, comm, sizeof(comm) - 1, 0);
+    ssize_t cn = isoprof_pread_full(fd, comm, sizeof(comm) - 1, 0);
     close(fd);
     if (cn < 5 || memcmp(comm, "deno\n", 5) != 0)
         return false;
@@ -1791,7 +1775,7 @@ static bool deno_dir(struct srcmap_session *s, char *out)
     if (fd < 0)
         return false;
     char *env = s->scratch;
-    ssize_t n = pread_full(fd, env, READ_CHUNK - 1, 0);
+    ssize_t n = isoprof_pread_full(fd, env, READ_CHUNK - 1, 0);
     close(fd);
     if (n <= 0)
         return false;
