@@ -146,8 +146,8 @@ static int parse_kind(const char *name, uint8_t *kind)
     unsigned k = store_anomaly_parse(name);
     if (k == STORE_ANOMALY_NONE)
         return cli_die("'%s' is not an anomaly kind (memory_near_limit, memory_growth, "
-                   "oom_suspected, latency_p999_spike)",
-                   name);
+                       "oom_suspected, latency_p999_spike)",
+                       name);
     *kind = (uint8_t)k;
     return 0;
 }
@@ -231,8 +231,8 @@ static int resolve_store(struct cli *c)
         return 0;
     }
     return cli_die("no store found: no --store, $ISOPROF_STORE unset, no --config and no %s, "
-               "and no %s here",
-               CLI_SYSTEM_CONFIG, def);
+                   "and no %s here",
+                   CLI_SYSTEM_CONFIG, def);
 }
 
 int cli_parse_args(struct cli *c, int argc, char **argv, unsigned allow)
@@ -291,8 +291,8 @@ int cli_parse_args(struct cli *c, int argc, char **argv, unsigned allow)
             unsigned long pid =
                 n > 0 && n <= 7 && optarg[n] == '\0' ? strtoul(optarg, NULL, 10) : 0;
             if (pid == 0 || pid > CLI_PID_MAX)
-                return cli_die("--pid: '%s' is not a process id (a whole number from 1 to %u)", optarg,
-                           CLI_PID_MAX);
+                return cli_die("--pid: '%s' is not a process id (a whole number from 1 to %u)",
+                               optarg, CLI_PID_MAX);
             c->f.pid = (uint32_t)pid;
             break;
         }
@@ -333,12 +333,14 @@ int cli_parse_args(struct cli *c, int argc, char **argv, unsigned allow)
             break;
         case 'S':
             if (cli_parse_time(optarg, &c->f.since_ns) != 0)
-                return cli_die("--since: '%s' is not RFC 3339 or a relative time like -15m", optarg);
+                return cli_die("--since: '%s' is not RFC 3339 or a relative time like -15m",
+                               optarg);
             c->af.since_ns = c->f.since_ns;
             break;
         case 'U':
             if (cli_parse_time(optarg, &c->f.until_ns) != 0)
-                return cli_die("--until: '%s' is not RFC 3339 or a relative time like -15m", optarg);
+                return cli_die("--until: '%s' is not RFC 3339 or a relative time like -15m",
+                               optarg);
             c->af.until_ns = c->f.until_ns;
             break;
         case 'F':
@@ -346,7 +348,8 @@ int cli_parse_args(struct cli *c, int argc, char **argv, unsigned allow)
                 return cli_die("--format is not an option of this command");
             if (strcmp(optarg, "pprof") != 0 && strcmp(optarg, "folded") != 0 &&
                 strcmp(optarg, "cpuprofile") != 0 && strcmp(optarg, "raw") != 0)
-                return cli_die("--format must be pprof, folded, cpuprofile or raw, not '%s'", optarg);
+                return cli_die("--format must be pprof, folded, cpuprofile or raw, not '%s'",
+                               optarg);
             c->format = optarg;
             break;
         case 'f': {
@@ -373,7 +376,7 @@ int cli_parse_args(struct cli *c, int argc, char **argv, unsigned allow)
                 c->bf.version = optarg;
             else if (cli_parse_time(optarg, ch == 'B' ? &c->bf.since_ns : &c->bf.until_ns) != 0)
                 return cli_die("%s: '%s' is not RFC 3339 or a relative time like -15m",
-                           ch == 'B' ? "--base-since" : "--base-until", optarg);
+                               ch == 'B' ? "--base-since" : "--base-until", optarg);
             break;
         case 'i':
             if (!allow_id)

@@ -94,15 +94,15 @@ int cli_g_blob_read(struct store *s, uint64_t id,
 int cli_resolve_anomaly(struct cli *c, struct store *s);
 
 /* The commands: argv[0] is the command's name. */
-int cli_cmd_windows(int argc, char **argv);  /* query.c */
-int cli_cmd_anomalies(int argc, char **argv); /* query.c */
-int cli_cmd_store(int argc, char **argv);     /* query.c */
-int cli_cmd_upload(int argc, char **argv);    /* query.c */
-int cli_cmd_export(int argc, char **argv);    /* export.c */
-int cli_cmd_top(int argc, char **argv);       /* export.c */
+int cli_cmd_windows(int argc, char **argv);    /* query.c */
+int cli_cmd_anomalies(int argc, char **argv);  /* query.c */
+int cli_cmd_store(int argc, char **argv);      /* query.c */
+int cli_cmd_upload(int argc, char **argv);     /* query.c */
+int cli_cmd_export(int argc, char **argv);     /* export.c */
+int cli_cmd_top(int argc, char **argv);        /* export.c */
 int cli_cmd_flamegraph(int argc, char **argv); /* export.c */
-int cli_cmd_status(int argc, char **argv);    /* ctl.c */
-int cli_cmd_profile(int argc, char **argv);   /* ctl.c */
-int cli_cmd_metrics(int argc, char **argv);   /* ctl.c */
+int cli_cmd_status(int argc, char **argv);     /* ctl.c */
+int cli_cmd_profile(int argc, char **argv);    /* ctl.c */
+int cli_cmd_metrics(int argc, char **argv);    /* ctl.c */
 
 #endif

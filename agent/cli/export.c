@@ -173,10 +173,11 @@ static int refuse_snapshot(const struct collect_ctx *k, const char *cmd)
 {
     if (k->type != STORE_TYPE_SNAPSHOT)
         return 0;
-    return cli_die("%s reads profiles, and a snapshot window is a raw heap snapshot: write it to a "
-               "file with 'isoprof export --type snapshot --id ID -o FILE.heapsnapshot' (Chrome "
-               "DevTools' Memory panel loads it), or use --type retained for what it retains",
-               cmd);
+    return cli_die(
+        "%s reads profiles, and a snapshot window is a raw heap snapshot: write it to a "
+        "file with 'isoprof export --type snapshot --id ID -o FILE.heapsnapshot' (Chrome "
+        "DevTools' Memory panel loads it), or use --type retained for what it retains",
+        cmd);
 }
 
 /* The raw pprof of the windows of k, merged when there are several, into
@@ -364,13 +365,13 @@ static int export_snapshot(const struct cli *c, struct store *s, const struct co
 {
     if (c->format != NULL && strcmp(c->format, "raw") != 0)
         return cli_die("--format %s: a snapshot window is exported as it was taken, V8 heap "
-                   "snapshot JSON (--format raw); its profile is the retained window "
-                   "(--type retained)",
-                   c->format);
+                       "snapshot JSON (--format raw); its profile is the retained window "
+                       "(--type retained)",
+                       c->format);
     if (k->n > 1)
         return cli_die("%zu snapshot windows matched: a heap snapshot is exported alone, never "
-                   "merged; pick one with --id (see 'isoprof windows --type snapshot')",
-                   k->n);
+                       "merged; pick one with --id (see 'isoprof windows --type snapshot')",
+                       k->n);
     char id[STORE_ID_LEN + 1];
     store_id_format(s, k->ids[0], id);
     FILE *f = open_out(c, 1, "a heap snapshot");
@@ -400,7 +401,8 @@ static int export_snapshot(const struct cli *c, struct store *s, const struct co
 int cli_cmd_export(int argc, char **argv)
 {
     struct cli c = {0};
-    int rc = cli_parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FORMAT | ARG_PID);
+    int rc =
+        cli_parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FORMAT | ARG_PID);
     if (rc)
         return rc;
     struct store *s;
@@ -412,8 +414,8 @@ int cli_cmd_export(int argc, char **argv)
         rc = export_snapshot(&c, s, &k);
     else if (c.format && strcmp(c.format, "raw") == 0)
         rc = cli_die("--format raw is the format of snapshot windows; a %s window exports as "
-                 "pprof, folded or cpuprofile",
-                 cli_type_name(k.type));
+                     "pprof, folded or cpuprofile",
+                     cli_type_name(k.type));
     else
         rc = merge_windows(s, &k, &raw);
     int snapshot = k.type == STORE_TYPE_SNAPSHOT;
@@ -520,7 +522,8 @@ static size_t header_pairs(const struct collect_ctx *k, size_t windows, struct f
 int cli_cmd_flamegraph(int argc, char **argv)
 {
     struct cli c = {.fold = FG_FOLD_DEFAULT};
-    int rc = cli_parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FLAME | ARG_PID);
+    int rc =
+        cli_parse_args(&c, argc, argv, ARG_ID | ARG_OUT | ARG_ANOMALY_ID | ARG_FLAME | ARG_PID);
     if (rc)
         return rc;
     if (c.diff && (c.id || c.anomaly_id))

@@ -38,8 +38,8 @@ int cli_store_fail(const char *what, int rc)
 {
     if (rc == ISOPROF_ECORRUPT || rc == ISOPROF_EDAMAGED)
         return cli_die("the store at %s is damaged: %s: %s; 'isoprof store check --store %s' "
-                   "reports what is damaged",
-                   cli_store, what, isoprof_strerror(rc), cli_store);
+                       "reports what is damaged",
+                       cli_store, what, isoprof_strerror(rc), cli_store);
     return cli_die("%s: %s", what, isoprof_strerror(rc));
 }
 
@@ -112,8 +112,8 @@ int cli_g_windows(struct store *s, const struct store_filter *f, store_window_cb
     return rc;
 }
 
-static int cli_g_anomalies(struct store *s, const struct store_anomaly_filter *f, store_anomaly_cb cb,
-                       void *arg)
+static int cli_g_anomalies(struct store *s, const struct store_anomaly_filter *f,
+                           store_anomaly_cb cb, void *arg)
 {
     struct guarded g = {.anomaly = cb, .arg = arg};
     cli_guard_enter();
@@ -131,7 +131,7 @@ int cli_g_load(struct store *s, uint64_t id, void **pprof, size_t *len)
 }
 
 int cli_g_blob_read(struct store *s, uint64_t id,
-                       int (*cb)(void *arg, const void *data, size_t len), void *arg)
+                    int (*cb)(void *arg, const void *data, size_t len), void *arg)
 {
     struct guarded g = {.piece = cb, .arg = arg};
     cli_guard_enter();
@@ -253,8 +253,8 @@ static int list_on_window(const struct store_window *w, void *arg)
         printf(",\"type\":\"%s\",\"start\":\"%s\",\"end\":\"%s\",\"samples\":%" PRIu64
                ",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"interval\":%" PRIu64
                ",\"on_demand\":%s,\"frames_mapped\":%" PRIu32 ",\"frames_unmapped\":%" PRIu32,
-               cli_type_name(w->type), start, end, w->samples, w->stored_size, w->raw_size, w->interval,
-               (w->flags & STORE_FLAG_ON_DEMAND) ? "true" : "false", w->frames_mapped,
+               cli_type_name(w->type), start, end, w->samples, w->stored_size, w->raw_size,
+               w->interval, (w->flags & STORE_FLAG_ON_DEMAND) ? "true" : "false", w->frames_mapped,
                w->frames_unmapped);
         if (w->anomaly)
             printf(",\"anomaly\":\"%s\"", store_anomaly_name(w->anomaly));
@@ -317,7 +317,7 @@ int cli_cmd_upload(int argc, char **argv)
         c.config_path = CLI_SYSTEM_CONFIG;
     if (c.config_path == NULL)
         return cli_die("upload: no --config FILE and no %s: its upload section names the server",
-                   CLI_SYSTEM_CONFIG);
+                       CLI_SYSTEM_CONFIG);
     struct store *s;
     if ((rc = cli_open_store(&c, &s)) != 0)
         return rc;
@@ -425,7 +425,8 @@ int cli_resolve_anomaly(struct cli *c, struct store *s)
         return cli_store_fail("reading windows", rc);
     uint64_t chosen = p.best ? p.best : p.after;
     if (chosen == 0) {
-        fprintf(stderr, "isoprof: anomaly %llu pins no %s window\n", a.id, cli_type_name(c->f.type));
+        fprintf(stderr, "isoprof: anomaly %llu pins no %s window\n", a.id,
+                cli_type_name(c->f.type));
         return EXIT_NOMATCH;
     }
     memset(&c->f, 0, sizeof(c->f));

@@ -60,7 +60,7 @@ void dec_close(struct dec *d)
 
 #define DEC_FAIL(...)                                                                              \
     do {                                                                                           \
-        pprof_set_why(why, __VA_ARGS__);                                                                 \
+        pprof_set_why(why, __VA_ARGS__);                                                           \
         rc = ISOPROF_EPROFILE;                                                                     \
         goto fail;                                                                                 \
     } while (0)
@@ -160,8 +160,8 @@ int pprof_merge(const struct pprof_buf *in, size_t n, struct pprof_buf *out, cha
         const Perftools__Profiles__Profile *p = d.p;
         if (k == 0) {
             if (p->n_sample_type > BMETA_MAX_TYPES) {
-                pprof_set_why(why, "profile 0: %zu sample types, at most %d supported", p->n_sample_type,
-                        BMETA_MAX_TYPES);
+                pprof_set_why(why, "profile 0: %zu sample types, at most %d supported",
+                              p->n_sample_type, BMETA_MAX_TYPES);
                 rc = ISOPROF_EPROFILE;
                 goto fail;
             }
@@ -184,8 +184,9 @@ int pprof_merge(const struct pprof_buf *in, size_t n, struct pprof_buf *out, cha
                        strcmp(dec_str(&d, p->sample_type[i]->unit),
                               b.sb.data + b.soff[m.st_unit[i]]) == 0;
             if (!same) {
-                pprof_set_why(why, "profile %zu: sample types differ from profile 0's (%s/%s...)", k,
-                        b.sb.data + b.soff[m.st_type[0]], b.sb.data + b.soff[m.st_unit[0]]);
+                pprof_set_why(why, "profile %zu: sample types differ from profile 0's (%s/%s...)",
+                              k, b.sb.data + b.soff[m.st_type[0]],
+                              b.sb.data + b.soff[m.st_unit[0]]);
                 rc = ISOPROF_EPROFILE;
                 goto fail;
             }
@@ -207,9 +208,9 @@ int pprof_merge(const struct pprof_buf *in, size_t n, struct pprof_buf *out, cha
         }
         for (size_t i = 0; i < p->n_function; i++) {
             const Perftools__Profiles__Function *f = p->function[i];
-            fmap[i] =
-                bld_func(&b, bld_cstr(&b, dec_str(&d, f->name)), bld_cstr(&b, dec_str(&d, f->system_name)),
-                       bld_cstr(&b, dec_str(&d, f->filename)), f->start_line);
+            fmap[i] = bld_func(&b, bld_cstr(&b, dec_str(&d, f->name)),
+                               bld_cstr(&b, dec_str(&d, f->system_name)),
+                               bld_cstr(&b, dec_str(&d, f->filename)), f->start_line);
         }
         for (size_t i = 0; i < p->n_location; i++) {
             const Perftools__Profiles__Location *l = p->location[i];

@@ -218,8 +218,8 @@ uint32_t bld_str(struct bld *b, const char *s, size_t n)
         bld_fail(b, rc);
         return 0;
     }
-    if (pprof_grow(&b->soff, &b->nscap, b->ns + 1, 4) || pprof_grow(&b->slen, &b->nscap2, b->ns + 1, 4) ||
-        ht_add(&b->sh, h, (uint32_t)b->ns)) {
+    if (pprof_grow(&b->soff, &b->nscap, b->ns + 1, 4) ||
+        pprof_grow(&b->slen, &b->nscap2, b->ns + 1, 4) || ht_add(&b->sh, h, (uint32_t)b->ns)) {
         bld_fail(b, -ENOMEM);
         return 0;
     }

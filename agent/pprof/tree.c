@@ -93,8 +93,8 @@ static uint32_t tree_child(struct pprof_tree *t, uint32_t parent, uint32_t fn, i
         return NONE;
     }
     i = (uint32_t)t->nnodes++;
-    t->nodes[i] = (struct pprof_tree_node){
-        .fn = fn, .parent = parent, .next = t->nodes[parent].child};
+    t->nodes[i] =
+        (struct pprof_tree_node){.fn = fn, .parent = parent, .next = t->nodes[parent].child};
     t->nodes[parent].child = i;
     return i;
 }
@@ -137,8 +137,9 @@ int pprof_tree_add(struct pprof_tree *t, const struct pprof_buf *in, int set, ch
         if (p->period_type && p->period > 0 && strcmp(dec_str(&d, p->period_type->unit), unit) == 0)
             t->period = p->period;
     } else if (strcmp(t->type, type) != 0 || strcmp(t->unit, unit) != 0) {
-        pprof_set_why(why, "profile %zu holds %s/%s, the others %s/%s: cpu and heap windows do not mix",
-                k, type, unit, t->type, t->unit);
+        pprof_set_why(why,
+                      "profile %zu holds %s/%s, the others %s/%s: cpu and heap windows do not mix",
+                      k, type, unit, t->type, t->unit);
         rc = ISOPROF_EPROFILE;
         goto out;
     }

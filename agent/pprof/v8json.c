@@ -264,13 +264,20 @@ static uint32_t new_node(struct jp *p, uint32_t parent)
 static bool *profile_flag(struct jp *p, enum jkey k)
 {
     switch (k) {
-    case K_NODES: return &p->have_nodes;
-    case K_START: return &p->have_start;
-    case K_END: return &p->have_end;
-    case K_SAMPLES: return &p->have_samples;
-    case K_DELTAS: return &p->have_deltas;
-    case K_HEAD: return &p->have_head;
-    default: return NULL;
+    case K_NODES:
+        return &p->have_nodes;
+    case K_START:
+        return &p->have_start;
+    case K_END:
+        return &p->have_end;
+    case K_SAMPLES:
+        return &p->have_samples;
+    case K_DELTAS:
+        return &p->have_deltas;
+    case K_HEAD:
+        return &p->have_head;
+    default:
+        return NULL;
     }
 }
 
@@ -305,13 +312,18 @@ static const char *const type_names[] = {"null",     "a boolean", "a number",
 static const char *array_name(const struct jframe *f)
 {
     switch ((enum jctx)f->ctx) {
-    case J_NODES: return "nodes";
+    case J_NODES:
+        return "nodes";
     case J_CHILDREN:
-    case J_HCHILDREN: return "children";
+    case J_HCHILDREN:
+        return "children";
     case J_SAMPLES:
-    case J_HSAMPLES: return "samples";
-    case J_DELTAS: return "timeDeltas";
-    default: return "?";
+    case J_HSAMPLES:
+        return "samples";
+    case J_DELTAS:
+        return "timeDeltas";
+    default:
+        return "?";
     }
 }
 
@@ -354,7 +366,9 @@ static int j_open(struct jp *p, enum jtype t)
     case J_HSAMPLE:
         switch (k) {
         case K_SKIP:
-        case K_NONE: p->skip = 1; return 1;
+        case K_NONE:
+            p->skip = 1;
+            return 1;
         case K_RESULT:
             return t == T_MAP ? push(p, J_RESULT, NONE) : wrong_type(p, f, k, t, "an object");
         case K_ERROR:
@@ -406,7 +420,8 @@ static int j_open(struct jp *p, enum jtype t)
         return push(p, J_HSAMPLE, NONE);
     case J_CHILDREN:
     case J_SAMPLES:
-    case J_DELTAS: return wrong_type(p, f, K_NONE, t, "an integer");
+    case J_DELTAS:
+        return wrong_type(p, f, K_NONE, t, "an integer");
     }
     return 1;
 }
@@ -507,7 +522,8 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
     switch ((enum jctx)f->ctx) {
     case J_NODES:
     case J_HCHILDREN:
-    case J_HSAMPLES: return wrong_type(p, f, K_NONE, t, "an object");
+    case J_HSAMPLES:
+        return wrong_type(p, f, K_NONE, t, "an object");
     case J_CHILDREN:
         if (!need_int(p, f, K_NONE, t, s, n, 0, UINT32_MAX, &v))
             return 0;
@@ -543,7 +559,8 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
             return jfail(p, ISOPROF_EPROFILE, "more than %zu timeDeltas", PPROF_MAX_SAMPLES);
         p->ndeltas++;
         return 1;
-    default: break;
+    default:
+        break;
     }
     /* A value in an object. null stands for an absent optional key. */
     if (k == K_SKIP || k == K_NONE || t == T_NULL) {
@@ -639,7 +656,9 @@ static int j_close(struct jp *p)
             return jfail(p, ISOPROF_EPROFILE, "%s: no \"callFrame\"",
                          jwhere(p, w, sizeof(w), f->node));
         break;
-    case J_CHILDREN: p->nd[f->node].nkid = (uint32_t)(p->nk - p->nd[f->node].kid0); break;
+    case J_CHILDREN:
+        p->nd[f->node].nkid = (uint32_t)(p->nk - p->nd[f->node].kid0);
+        break;
     case J_NODES:
         /* From here on samples are checked as they stream past. */
         if (!build_index(p))
@@ -658,7 +677,8 @@ static int j_close(struct jp *p)
         p->pend[p->np++] = (uint32_t)((uint64_t)p->hs_size >> 32);
         p->nsamples++;
         break;
-    default: break;
+    default:
+        break;
     }
     p->nfr--;
     return 1;
@@ -787,10 +807,12 @@ static uint64_t mapped_loc(struct jp *p, const struct vnode *v, bool *unmapped)
     }
     uint32_t name = v->name;
     if (mo.name != NULL && mo.name[0] != '\0')
-        name = bld_str(b, p->tmp, pprof_utf8_clean((const uint8_t *)mo.name, strlen(mo.name), p->tmp,
-                                           PPROF_MAX_STRING));
+        name = bld_str(
+            b, p->tmp,
+            pprof_utf8_clean((const uint8_t *)mo.name, strlen(mo.name), p->tmp, PPROF_MAX_STRING));
     uint32_t file = bld_str(
-        b, p->tmp, pprof_utf8_clean((const uint8_t *)mo.file, strlen(mo.file), p->tmp, PPROF_MAX_STRING));
+        b, p->tmp,
+        pprof_utf8_clean((const uint8_t *)mo.file, strlen(mo.file), p->tmp, PPROF_MAX_STRING));
     int64_t line = mo.line > 0 ? mo.line : 0, col = mo.column > 0 ? mo.column : 0;
     struct bline l = {bld_func(b, name, v->name, file, line), line, col};
     return bld_loc(b, &l, 1);
