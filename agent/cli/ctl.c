@@ -7,9 +7,6 @@
 
 #include "config.h"
 #include "flamegraph.h"
-#include "guard.h"
-#include "pprof.h"
-#include "replay.h"
 #include "store.h"
 
 #include "base.h"
@@ -19,11 +16,9 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <yajl/yajl_tree.h>

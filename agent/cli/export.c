@@ -4,28 +4,22 @@
  */
 #include "cli_internal.h"
 
-#include "config.h"
 #include "flamegraph.h"
 #include "guard.h"
 #include "pprof.h"
-#include "replay.h"
 #include "store.h"
 
 #include "base.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <yajl/yajl_tree.h>
 
 /* --- export / top: load and merge matching windows --- */
 

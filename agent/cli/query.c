@@ -5,28 +5,21 @@
  */
 #include "cli_internal.h"
 
-#include "config.h"
-#include "flamegraph.h"
 #include "guard.h"
-#include "pprof.h"
 #include "replay.h"
 #include "store.h"
 
 #include "base.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <yajl/yajl_tree.h>
 
 /* A store read failed with rc: one line on stderr saying so (what names
  * the read), and an exit code. A store that is found damaged (a record,
