@@ -11,13 +11,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#include <yaml.h>
 
 /* ------------------------------------------------------------------------ */
 /* Problem collection                                                       */

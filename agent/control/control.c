@@ -77,18 +77,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <http_parser.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 static void conn_feed(struct ctl_conn *c, const char *data, size_t n);

@@ -15,9 +15,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <http_parser.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

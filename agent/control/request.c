@@ -5,27 +5,19 @@
  * target drives it as it is.
  */
 #include "control_internal.h"
+#include "daemon.h"
 
 #include "control.h"
-#include "daemon.h"
-#include "log.h"
 
 #include "base.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
 #include <http_parser.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 
 /* --- the request: http-parser callbacks (control.h) --- */
 

@@ -13,19 +13,11 @@
 #include "base.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
 #include <http_parser.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 
 static void conn_on_profile(int err, const char *why, uint8_t *gz, size_t len, void *arg)
 {

@@ -7,17 +7,11 @@
 #include "heapsnap_internal.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base.h"
-#include "htab.h"
 #include "jsonlex.h"
-#include "profile.pb-c.h"
 
 /* --- dominators --- */
 

@@ -12,14 +12,11 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base.h"
-#include "htab.h"
 #include "jsonlex.h"
-#include "profile.pb-c.h"
 
 /* --- the parser --- */
 

@@ -9,16 +9,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base.h"
-#include "htab.h"
 #include "jsonlex.h"
-#include "profile.pb-c.h"
 
 /* --- the schema: what the tokenizer hands over --- */
 

@@ -39,12 +39,10 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
 #include "htab.h"
-#include "profile.pb-c.h"
 
 /* --- small helpers --- */
 

@@ -5,11 +5,8 @@
 #include "pprof_internal.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* --- call tree --- */

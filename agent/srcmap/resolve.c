@@ -38,7 +38,6 @@
 
 #include "base.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
