@@ -129,4 +129,124 @@ uint32_t dec_loc(const struct dec *d, uint64_t id);
 /* String i of d's table ("" when out of range). */
 const char *dec_str(const struct dec *d, int64_t i);
 
+/* --- the V8 JSON parser (v8json.c), whose result v8conv.c converts --- */
+
+enum jctx {
+    J_TOP,
+    J_RESULT,
+    J_ERROR,
+    J_PROFILE,
+    J_NODES,
+    J_NODE,
+    J_FRAME,
+    J_CHILDREN,
+    J_SAMPLES,
+    J_DELTAS,
+    J_HNODE,
+    J_HCHILDREN,
+    J_HSAMPLES,
+    J_HSAMPLE,
+};
+
+enum jkey {
+    K_NONE,
+    K_SKIP,
+    K_RESULT,
+    K_ERROR,
+    K_PROFILE,
+    K_MESSAGE,
+    K_NODES,
+    K_START,
+    K_END,
+    K_SAMPLES,
+    K_DELTAS,
+    K_ID,
+    K_FRAME,
+    K_HIT,
+    K_CHILDREN,
+    K_FNAME,
+    K_URL,
+    K_LINE,
+    K_COL,
+    K_HEAD,
+    K_SELF,
+    K_SIZE,
+    K_NODEID,
+};
+
+struct jframe {
+    uint8_t ctx, key;
+    uint32_t seen; /* keys seen in this object, 1 << K_* */
+    uint32_t node;
+};
+
+struct vnode {
+    uint32_t id, name, url;
+    int32_t line, col; /* 0-based, -1 unknown */
+    uint32_t parent, kid0, nkid;
+    int64_t v0;   /* CPU: hitCount; heap: sampled objects */
+    int64_t v1;   /* heap: sampled bytes */
+    int64_t self; /* heap: selfSize */
+};
+
+struct jp {
+    bool heap;
+    int err;
+    char *why;
+    size_t max_nodes;
+    struct bld *b;
+    uint32_t anon; /* "(anonymous)" */
+    struct jframe *fr;
+    size_t nfr, frcap;
+    size_t skip; /* nesting depth of a value being skipped */
+    bool started;
+    struct vnode *nd;
+    size_t nn, ncap;
+    uint32_t *kids; /* CPU child ids, resolved to indices at the end */
+    size_t nk, kcap;
+    struct htab idx; /* node id -> index */
+    bool indexed;
+    uint32_t *pend; /* CPU samples seen before the index; heap (nodeId, size lo, size hi) */
+    size_t np, pcap;
+    uint64_t nsamples, ndeltas;
+    bool have_nodes, have_start, have_end, have_samples, have_deltas, have_head;
+    int64_t start, end;
+    int64_t hs_size; /* heap sample being read */
+    uint32_t hs_node;
+    char *cdp_msg;
+    char tmp[PPROF_MAX_STRING + 4];
+    char tmp2[PPROF_MAX_STRING + 4];
+    const struct pprof_mapper *mapper;
+    uint64_t mapped, unmapped; /* new Locations of each kind */
+    /* With a mapper: the Location each distinct frame got, so the mapper
+     * is asked once a frame, not once a node (a frame recurs in every
+     * stack through it). */
+    struct fmemo *fm;
+    size_t nfm, fmcap;
+    struct htab fmh;
+};
+
+struct fmemo {
+    uint32_t url, name;
+    int32_t line, col;
+    uint64_t loc;
+};
+
+/* The parser's sticky error: the first err and its message are kept;
+ * returns 0, which cancels the parse. */
+int v8_fail(struct jp *p, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int v8_nomem(struct jp *p);
+/* Where we are, for messages: "nodes[12] (id 40)". */
+const char *v8_where(struct jp *p, char *buf, size_t n, uint32_t node);
+/* The index of the node with id, or NONE. */
+uint32_t v8_id_find(const struct jp *p, uint32_t id);
+/* The node id index built (once the nodes are in): 1, or 0 with p->err
+ * set (a duplicate id, out of memory). */
+int v8_build_index(struct jp *p);
+/* A parser that feeds b: 0 or -ENOMEM; v8_jp_free frees it. */
+int v8_jp_init(struct jp *p, struct bld *b, bool heap, size_t max_nodes);
+void v8_jp_free(struct jp *p);
+/* The reply json[0..len) parsed into p: 0, or p->err. */
+int v8_jp_parse(struct jp *p, const char *json, size_t len);
+
 #endif

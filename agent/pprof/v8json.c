@@ -1,7 +1,9 @@
 /*
- * v8json.c - V8 CPU and heap profiles (CDP JSON) to pprof: one streaming
- * pass with yajl's callback parser, the tree resolved and checked, then fed
- * to the builder (pprof.c). See pprof.c for the design.
+ * v8json.c - the V8 profile parser: a CPU or heap profile reply (CDP JSON)
+ * read in one streaming pass with yajl's callback parser into compact
+ * nodes (struct jp), against a small fixed schema, every count and id
+ * checked as it streams by. v8conv.c turns the result into pprof. See
+ * pprof.c for the design.
  */
 #include "pprof_internal.h"
 
@@ -18,109 +20,7 @@
 
 /* --- V8 JSON parser --- */
 
-enum jctx {
-    J_TOP,
-    J_RESULT,
-    J_ERROR,
-    J_PROFILE,
-    J_NODES,
-    J_NODE,
-    J_FRAME,
-    J_CHILDREN,
-    J_SAMPLES,
-    J_DELTAS,
-    J_HNODE,
-    J_HCHILDREN,
-    J_HSAMPLES,
-    J_HSAMPLE,
-};
-
-enum jkey {
-    K_NONE,
-    K_SKIP,
-    K_RESULT,
-    K_ERROR,
-    K_PROFILE,
-    K_MESSAGE,
-    K_NODES,
-    K_START,
-    K_END,
-    K_SAMPLES,
-    K_DELTAS,
-    K_ID,
-    K_FRAME,
-    K_HIT,
-    K_CHILDREN,
-    K_FNAME,
-    K_URL,
-    K_LINE,
-    K_COL,
-    K_HEAD,
-    K_SELF,
-    K_SIZE,
-    K_NODEID,
-};
-
-struct jframe {
-    uint8_t ctx, key;
-    uint32_t seen; /* keys seen in this object, 1 << K_* */
-    uint32_t node;
-};
-
-struct vnode {
-    uint32_t id, name, url;
-    int32_t line, col; /* 0-based, -1 unknown */
-    uint32_t parent, kid0, nkid;
-    int64_t v0;   /* CPU: hitCount; heap: sampled objects */
-    int64_t v1;   /* heap: sampled bytes */
-    int64_t self; /* heap: selfSize */
-};
-
-struct jp {
-    bool heap;
-    int err;
-    char *why;
-    size_t max_nodes;
-    struct bld *b;
-    uint32_t anon; /* "(anonymous)" */
-    struct jframe *fr;
-    size_t nfr, frcap;
-    size_t skip; /* nesting depth of a value being skipped */
-    bool started;
-    struct vnode *nd;
-    size_t nn, ncap;
-    uint32_t *kids; /* CPU child ids, resolved to indices at the end */
-    size_t nk, kcap;
-    struct htab idx; /* node id -> index */
-    bool indexed;
-    uint32_t *pend; /* CPU samples seen before the index; heap (nodeId, size lo, size hi) */
-    size_t np, pcap;
-    uint64_t nsamples, ndeltas;
-    bool have_nodes, have_start, have_end, have_samples, have_deltas, have_head;
-    int64_t start, end;
-    int64_t hs_size; /* heap sample being read */
-    uint32_t hs_node;
-    char *cdp_msg;
-    char tmp[PPROF_MAX_STRING + 4];
-    char tmp2[PPROF_MAX_STRING + 4];
-    const struct pprof_mapper *mapper;
-    uint64_t mapped, unmapped; /* new Locations of each kind */
-    /* With a mapper: the Location each distinct frame got, so the mapper
-     * is asked once a frame, not once a node (a frame recurs in every
-     * stack through it). */
-    struct fmemo *fm;
-    size_t nfm, fmcap;
-    struct htab fmh;
-};
-
-struct fmemo {
-    uint32_t url, name;
-    int32_t line, col;
-    uint64_t loc;
-};
-
-static int jfail(struct jp *p, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int jfail(struct jp *p, int err, const char *fmt, ...)
+int v8_fail(struct jp *p, int err, const char *fmt, ...)
 {
     if (p->err == 0) {
         char msg[512];
@@ -134,7 +34,7 @@ static int jfail(struct jp *p, int err, const char *fmt, ...)
     return 0; /* cancels the parse */
 }
 
-static int jnomem(struct jp *p)
+int v8_nomem(struct jp *p)
 {
     if (p->err == 0)
         p->err = -ENOMEM;
@@ -142,7 +42,7 @@ static int jnomem(struct jp *p)
 }
 
 /* Where we are, for messages: "nodes[12] (id 40)". */
-static const char *jwhere(struct jp *p, char *buf, size_t n, uint32_t node)
+const char *v8_where(struct jp *p, char *buf, size_t n, uint32_t node)
 {
     if (node == NONE)
         snprintf(buf, n, "profile");
@@ -163,21 +63,21 @@ static uint32_t id_hash(const struct jp *p, uint32_t id)
     return (uint32_t)hmix(p->b->seed ^ id);
 }
 
-static uint32_t id_find(const struct jp *p, uint32_t id)
+uint32_t v8_id_find(const struct jp *p, uint32_t id)
 {
     return ht_find(&p->idx, id_hash(p, id), id_eq, p, &id);
 }
 
-static int build_index(struct jp *p)
+int v8_build_index(struct jp *p)
 {
     for (size_t i = 0; i < p->nn; i++) {
         uint32_t id = p->nd[i].id;
-        uint32_t j = id_find(p, id);
+        uint32_t j = v8_id_find(p, id);
         if (j != NONE)
-            return jfail(p, ISOPROF_EPROFILE, "duplicate node id %u (%s #%u and #%zu)", id,
-                         p->heap ? "heap node" : "nodes", j, i);
+            return v8_fail(p, ISOPROF_EPROFILE, "duplicate node id %u (%s #%u and #%zu)", id,
+                           p->heap ? "heap node" : "nodes", j, i);
         if (ht_add(&p->idx, id_hash(p, id), (uint32_t)i))
-            return jnomem(p);
+            return v8_nomem(p);
     }
     p->indexed = true;
     return 1;
@@ -238,9 +138,9 @@ static enum jkey key_lookup(const struct jp *p, enum jctx ctx, const char *s, si
 static int push(struct jp *p, enum jctx ctx, uint32_t node)
 {
     if (p->nfr >= 2 * (size_t)PPROF_MAX_DEPTH + 8)
-        return jfail(p, ISOPROF_EPROFILE, "nesting deeper than %d levels", PPROF_MAX_DEPTH);
+        return v8_fail(p, ISOPROF_EPROFILE, "nesting deeper than %d levels", PPROF_MAX_DEPTH);
     if (pprof_grow(&p->fr, &p->frcap, p->nfr + 1, sizeof(*p->fr)))
-        return jnomem(p);
+        return v8_nomem(p);
     p->fr[p->nfr++] = (struct jframe){.ctx = (uint8_t)ctx, .key = K_NONE, .node = node};
     return 1;
 }
@@ -248,11 +148,11 @@ static int push(struct jp *p, enum jctx ctx, uint32_t node)
 static uint32_t new_node(struct jp *p, uint32_t parent)
 {
     if (p->nn >= p->max_nodes) {
-        jfail(p, ISOPROF_EPROFILE, "more than %zu nodes", p->max_nodes);
+        v8_fail(p, ISOPROF_EPROFILE, "more than %zu nodes", p->max_nodes);
         return NONE;
     }
     if (pprof_grow(&p->nd, &p->ncap, p->nn + 1, sizeof(*p->nd))) {
-        jnomem(p);
+        v8_nomem(p);
         return NONE;
     }
     p->nd[p->nn] = (struct vnode){
@@ -293,8 +193,8 @@ static int j_map_key(void *ctx, const unsigned char *s, size_t n)
         bool dup = flag ? *flag : (f->seen >> k) & 1;
         if (dup) {
             char w[64];
-            return jfail(p, ISOPROF_EPROFILE, "%s: duplicate key \"%s\"",
-                         jwhere(p, w, sizeof(w), f->node), key_name(k));
+            return v8_fail(p, ISOPROF_EPROFILE, "%s: duplicate key \"%s\"",
+                           v8_where(p, w, sizeof(w), f->node), key_name(k));
         }
         if (flag)
             *flag = true;
@@ -332,22 +232,23 @@ static int wrong_type(struct jp *p, const struct jframe *f, enum jkey k, enum jt
 {
     char w[64];
     if (k == K_NONE) /* an array element */
-        return jfail(p, ISOPROF_EPROFILE, "%s: element of \"%s\" is %s, expected %s",
-                     jwhere(p, w, sizeof(w), f->node), array_name(f), type_names[got], want);
-    return jfail(p, ISOPROF_EPROFILE, "%s: \"%s\" is %s, expected %s",
-                 jwhere(p, w, sizeof(w), f->node), key_name(k), type_names[got], want);
+        return v8_fail(p, ISOPROF_EPROFILE, "%s: element of \"%s\" is %s, expected %s",
+                       v8_where(p, w, sizeof(w), f->node), array_name(f), type_names[got], want);
+    return v8_fail(p, ISOPROF_EPROFILE, "%s: \"%s\" is %s, expected %s",
+                   v8_where(p, w, sizeof(w), f->node), key_name(k), type_names[got], want);
 }
 
 static int j_open(struct jp *p, enum jtype t)
 {
     if (p->skip) {
         if (++p->skip > PPROF_MAX_DEPTH)
-            return jfail(p, ISOPROF_EPROFILE, "nesting deeper than %d levels", PPROF_MAX_DEPTH);
+            return v8_fail(p, ISOPROF_EPROFILE, "nesting deeper than %d levels", PPROF_MAX_DEPTH);
         return 1;
     }
     if (p->nfr == 0) {
         if (t != T_MAP)
-            return jfail(p, ISOPROF_EPROFILE, "the reply is %s, expected an object", type_names[t]);
+            return v8_fail(p, ISOPROF_EPROFILE, "the reply is %s, expected an object",
+                           type_names[t]);
         p->started = true;
         return push(p, J_TOP, NONE);
     }
@@ -476,9 +377,10 @@ static int need_int(struct jp *p, const struct jframe *f, enum jkey k, enum jtyp
         return wrong_type(p, f, k, t, "an integer");
     if (!num_int(s, n, lo, hi, out)) {
         char w[64];
-        return jfail(p, ISOPROF_EPROFILE, "%s: \"%s\" is %.*s, expected an integer in [%lld, %lld]",
-                     jwhere(p, w, sizeof(w), f->node), k ? key_name(k) : array_name(f),
-                     (int)(n > 40 ? 40 : n), s, (long long)lo, (long long)hi);
+        return v8_fail(p, ISOPROF_EPROFILE,
+                       "%s: \"%s\" is %.*s, expected an integer in [%lld, %lld]",
+                       v8_where(p, w, sizeof(w), f->node), k ? key_name(k) : array_name(f),
+                       (int)(n > 40 ? 40 : n), s, (long long)lo, (long long)hi);
     }
     return 1;
 }
@@ -513,7 +415,7 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
     if (p->skip)
         return 1;
     if (p->nfr == 0)
-        return jfail(p, ISOPROF_EPROFILE, "the reply is %s, expected an object", type_names[t]);
+        return v8_fail(p, ISOPROF_EPROFILE, "the reply is %s, expected an object", type_names[t]);
     struct jframe *f = &p->fr[p->nfr - 1];
     enum jkey k = f->key;
     f->key = K_NONE;
@@ -528,26 +430,26 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
         if (!need_int(p, f, K_NONE, t, s, n, 0, UINT32_MAX, &v))
             return 0;
         if (p->nk >= (size_t)UINT32_MAX - 1 || p->nk >= 2 * p->max_nodes)
-            return jfail(p, ISOPROF_EPROFILE, "more children than nodes");
+            return v8_fail(p, ISOPROF_EPROFILE, "more children than nodes");
         if (pprof_grow(&p->kids, &p->kcap, p->nk + 1, sizeof(*p->kids)))
-            return jnomem(p);
+            return v8_nomem(p);
         p->kids[p->nk++] = (uint32_t)v;
         return 1;
     case J_SAMPLES:
         if (!need_int(p, f, K_NONE, t, s, n, 0, UINT32_MAX, &v))
             return 0;
         if (p->nsamples >= PPROF_MAX_SAMPLES)
-            return jfail(p, ISOPROF_EPROFILE, "more than %zu samples", PPROF_MAX_SAMPLES);
+            return v8_fail(p, ISOPROF_EPROFILE, "more than %zu samples", PPROF_MAX_SAMPLES);
         if (p->indexed) {
-            if (id_find(p, (uint32_t)v) == NONE)
-                return jfail(p, ISOPROF_EPROFILE, "samples[%" PRIu64 "]: node %u is unknown",
-                             p->nsamples, (uint32_t)v);
+            if (v8_id_find(p, (uint32_t)v) == NONE)
+                return v8_fail(p, ISOPROF_EPROFILE, "samples[%" PRIu64 "]: node %u is unknown",
+                               p->nsamples, (uint32_t)v);
         } else {
             if (p->np >= PPROF_MAX_KEPT_SAMPLES)
-                return jfail(p, ISOPROF_EPROFILE, "more than %zu samples before the nodes",
-                             PPROF_MAX_KEPT_SAMPLES);
+                return v8_fail(p, ISOPROF_EPROFILE, "more than %zu samples before the nodes",
+                               PPROF_MAX_KEPT_SAMPLES);
             if (pprof_grow(&p->pend, &p->pcap, p->np + 1, sizeof(*p->pend)))
-                return jnomem(p);
+                return v8_nomem(p);
             p->pend[p->np++] = (uint32_t)v;
         }
         p->nsamples++;
@@ -556,7 +458,7 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
         if (!need_int(p, f, K_NONE, t, s, n, INT64_MIN, INT64_MAX, &v))
             return 0;
         if (p->ndeltas >= PPROF_MAX_SAMPLES)
-            return jfail(p, ISOPROF_EPROFILE, "more than %zu timeDeltas", PPROF_MAX_SAMPLES);
+            return v8_fail(p, ISOPROF_EPROFILE, "more than %zu timeDeltas", PPROF_MAX_SAMPLES);
         p->ndeltas++;
         return 1;
     default:
@@ -573,7 +475,7 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
         if (t == T_STR && p->cdp_msg == NULL) {
             size_t len = pprof_utf8_clean((const uint8_t *)s, n, p->tmp, 200);
             if ((p->cdp_msg = isoprof_strndup(p->tmp, len)) == NULL)
-                return jnomem(p);
+                return v8_nomem(p);
         }
         return 1;
     case K_START:
@@ -613,8 +515,8 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
             return wrong_type(p, f, k, t, "a string");
         uint32_t i = intern_frame_string(p, k, (const uint8_t *)s, n);
         if (p->b->err)
-            return p->b->err == -ENOMEM ? jnomem(p)
-                                        : jfail(p, p->b->err, "string pool past its cap");
+            return p->b->err == -ENOMEM ? v8_nomem(p)
+                                        : v8_fail(p, p->b->err, "string pool past its cap");
         *(k == K_FNAME ? &nd->name : &nd->url) = i;
         return 1;
     }
@@ -646,32 +548,33 @@ static int j_close(struct jp *p)
     char w[64];
     switch ((enum jctx)f->ctx) {
     case J_ERROR:
-        return jfail(p, ISOPROF_ECDP, "CDP error reply: %s",
-                     p->cdp_msg ? p->cdp_msg : "(no message)");
+        return v8_fail(p, ISOPROF_ECDP, "CDP error reply: %s",
+                       p->cdp_msg ? p->cdp_msg : "(no message)");
     case J_NODE:
     case J_HNODE:
         if (!((f->seen >> K_ID) & 1))
-            return jfail(p, ISOPROF_EPROFILE, "%s: no \"id\"", jwhere(p, w, sizeof(w), f->node));
+            return v8_fail(p, ISOPROF_EPROFILE, "%s: no \"id\"",
+                           v8_where(p, w, sizeof(w), f->node));
         if (!((f->seen >> K_FRAME) & 1))
-            return jfail(p, ISOPROF_EPROFILE, "%s: no \"callFrame\"",
-                         jwhere(p, w, sizeof(w), f->node));
+            return v8_fail(p, ISOPROF_EPROFILE, "%s: no \"callFrame\"",
+                           v8_where(p, w, sizeof(w), f->node));
         break;
     case J_CHILDREN:
         p->nd[f->node].nkid = (uint32_t)(p->nk - p->nd[f->node].kid0);
         break;
     case J_NODES:
         /* From here on samples are checked as they stream past. */
-        if (!build_index(p))
+        if (!v8_build_index(p))
             return 0;
         break;
     case J_HSAMPLE:
         if (!((f->seen >> K_NODEID) & 1) || !((f->seen >> K_SIZE) & 1))
-            return jfail(p, ISOPROF_EPROFILE, "samples[%" PRIu64 "]: needs \"nodeId\" and \"size\"",
-                         p->nsamples);
+            return v8_fail(p, ISOPROF_EPROFILE,
+                           "samples[%" PRIu64 "]: needs \"nodeId\" and \"size\"", p->nsamples);
         if (p->nsamples >= PPROF_MAX_KEPT_SAMPLES)
-            return jfail(p, ISOPROF_EPROFILE, "more than %zu samples", PPROF_MAX_KEPT_SAMPLES);
+            return v8_fail(p, ISOPROF_EPROFILE, "more than %zu samples", PPROF_MAX_KEPT_SAMPLES);
         if (pprof_grow(&p->pend, &p->pcap, p->np + 3, sizeof(*p->pend)))
-            return jnomem(p);
+            return v8_nomem(p);
         p->pend[p->np++] = p->hs_node;
         p->pend[p->np++] = (uint32_t)p->hs_size;
         p->pend[p->np++] = (uint32_t)((uint64_t)p->hs_size >> 32);
@@ -726,7 +629,7 @@ static const yajl_callbacks jcb = {
     .yajl_end_array = j_end,
 };
 
-static int jp_init(struct jp *p, struct bld *b, bool heap, size_t max_nodes)
+int v8_jp_init(struct jp *p, struct bld *b, bool heap, size_t max_nodes)
 {
     memset(p, 0, sizeof(*p));
     p->heap = heap;
@@ -740,7 +643,7 @@ static int jp_init(struct jp *p, struct bld *b, bool heap, size_t max_nodes)
     return b->err;
 }
 
-static void jp_free(struct jp *p)
+void v8_jp_free(struct jp *p)
 {
     isoprof_free(p->fr);
     isoprof_free(p->nd);
@@ -758,10 +661,10 @@ static void jp_free(struct jp *p)
  * its buffers (yajl_buf.c, yajl_bytestack.h), so the failure hook would
  * make it crash instead of fail. It allocates little: its handle, a byte
  * per nesting level, and the unescaped text of one string. */
-static int jp_parse(struct jp *p, const char *json, size_t len)
+int v8_jp_parse(struct jp *p, const char *json, size_t len)
 {
     if (len == 0)
-        return jfail(p, ISOPROF_EJSON, "empty reply"), p->err;
+        return v8_fail(p, ISOPROF_EJSON, "empty reply"), p->err;
     yajl_handle h = yajl_alloc(&jcb, NULL, p);
     if (h == NULL)
         return -ENOMEM;
@@ -786,345 +689,6 @@ static int jp_parse(struct jp *p, const char *json, size_t len)
     }
     yajl_free(h);
     if (p->err == 0 && !p->started)
-        jfail(p, ISOPROF_EJSON, "empty reply");
+        v8_fail(p, ISOPROF_EJSON, "empty reply");
     return p->err;
-}
-
-/* The frame through the mapper: a Location of the original position, or
- * 0 when the mapper did not map it. *unmapped: it said it could have. */
-static uint64_t mapped_loc(struct jp *p, const struct vnode *v, bool *unmapped)
-{
-    struct bld *b = p->b;
-    *unmapped = false;
-    if (p->mapper == NULL || v->line < 0 || b->err || b->slen[v->url] == 0)
-        return 0;
-    struct pprof_mapped mo = {0};
-    int r = p->mapper->map(p->mapper->arg, (const char *)b->sb.data + b->soff[v->url],
-                           b->slen[v->url], v->line, v->col, &mo);
-    if (r != 1 || mo.file == NULL) {
-        *unmapped = r == 0;
-        return 0;
-    }
-    uint32_t name = v->name;
-    if (mo.name != NULL && mo.name[0] != '\0')
-        name = bld_str(
-            b, p->tmp,
-            pprof_utf8_clean((const uint8_t *)mo.name, strlen(mo.name), p->tmp, PPROF_MAX_STRING));
-    uint32_t file = bld_str(
-        b, p->tmp,
-        pprof_utf8_clean((const uint8_t *)mo.file, strlen(mo.file), p->tmp, PPROF_MAX_STRING));
-    int64_t line = mo.line > 0 ? mo.line : 0, col = mo.column > 0 ? mo.column : 0;
-    struct bline l = {bld_func(b, name, v->name, file, line), line, col};
-    return bld_loc(b, &l, 1);
-}
-
-static bool fm_eq(const void *ctx, uint32_t idx, const void *key)
-{
-    const struct fmemo *a = &((const struct jp *)ctx)->fm[idx], *k = key;
-    return a->url == k->url && a->name == k->name && a->line == k->line && a->col == k->col;
-}
-
-static uint64_t node_loc_uncached(struct jp *p, const struct vnode *v);
-
-static uint64_t node_loc(struct jp *p, const struct vnode *v)
-{
-    if (p->mapper == NULL)
-        return node_loc_uncached(p, v);
-    struct fmemo k = {v->url, v->name, v->line, v->col, 0};
-    uint32_t h = (uint32_t)hmix(p->b->seed ^ ((uint64_t)v->url << 32 | v->name) ^
-                                hmix((uint64_t)(uint32_t)v->line << 32 | (uint32_t)v->col));
-    uint32_t i = ht_find(&p->fmh, h, fm_eq, p, &k);
-    if (i != NONE)
-        return p->fm[i].loc;
-    k.loc = node_loc_uncached(p, v);
-    if (p->b->err == 0 && (pprof_grow(&p->fm, &p->fmcap, p->nfm + 1, sizeof(*p->fm)) ||
-                           ht_add(&p->fmh, h, (uint32_t)p->nfm))) {
-        bld_fail(p->b, -ENOMEM);
-        return k.loc;
-    }
-    if (p->b->err == 0)
-        p->fm[p->nfm++] = k;
-    return k.loc;
-}
-
-static uint64_t node_loc_uncached(struct jp *p, const struct vnode *v)
-{
-    size_t before = p->b->nloc;
-    bool unmapped;
-    uint64_t id = mapped_loc(p, v, &unmapped);
-    if (id != 0) {
-        if (p->b->nloc > before)
-            p->mapped++;
-        return id;
-    }
-    int64_t line = v->line >= 0 ? (int64_t)v->line + 1 : 0;
-    int64_t col = v->col >= 0 ? (int64_t)v->col + 1 : 0;
-    struct bline l = {bld_func(p->b, v->name, 0, v->url, line), line, col};
-    id = bld_loc(p->b, &l, 1);
-    if (unmapped && p->b->nloc > before)
-        p->unmapped++;
-    return id;
-}
-
-/* Feeds the resolved tree to the builder. order: parent before child
- * (NULL: index order, which is pre-order for the heap tree); root is left
- * out of every stack unless it has values of its own. */
-static int emit_tree(struct jp *p, const uint32_t *order, uint32_t root, int64_t period)
-{
-    uint32_t *st = isoprof_calloc(p->nn ? p->nn : 1, sizeof(*st));
-    if (st == NULL)
-        return -ENOMEM;
-    for (size_t k = 0; k < p->nn && !p->b->err; k++) {
-        uint32_t i = order ? order[k] : (uint32_t)k;
-        struct vnode *v = &p->nd[i];
-        uint32_t s;
-        if (i == root) {
-            st[i] = 0;
-            s = v->v0 || v->v1 ? bld_stack(p->b, 0, node_loc(p, v)) : 0;
-        } else {
-            s = st[i] = bld_stack(p->b, st[v->parent], node_loc(p, v));
-        }
-        int64_t val[2];
-        if (p->heap) {
-            val[0] = v->v0;
-            val[1] = v->v1;
-        } else {
-            val[0] = v->v0;
-            val[1] = pprof_sat_mul(v->v0, period);
-        }
-        if (val[0] || val[1])
-            bld_add(p->b, s, val);
-    }
-    isoprof_free(st);
-    return p->b->err;
-}
-
-static void fill_meta(struct bld *b, struct bmeta *m, bool heap)
-{
-    m->st_type[0] = bld_cstr(b, heap ? "inuse_objects" : "samples");
-    m->st_unit[0] = bld_cstr(b, "count");
-    m->st_type[1] = bld_cstr(b, heap ? "inuse_space" : "cpu");
-    m->st_unit[1] = bld_cstr(b, heap ? "bytes" : "nanoseconds");
-    m->pt_type = bld_cstr(b, heap ? "space" : "cpu");
-    m->pt_unit = bld_cstr(b, heap ? "bytes" : "nanoseconds");
-}
-
-/* CPU: parents from children lists, the root, and a breadth-first order. */
-static int cpu_resolve(struct jp *p, uint32_t **order_out, uint32_t *root_out)
-{
-    char w[64];
-    if (!p->have_nodes || !p->have_start || !p->have_end)
-        return jfail(p, ISOPROF_EPROFILE,
-                     "no CPU profile in the reply (needs nodes, startTime, endTime)");
-    if (p->nn == 0)
-        return jfail(p, ISOPROF_EPROFILE, "profile has no nodes");
-    if (p->have_samples != p->have_deltas || p->nsamples != p->ndeltas)
-        return jfail(p, ISOPROF_EPROFILE, "%" PRIu64 " samples but %" PRIu64 " timeDeltas",
-                     p->nsamples, p->ndeltas);
-    if (p->end < p->start)
-        return jfail(p, ISOPROF_EPROFILE, "endTime %lld is before startTime %lld",
-                     (long long)p->end, (long long)p->start);
-    for (size_t i = 0; i < p->np; i++)
-        if (id_find(p, p->pend[i]) == NONE)
-            return jfail(p, ISOPROF_EPROFILE, "samples[%zu]: node %u is unknown", i, p->pend[i]);
-    uint64_t hits = 0;
-    for (size_t i = 0; i < p->nn; i++) {
-        struct vnode *v = &p->nd[i];
-        hits += (uint64_t)v->v0;
-        for (uint32_t k = v->kid0; k < v->kid0 + v->nkid; k++) {
-            uint32_t j = id_find(p, p->kids[k]);
-            if (j == NONE)
-                return jfail(p, ISOPROF_EPROFILE, "%s: child %u is unknown",
-                             jwhere(p, w, sizeof(w), (uint32_t)i), p->kids[k]);
-            if (p->nd[j].parent != NONE)
-                return jfail(p, ISOPROF_EPROFILE, "%s: child %u is also a child of node %u",
-                             jwhere(p, w, sizeof(w), (uint32_t)i), p->kids[k],
-                             p->nd[p->nd[j].parent].id);
-            p->nd[j].parent = (uint32_t)i;
-            p->kids[k] = j;
-        }
-    }
-    /* No check of hits against samples.length: Node 20 under setImmediate
-     * load reports more hits than samples (974 against 935 seen), so the
-     * two are not held to each other; hitCount is what the totals follow. */
-    (void)hits;
-    uint32_t root = NONE;
-    for (size_t i = 0; i < p->nn; i++) {
-        if (p->nd[i].parent != NONE)
-            continue;
-        if (root != NONE)
-            return jfail(p, ISOPROF_EPROFILE, "several roots (node %u and node %u)", p->nd[root].id,
-                         p->nd[i].id);
-        root = (uint32_t)i;
-    }
-    if (root == NONE)
-        return jfail(p, ISOPROF_EPROFILE, "no root: the children lists form a cycle");
-    uint32_t *order = isoprof_malloc(p->nn * sizeof(*order));
-    if (order == NULL)
-        return jnomem(p);
-    /* Every node has at most one parent, so from the root each is queued at
-     * most once; what the walk misses hangs in a cycle. */
-    size_t head = 0, tail = 0;
-    order[tail++] = root;
-    while (head < tail) {
-        const struct vnode *v = &p->nd[order[head++]];
-        for (uint32_t k = v->kid0; k < v->kid0 + v->nkid; k++)
-            order[tail++] = p->kids[k];
-    }
-    if (tail != p->nn) {
-        isoprof_free(order);
-        return jfail(p, ISOPROF_EPROFILE,
-                     "the children lists form a cycle (%zu nodes unreachable from the root)",
-                     p->nn - tail);
-    }
-    *order_out = order;
-    *root_out = root;
-    return 1;
-}
-
-/* Serializes what b holds, with the metadata m of a CPU or heap profile,
- * into out; the other fields of out from the arguments. Returns bld_finish's
- * error, out untouched then. */
-static int conv_output(struct bld *b, struct bmeta *m, bool heap, uint64_t samples,
-                       uint64_t start_ns, uint64_t end_ns, struct pprof_result *out)
-{
-    fill_meta(b, m, heap);
-    struct pprof_buf buf = {0};
-    int rc = bld_finish(b, m, &buf);
-    if (rc == 0) {
-        out->pprof = buf;
-        out->samples = samples;
-        out->truncated = b->truncated;
-        out->mapped = 0;
-        out->unmapped = 0;
-        out->start_ns = start_ns;
-        out->end_ns = end_ns;
-    }
-    return rc;
-}
-
-/* What a conversion does once the reply is parsed into p: the profile into
- * p->b and out, with the options opts of pprof_from_cpu_json or
- * pprof_from_heap_json. Returns 0 or an error (its message in p->why). */
-typedef int (*conv_body_fn)(struct jp *p, const void *opts, struct pprof_result *out);
-
-/*
- * The frame of both conversions: checks the arguments, sets a parser up
- * (heap or CPU, at most max_nodes nodes) over a builder capped for a
- * len-byte reply, parses json, lets body build the profile, hands the
- * message of a failure to *why (when asked for) and frees what it set up.
- */
-static int conv_run(const char *json, size_t len, bool heap, size_t max_nodes, conv_body_fn body,
-                    const void *opts, struct pprof_result *out, char **why)
-{
-    struct bld b;
-    struct jp *p;
-    int rc;
-    if ((json == NULL && len) || out == NULL)
-        return -EINVAL;
-    /* The parser holds two string scratch buffers: on the heap, not on a
-     * thread-pool stack. */
-    if ((p = isoprof_malloc(sizeof(*p))) == NULL)
-        return -ENOMEM;
-    if ((rc = jp_init(p, &b, heap, max_nodes)) == 0) {
-        p->mapper = heap ? ((const struct pprof_heap_opts *)opts)->mapper
-                         : ((const struct pprof_cpu_opts *)opts)->mapper;
-        b.limit = pprof_output_cap(len);
-        if ((rc = jp_parse(p, json, len)) == 0)
-            rc = body(p, opts, out);
-        if (rc == 0) {
-            out->mapped = p->mapped;
-            out->unmapped = p->unmapped;
-        }
-    }
-    /* A no-op when the error came from the parse or the checks: jfail
-     * keeps the first message. */
-    if (rc == ISOPROF_ETOOBIG)
-        jfail(p, rc, "pprof output past %zu bytes (the cap for a %zu-byte reply)", b.limit, len);
-    if (why && p->why) {
-        *why = p->why;
-        p->why = NULL;
-    }
-    jp_free(p);
-    isoprof_free(p);
-    bld_free(&b);
-    return rc;
-}
-
-static int cpu_convert(struct jp *p, const void *opts, struct pprof_result *out)
-{
-    const struct pprof_cpu_opts *o = opts;
-    uint32_t *order = NULL, root = 0;
-    if (!cpu_resolve(p, &order, &root))
-        return p->err;
-    int64_t wall0, wall1;
-    if (__builtin_add_overflow(p->start * 1000, o->wall_minus_mono_ns, &wall0) ||
-        __builtin_add_overflow(p->end * 1000, o->wall_minus_mono_ns, &wall1) || wall0 < 0) {
-        isoprof_free(order);
-        jfail(p, ISOPROF_EPROFILE, "startTime/endTime out of range");
-        return p->err;
-    }
-    int64_t duration = (p->end - p->start) * 1000;
-    int64_t period = o->interval_ns <= (uint64_t)INT64_MAX ? (int64_t)o->interval_ns : INT64_MAX;
-    if (period == 0 && p->nsamples > 0)
-        period = duration / (int64_t)p->nsamples;
-    int rc = emit_tree(p, order, root, period);
-    isoprof_free(order);
-    if (rc != 0)
-        return rc;
-    struct bmeta m = {.period = period, .time = wall0, .duration = duration};
-    uint64_t hits = 0;
-    for (size_t i = 0; i < p->nn; i++)
-        hits += (uint64_t)p->nd[i].v0;
-    return conv_output(p->b, &m, false, hits, (uint64_t)wall0, (uint64_t)wall1, out);
-}
-
-int pprof_from_cpu_json(const char *json, size_t len, const struct pprof_cpu_opts *o,
-                        struct pprof_result *out, char **why)
-{
-    static const struct pprof_cpu_opts defaults;
-    if (o == NULL)
-        o = &defaults;
-    return conv_run(json, len, false, o->max_nodes, cpu_convert, o, out, why);
-}
-
-static int heap_convert(struct jp *p, const void *opts, struct pprof_result *out)
-{
-    const struct pprof_heap_opts *o = opts;
-    if (!p->have_head || p->nn == 0) {
-        jfail(p, ISOPROF_EPROFILE, "no heap profile in the reply (needs head)");
-        return p->err;
-    }
-    if (!build_index(p))
-        return p->err;
-    for (size_t i = 0; i + 3 <= p->np; i += 3) {
-        uint32_t j = id_find(p, p->pend[i]);
-        if (j == NONE) {
-            jfail(p, ISOPROF_EPROFILE, "samples[%zu]: node %u is unknown", i / 3, p->pend[i]);
-            return p->err;
-        }
-        int64_t size = (int64_t)((uint64_t)p->pend[i + 1] | (uint64_t)p->pend[i + 2] << 32);
-        p->nd[j].v0++;
-        p->nd[j].v1 = pprof_sat_add(p->nd[j].v1, size);
-    }
-    if (!p->have_samples)
-        for (size_t i = 0; i < p->nn; i++)
-            p->nd[i].v1 = p->nd[i].self;
-    int rc = emit_tree(p, NULL, 0, 0);
-    if (rc != 0)
-        return rc;
-    int64_t t = o->time_ns <= (uint64_t)INT64_MAX ? (int64_t)o->time_ns : INT64_MAX;
-    int64_t period =
-        o->interval_bytes <= (uint64_t)INT64_MAX ? (int64_t)o->interval_bytes : INT64_MAX;
-    struct bmeta m = {.period = period, .time = t};
-    return conv_output(p->b, &m, true, p->nsamples, (uint64_t)t, (uint64_t)t, out);
-}
-
-int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_opts *o,
-                         struct pprof_result *out, char **why)
-{
-    static const struct pprof_heap_opts defaults;
-    if (o == NULL)
-        o = &defaults;
-    return conv_run(json, len, true, o->max_nodes, heap_convert, o, out, why);
 }
