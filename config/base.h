@@ -286,6 +286,16 @@ int isoprof_write_full(int fd, const void *buf, size_t n);
 const char *isoprof_fault_name(int sig);
 
 /*
+ * isoprof_fault_child - in a forked child whose fault is its parent's
+ * finding (a reader of a file that may be damaged): the fault signals
+ * (isoprof_fault_name's, SIGTRAP and SIGSYS) back to their default action
+ * and unblocked, so that no handler of the parent's or of a sanitizer's
+ * runs, and no core is dumped. System calls only: for the child between
+ * fork and its work.
+ */
+void isoprof_fault_child(void);
+
+/*
  * ISOPROF_ASSERT(cond) - a broken invariant of the program itself: names
  * file:line and the condition on stderr, then aborts. Never for bad input
  * (that is an error code) nor for what the environment may do (that is

@@ -1,7 +1,7 @@
 /*
- * io.c - whole reads and writes on a file descriptor, and the names of the
- * fault signals (see base.h). The loops that every reader of a spill file,
- * a source map or a store file would otherwise write again: pread, pwrite
+ * io.c - whole reads and writes on a file descriptor, and the fault
+ * signals: their names, and a forked reader's setup for them (see base.h). The loops that every
+ * reader of a spill file, a source map or a store file would otherwise write again: pread, pwrite
  * and write may return early (a signal, a pipe's capacity, a file system's
  * transfer size), and only the caller's whole buffer is a result.
  */
@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 ssize_t isoprof_pread_full(int fd, void *buf, size_t n, off_t off)
@@ -27,11 +29,14 @@ ssize_t isoprof_pread_full(int fd, void *buf, size_t n, off_t off)
     return (ssize_t)got;
 }
 
-int isoprof_pwrite_full(int fd, const void *buf, size_t n, off_t off)
+/* n bytes of buf to fd: at offset off (pwrite) when at, else at its file
+ * position (write). */
+static int write_full(int fd, const void *buf, size_t n, off_t off, int at)
 {
     size_t put = 0;
     while (put < n) {
-        ssize_t r = pwrite(fd, (const char *)buf + put, n - put, off + (off_t)put);
+        const char *p = (const char *)buf + put;
+        ssize_t r = at ? pwrite(fd, p, n - put, off + (off_t)put) : write(fd, p, n - put);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -43,20 +48,14 @@ int isoprof_pwrite_full(int fd, const void *buf, size_t n, off_t off)
     return 0;
 }
 
+int isoprof_pwrite_full(int fd, const void *buf, size_t n, off_t off)
+{
+    return write_full(fd, buf, n, off, 1);
+}
+
 int isoprof_write_full(int fd, const void *buf, size_t n)
 {
-    size_t put = 0;
-    while (put < n) {
-        ssize_t r = write(fd, (const char *)buf + put, n - put);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return -EIO;
-        put += (size_t)r;
-    }
-    return 0;
+    return write_full(fd, buf, n, 0, 0);
 }
 
 const char *isoprof_fault_name(int sig)
@@ -75,4 +74,22 @@ const char *isoprof_fault_name(int sig)
     default:
         return NULL;
     }
+}
+
+void isoprof_fault_child(void)
+{
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
+    struct sigaction sa;
+    sigset_t set;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigemptyset(&set);
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(faults); i++) {
+        sigaction(faults[i], &sa, NULL);
+        sigaddset(&set, faults[i]);
+    }
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
 }

@@ -62,7 +62,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -290,22 +289,13 @@ struct child_out {
 
 static void child_prepare(void)
 {
-    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
+    /* A fault here is the finding, not a crash to collect. */
+    isoprof_fault_child();
     struct sigaction sa;
-    sigset_t set;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_DFL;
     sigemptyset(&sa.sa_mask);
-    sigemptyset(&set);
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(faults); i++) {
-        sigaction(faults[i], &sa, NULL);
-        sigaddset(&set, faults[i]);
-    }
     sigaction(SIGPIPE, &sa, NULL);
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
-    /* A fault here is the finding, not a crash to collect. */
-    struct rlimit none = {0, 0};
-    setrlimit(RLIMIT_CORE, &none);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
