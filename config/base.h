@@ -1,7 +1,8 @@
 /*
  * base.h - the project's error codes, allocation wrapper and the small
  * primitives every module needs once: a capped growable buffer, a UTF-8
- * validator, a JSON string writer, gzip, a PRNG, clocks and an assert.
+ * validator, a JSON string writer, gzip, a PRNG, clocks, whole reads and
+ * writes on a descriptor, the names of fault signals and an assert.
  *
  * Every library in isoprof (config, storage, uploader) and the agent share
  * one table of error codes and one allocator entry point, so that:
@@ -21,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * Project error codes. Each entry: name, message. The values are negative
@@ -255,6 +257,43 @@ int isoprof_json_strn(struct isoprof_buf *b, const char *s, size_t n);
  */
 int isoprof_gzip(const void *in, size_t len, uint8_t **out, size_t *outlen);
 int isoprof_gunzip(const void *in, size_t len, size_t cap, uint8_t **out, size_t *outlen);
+
+/*
+ * Whole reads and writes on a file descriptor (io.c): each retries EINTR
+ * and short counts, so that the caller sees one result for the whole
+ * buffer. Blocking; any thread.
+ *
+ * isoprof_pread_full - up to n bytes of fd at offset off into buf.
+ * Returns how many were read: n, fewer when the file ends first or an
+ * error follows some bytes, or -1 (errno set) when the first read fails.
+ *
+ * isoprof_pwrite_full, isoprof_write_full - all n bytes of buf to fd, at
+ * offset off or at its file position. Return 0, or a negative errno (-EIO
+ * when the file takes no byte); how much of buf was written is then
+ * unknown.
+ */
+ssize_t isoprof_pread_full(int fd, void *buf, size_t n, off_t off);
+int isoprof_pwrite_full(int fd, const void *buf, size_t n, off_t off);
+int isoprof_write_full(int fd, const void *buf, size_t n);
+
+/*
+ * isoprof_fault_name - "SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL" or
+ * "SIGFPE": the signals that a fault of the code, or of the data it
+ * follows (a damaged mapping, a wild pointer, an assertion), ends a
+ * process with; NULL for any other signal. A static string; any thread,
+ * async-signal-safe.
+ */
+const char *isoprof_fault_name(int sig);
+
+/*
+ * isoprof_fault_child - in a forked child whose fault is its parent's
+ * finding (a reader of a file that may be damaged): the fault signals
+ * (isoprof_fault_name's, SIGTRAP and SIGSYS) back to their default action
+ * and unblocked, so that no handler of the parent's or of a sanitizer's
+ * runs, and no core is dumped. System calls only: for the child between
+ * fork and its work.
+ */
+void isoprof_fault_child(void);
 
 /*
  * ISOPROF_ASSERT(cond) - a broken invariant of the program itself: names

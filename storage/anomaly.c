@@ -136,6 +136,11 @@ static size_t anom_hdr_len(const struct anom_rec *r)
  * length. r->thread may point into the value being replaced, not into p. */
 static size_t anom_encode(uint8_t *p, const struct anom_rec *r)
 {
+    /* What anom_decode and anomaly_check let through, and the list's bound
+     * that store_pin_txn keeps. */
+    ISOPROF_ASSERT(store_thread_ok(r->thread, r->thread_len));
+    ISOPROF_ASSERT(r->nwin <= STORE_ANOMALY_WINDOWS_MAX && r->id != 0);
+    ISOPROF_ASSERT(r->limit_source <= STORE_LIMIT_SOURCE_MAX);
     p[0] = ANOM_MAGIC;
     p[1] = ANOM_VERSION;
     p[2] = (uint8_t)(r->flags >> 8);
@@ -392,6 +397,7 @@ int store_pin_txn(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq, cons
     for (uint32_t i = first; i < r.nwin; i++)
         store_be64_put(buf + hl + 8u * n++, store_be64_get(r.wins + 8u * i));
     store_be64_put(buf + hl + 8u * n++, seq);
+    ISOPROF_ASSERT(n <= STORE_ANOMALY_WINDOWS_MAX);
     r.nwin = n;
     anom_encode(buf, &r);
     MDB_val nv = {hl + 8u * n, buf};

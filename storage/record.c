@@ -383,6 +383,11 @@ static uint8_t *record_head(const struct store_window *w, uint64_t raw, int queu
     size_t ll = 0;                 /* at most STORE_WINDOW_LABELS_BYTES: checked too */
     for (size_t i = 0; i < w->nlabels; i++)
         ll += strlen(w->labels[i].name) + 1 + strlen(w->labels[i].value) + 1;
+    /* Each length fits its field (store_window_check holds them to far
+     * less before a record is stored; the tests build some past those
+     * limits, for the decoder to refuse). */
+    ISOPROF_ASSERT(rl <= UINT8_MAX && tl >= 1 && tl <= UINT8_MAX && cl <= UINT8_MAX);
+    ISOPROF_ASSERT(ll <= UINT16_MAX);
     *hl = STORE_REC_FIXED + rl + tl + cl + ll;
     uint8_t *buf = isoprof_malloc(*hl + extra);
     if (buf == NULL)
@@ -425,6 +430,7 @@ static uint8_t *record_head(const struct store_window *w, uint64_t raw, int queu
         memcpy(q + kl, w->labels[i].value, vl);
         q += kl + vl;
     }
+    ISOPROF_ASSERT(q == buf + *hl);
     return buf;
 }
 
@@ -443,6 +449,7 @@ int store_record_build_blob(const struct store_window *w, uint8_t **val, size_t 
 void store_record_blob_finish(uint8_t *val, size_t vlen, uint64_t end_ns, uint64_t raw_size,
                               uint64_t seq, uint32_t chunks, uint64_t bytes)
 {
+    ISOPROF_ASSERT(vlen >= STORE_REC_FIXED + STORE_BLOB_DESC);
     uint8_t *desc = val + vlen - STORE_BLOB_DESC;
     store_be64_put(val + 8, end_ns);
     store_be64_put(val + 32, raw_size);

@@ -62,7 +62,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -172,18 +171,11 @@ static void meta_decode(const uint8_t *pg, size_t got, struct lmdb_meta *m)
             m->bad = "a root beyond the last page";
 }
 
-static size_t pread_full(int fd, void *buf, size_t len, off_t off)
+/* What of len bytes at off could be read (0 when none). */
+static size_t meta_read(int fd, void *buf, size_t len, off_t off)
 {
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, off + (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    return got;
+    ssize_t n = isoprof_pread_full(fd, buf, len, off);
+    return n < 0 ? 0 : (size_t)n;
 }
 
 /* What the meta pages say of data.mdb. */
@@ -213,7 +205,7 @@ static int file_check(int fd, struct file_verdict *v)
     uint8_t b0[LMDB_PAGE_HDR + LMDB_META_SIZE], b1[sizeof(b0)];
     struct lmdb_meta m[2];
     struct stat st;
-    meta_decode(b0, pread_full(fd, b0, sizeof(b0), 0), &m[0]);
+    meta_decode(b0, meta_read(fd, b0, sizeof(b0), 0), &m[0]);
     /* Meta page 1 is where meta page 0's page size says. When meta page 0
      * is unreadable, look for it at the usual sizes: finding it tells a
      * damaged LMDB file from something else. */
@@ -223,7 +215,7 @@ static int file_check(int fd, struct file_verdict *v)
         uint32_t at = i == 0 ? m[0].psize : probe[i - 1];
         if (!psize_ok(at) || (i > 0 && m[0].magic && m[0].bad == NULL))
             continue;
-        meta_decode(b1, pread_full(fd, b1, sizeof(b1), (off_t)at), &m[1]);
+        meta_decode(b1, meta_read(fd, b1, sizeof(b1), (off_t)at), &m[1]);
         if (m[1].magic)
             break;
     }
@@ -297,22 +289,13 @@ struct child_out {
 
 static void child_prepare(void)
 {
-    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
+    /* A fault here is the finding, not a crash to collect. */
+    isoprof_fault_child();
     struct sigaction sa;
-    sigset_t set;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_DFL;
     sigemptyset(&sa.sa_mask);
-    sigemptyset(&set);
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(faults); i++) {
-        sigaction(faults[i], &sa, NULL);
-        sigaddset(&set, faults[i]);
-    }
     sigaction(SIGPIPE, &sa, NULL);
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
-    /* A fault here is the finding, not a crash to collect. */
-    struct rlimit none = {0, 0};
-    setrlimit(RLIMIT_CORE, &none);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
@@ -427,37 +410,17 @@ fail_pipe:
     return rc;
 }
 
-/* The signals that end a child reading a damaged file (see the top); NULL
- * for the others. */
-static const char *fault_name(int sig)
-{
-    switch (sig) {
-    case SIGSEGV:
-        return "SIGSEGV";
-    case SIGBUS:
-        return "SIGBUS";
-    case SIGABRT:
-        return "SIGABRT";
-    case SIGILL:
-        return "SIGILL";
-    case SIGFPE:
-        return "SIGFPE";
-    default:
-        return NULL;
-    }
-}
-
 /* A child that ended without a result: did the file make it fault? */
 static int child_faulted(const struct child_out *o)
 {
-    return !o->done && fault_name(o->sig) != NULL;
+    return !o->done && isoprof_fault_name(o->sig) != NULL;
 }
 
 /* "faulted (SIGBUS)", "was killed (SIGKILL)", "was killed (signal 12)",
  * "died (exit status 1)". */
 static void death_text(const struct child_out *o, char *buf, size_t cap)
 {
-    const char *name = fault_name(o->sig);
+    const char *name = isoprof_fault_name(o->sig);
     if (o->sig && name)
         snprintf(buf, cap, "faulted (%s)", name);
     else if (o->sig == SIGKILL || o->sig == SIGTERM)
@@ -466,20 +429,6 @@ static void death_text(const struct child_out *o, char *buf, size_t cap)
         snprintf(buf, cap, "was killed (signal %d)", o->sig);
     else
         snprintf(buf, cap, "died (exit status %d)", o->status);
-}
-
-/* Write all of buf; errors are ignored (the parent is gone or gave up). */
-static void write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        buf += n;
-        len -= (size_t)n;
-    }
 }
 
 /* --- the free list check (store_verify_file) --- */
@@ -666,7 +615,7 @@ __attribute__((format(printf, 2, 3))) static void problem(struct walker *w, cons
         return;
     size_t l = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
     line[l++] = '\n';
-    write_all(w->fd, line, l);
+    (void)isoprof_write_full(w->fd, line, l); /* the parent is gone or gave up */
 }
 
 /* Does v lie inside the file? Then read its first and last byte, so that
@@ -850,7 +799,7 @@ out:
         if (w.dropped) {
             char tail[64];
             int n = snprintf(tail, sizeof(tail), "... and %u more\n", w.dropped);
-            write_all(fd, tail, (size_t)n);
+            (void)isoprof_write_full(fd, tail, (size_t)n); /* the parent is gone or gave up */
         }
         return ISOPROF_EDAMAGED;
     }
@@ -870,7 +819,7 @@ out:
         store_close(s);
     }
     if (why)
-        write_all(fd, why, strlen(why));
+        (void)isoprof_write_full(fd, why, strlen(why)); /* the parent is gone or gave up */
     isoprof_free(why);
     return rc;
 }

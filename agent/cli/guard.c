@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,27 +60,15 @@ void cli_guard_out_opened(void)
         __atomic_store_n(&guard->out_open, 1, __ATOMIC_RELEASE);
 }
 
-/* The signals a damaged mapping or an assertion on it ends a reader with. */
+/* The signals a damaged mapping or an assertion on it ends a reader with:
+ * base.h's faults, and SIGSYS and SIGTRAP. */
 static const char *fault_name(int sig)
 {
-    switch (sig) {
-    case SIGSEGV:
-        return "SIGSEGV";
-    case SIGBUS:
-        return "SIGBUS";
-    case SIGABRT:
-        return "SIGABRT";
-    case SIGILL:
-        return "SIGILL";
-    case SIGFPE:
-        return "SIGFPE";
-    case SIGSYS:
+    if (sig == SIGSYS)
         return "SIGSYS";
-    case SIGTRAP:
+    if (sig == SIGTRAP)
         return "SIGTRAP";
-    default:
-        return NULL;
-    }
+    return isoprof_fault_name(sig);
 }
 
 /* The child: a fault ends it at once (no handler of a sanitizer's runs,
@@ -89,20 +76,7 @@ static const char *fault_name(int sig)
  * and it does not outlive a parent that is killed. */
 static void child_prepare(pid_t parent)
 {
-    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
-    struct sigaction sa;
-    sigset_t set;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigemptyset(&set);
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(faults); i++) {
-        sigaction(faults[i], &sa, NULL);
-        sigaddset(&set, faults[i]);
-    }
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
-    struct rlimit none = {0, 0};
-    setrlimit(RLIMIT_CORE, &none);
+    isoprof_fault_child();
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (getppid() != parent)
         _exit(EXIT_FAILURE); /* the parent died before the line above */
