@@ -54,7 +54,7 @@ test('workerd: per-service targets, hot function, eviction backs off then resume
     assert.ok(d.alive());
     intruder.close();
     await L.waitFor(() => d.count((l) => l.msg === 'target attached' && l.worker === 'alpha') > attachesBefore,
-      90000, 'alpha reattached after the backoff');
+      180000, 'alpha reattached after the backoff');
     const storedAfter = d.count((l) => l.msg === 'window stored' && l.worker === 'alpha');
     await L.waitFor(() => d.count((l) => l.msg === 'window stored' && l.worker === 'alpha') > storedAfter, 60000,
       'alpha profiled again');
