@@ -27,6 +27,7 @@
  */
 #include "base.h"
 #include "regress.h"
+#include "regress_synth.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -34,118 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define APP "file:///srv/app.js"
-#define MAXS 400
-#define MAXD 12
-
-struct stack {
-    char name[MAXD][32];
-    size_t depth;
-    double w;
-};
-
-struct prog {
-    struct stack s[MAXS];
-    double cdf[MAXS];
-    size_t n;
-};
-
-static void prog_add(struct prog *p, const char *stack, double w)
-{
-    struct stack *s = &p->s[p->n++];
-    memset(s, 0, sizeof(*s));
-    const char *q = stack;
-    while (*q != '\0' && s->depth < MAXD) {
-        const char *e = strchr(q, ';');
-        size_t len = e != NULL ? (size_t)(e - q) : strlen(q);
-        snprintf(s->name[s->depth++], sizeof(s->name[0]), "%.*s", (int)len, q);
-        q += len + (e != NULL);
-    }
-    s->w = w;
-}
-
-static void prog_finish(struct prog *p)
-{
-    double sum = 0, run = 0;
-    for (size_t i = 0; i < p->n; i++)
-        sum += p->s[i].w;
-    for (size_t i = 0; i < p->n; i++) {
-        run += p->s[i].w / sum;
-        p->cdf[i] = run;
-    }
-    p->cdf[p->n - 1] = 1.0;
-}
-
-/* The same service as tests/unit/agent/test_regress.c. */
-static void prog_service(struct prog *p, int inlined)
-{
-    p->n = 0;
-    prog_add(p, "(idle);(root)", 300);
-    prog_add(p, "(program);(root)", 30);
-    prog_add(p, "(garbage collector);(root)", 40);
-    prog_add(p, "formatRow;render;handleRequest;processTicks;(root)", 100);
-    prog_add(p, "render;handleRequest;processTicks;(root)", 60);
-    prog_add(p, "escapeHtml;formatRow;render;handleRequest;processTicks;(root)", 50);
-    if (inlined) {
-        prog_add(p, "loop;processTimers;(root)", 120);
-        prog_add(p, "hashRow;loop;processTimers;(root)", 60);
-    } else {
-        prog_add(p, "reconcileLedger;loop;processTimers;(root)", 80);
-        prog_add(p, "hashRow;reconcileLedger;loop;processTimers;(root)", 60);
-        prog_add(p, "loop;processTimers;(root)", 40);
-    }
-    prog_add(p, "parseJson;handleRequest;processTicks;(root)", 70);
-    prog_add(p, "stringify;replacer;serialize;handleRequest;processTicks;(root)", 50);
-    prog_add(p, "replacer;serialize;handleRequest;processTicks;(root)", 30);
-    prog_add(p, "serialize;handleRequest;processTicks;(root)", 20);
-    prog_add(p, "handleRequest;processTicks;(root)", 20);
-    prog_add(p, "walk;walk;walk;visit;processTicks;(root)", 20);
-    prog_add(p, "walk;visit;processTicks;(root)", 10);
-    for (int i = 0; i < 300; i++) {
-        char st[64];
-        snprintf(st, sizeof(st), "tail%03d;helpers;processTicks;(root)", i);
-        prog_add(p, st, 0.1 + 0.4 * (i % 7) / 6.0);
-    }
-    prog_finish(p);
-}
-
-static void prog_grown(struct prog *p, const char *stack, double x)
-{
-    prog_service(p, 0);
-    double busy = 0;
-    for (size_t i = 1; i < p->n; i++) /* s[0] is (idle) */
-        busy += p->s[i].w;
-    prog_add(p, stack, x * busy);
-    prog_finish(p);
-}
-
-static void draw(const struct prog *p, struct isoprof_rng *r, uint64_t n, struct regress_agg *a)
-{
-    static uint64_t counts[MAXS];
-    memset(counts, 0, sizeof(counts));
-    for (uint64_t i = 0; i < n; i++) {
-        double u = isoprof_rng_unit(r);
-        size_t lo = 0, hi = p->n - 1;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (p->cdf[mid] > u)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        counts[lo]++;
-    }
-    for (size_t i = 0; i < p->n; i++) {
-        if (counts[i] == 0)
-            continue;
-        struct regress_frame f[MAXD];
-        for (size_t d = 0; d < p->s[i].depth; d++)
-            f[d] = (struct regress_frame){p->s[i].name[d], p->s[i].name[d][0] == '(' ? "" : APP};
-        if (regress_agg_add(a, f, p->s[i].depth, counts[i], counts[i] * 10000000ull) != 0)
-            abort();
-    }
-}
 
 static struct regress_agg *agg_new(void)
 {

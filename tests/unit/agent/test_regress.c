@@ -1,155 +1,20 @@
 /*
  * test_regress.c - per-version CPU aggregates and their comparison
- * (agent/daemon/regress.c) on synthetic profiles.
- *
- * A program is a set of stacks (leaf first) with weights: a web service's
- * request path, a timer loop that calls reconcileLedger, recursion, V8's
- * (idle)/(program)/(garbage collector) and a tail of 300 rarely sampled
- * functions. A profile of N samples draws each sample's stack from the
- * weights (multinomial noise) with a seeded generator, so every run sees
- * the same numbers. "+X % of CPU" in a function adds a stack under it
- * whose weight is X times the program's non-idle weight: the function does
- * extra work equal to X of what the version used to spend.
+ * (agent/daemon/regress.c) on synthetic profiles (regress_synth.h): "+X %
+ * of CPU" in a function means it does extra work equal to X of what the
+ * version used to spend.
  */
 #include "../test.h"
 #include "base.h"
 #include "regress.h"
+#include "regress_synth.h"
 
 #include <errno.h>
 #include <math.h>
 
-#define APP "file:///srv/app.js"
-#define LIB "file:///srv/node_modules/lib/index.js"
-#define MAXS 400
-#define MAXD 12
-#define NTAIL 300
-
-struct stack {
-    char name[MAXD][32];
-    const char *file[MAXD];
-    size_t depth;
-    double w;
-};
-
-struct prog {
-    struct stack s[MAXS];
-    double cdf[MAXS];
-    size_t n;
-};
-
-/* Add the stack "leaf;caller;...;bottom" of weight w. */
-static void prog_add(struct prog *p, const char *stack, double w)
-{
-    struct stack *s = &p->s[p->n++];
-    memset(s, 0, sizeof(*s));
-    const char *q = stack;
-    while (*q != '\0' && s->depth < MAXD) {
-        const char *e = strchr(q, ';');
-        size_t len = e != NULL ? (size_t)(e - q) : strlen(q);
-        snprintf(s->name[s->depth], sizeof(s->name[0]), "%.*s", (int)len, q);
-        s->file[s->depth] = s->name[s->depth][0] == '('  ? ""
-                            : strncmp(q, "tail", 4) == 0 ? LIB
-                                                         : APP;
-        s->depth++;
-        q += len + (e != NULL);
-    }
-    s->w = w;
-}
-
-static void prog_finish(struct prog *p)
-{
-    double sum = 0;
-    for (size_t i = 0; i < p->n; i++)
-        sum += p->s[i].w;
-    double run = 0;
-    for (size_t i = 0; i < p->n; i++) {
-        run += p->s[i].w / sum;
-        p->cdf[i] = run;
-    }
-    p->cdf[p->n - 1] = 1.0;
-}
-
-static double prog_busy(const struct prog *p)
-{
-    double sum = 0;
-    for (size_t i = 0; i < p->n; i++)
-        if (strcmp(p->s[i].name[0], "(idle)") != 0)
-            sum += p->s[i].w;
-    return sum;
-}
-
-/* The service; inlined: V8 folded reconcileLedger into loop in this one. */
-static void prog_service(struct prog *p, int inlined)
-{
-    p->n = 0;
-    prog_add(p, "(idle);(root)", 300);
-    prog_add(p, "(program);(root)", 30);
-    prog_add(p, "(garbage collector);(root)", 40);
-    prog_add(p, "formatRow;render;handleRequest;processTicks;(root)", 100);
-    prog_add(p, "render;handleRequest;processTicks;(root)", 60);
-    prog_add(p, "escapeHtml;formatRow;render;handleRequest;processTicks;(root)", 50);
-    if (inlined) {
-        prog_add(p, "loop;processTimers;(root)", 120);
-        prog_add(p, "hashRow;loop;processTimers;(root)", 60);
-    } else {
-        prog_add(p, "reconcileLedger;loop;processTimers;(root)", 80);
-        prog_add(p, "hashRow;reconcileLedger;loop;processTimers;(root)", 60);
-        prog_add(p, "loop;processTimers;(root)", 40);
-    }
-    prog_add(p, "parseJson;handleRequest;processTicks;(root)", 70);
-    prog_add(p, "stringify;replacer;serialize;handleRequest;processTicks;(root)", 50);
-    prog_add(p, "replacer;serialize;handleRequest;processTicks;(root)", 30);
-    prog_add(p, "serialize;handleRequest;processTicks;(root)", 20);
-    prog_add(p, "handleRequest;processTicks;(root)", 20);
-    prog_add(p, "walk;walk;walk;visit;processTicks;(root)", 20);
-    prog_add(p, "walk;visit;processTicks;(root)", 10);
-    for (int i = 0; i < NTAIL; i++) {
-        char st[64];
-        snprintf(st, sizeof(st), "tail%03d;helpers;processTicks;(root)", i);
-        prog_add(p, st, 0.1 + 0.4 * (i % 7) / 6.0);
-    }
-    prog_finish(p);
-}
-
-/* The service with +x of its CPU added in stack (re-normalised). */
-static void prog_grown(struct prog *p, const char *stack, double x)
-{
-    prog_service(p, 0);
-    prog_add(p, stack, x * prog_busy(p));
-    prog_finish(p);
-}
-
 static const char *const formatRowStack = "formatRow;render;handleRequest;processTicks;(root)";
 static const char *const walkNestedStack =
     "walkNested;replacer;serialize;handleRequest;processTicks;(root)";
-
-/* Draw n samples of p into a (10 ms each). */
-static void draw(const struct prog *p, struct isoprof_rng *r, uint64_t n, struct regress_agg *a)
-{
-    static uint64_t counts[MAXS];
-    memset(counts, 0, sizeof(counts));
-    for (uint64_t i = 0; i < n; i++) {
-        double u = isoprof_rng_unit(r);
-        size_t lo = 0, hi = p->n - 1;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (p->cdf[mid] > u)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        counts[lo]++;
-    }
-    for (size_t i = 0; i < p->n; i++) {
-        if (counts[i] == 0)
-            continue;
-        struct regress_frame f[MAXD];
-        for (size_t d = 0; d < p->s[i].depth; d++)
-            f[d] = (struct regress_frame){p->s[i].name[d], p->s[i].file[d]};
-        if (regress_agg_add(a, f, p->s[i].depth, counts[i], counts[i] * 10000000ull) != 0)
-            abort();
-    }
-}
 
 static struct regress_agg *profile(const struct prog *p, struct isoprof_rng *r, uint64_t n)
 {
