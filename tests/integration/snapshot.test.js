@@ -354,13 +354,14 @@ describe('heap snapshots: scripted targets', { concurrency: true }, () => {
 });
 
 describe('heap snapshots: real runtimes', { concurrency: true }, () => {
-  test('real leak: one snapshot per episode, pinned with its retained window (and by the oom_suspected of its death); the registry Map holds >= 50 % cum; the raw snapshot parses and its reachable total is the profile total', { timeout: 150000 }, async (ctx) => {
+  test('real leak: one snapshot per episode, pinned with its retained window (and by the oom_suspected of its death); the registry Map holds >= 50 % cum; the raw snapshot parses and its reachable total is the profile total', { timeout: 270000 }, async (ctx) => {
     const t0 = Date.now();
     // node-leak.js starts near 5 MiB of used heap and grows by several MiB a
     // second: 90 % of a 24 MiB memory_limit is passed within seconds, far
-    // from the 512 MiB V8 allows it (it does not die during the test).
+    // from the 1 GiB V8 allows it (it does not die during the test, even
+    // one that waits minutes beside a CPU hog).
     const node = await L.startNode(path.join(L.WORKLOADS, 'node-leak.js'),
-      { args: ['--max-old-space-size=512'], env: { LEAK_PER_TICK: '100' } });
+      { args: ['--max-old-space-size=1024'], env: { LEAK_PER_TICK: '100' } });
     const dir = L.tmpdir();
     const store = path.join(dir, 'store');
     const d = await L.startDaemon(L.yamlConfig({
@@ -383,10 +384,15 @@ describe('heap snapshots: real runtimes', { concurrency: true }, () => {
     const retained = await d.waitLog((l) => l.msg === 'window stored' && l.type === 'retained', 60000, 'the retained window');
     assert.strictEqual(retained.anomaly, 'memory_near_limit');
     // Memory stays above the threshold (the leak goes on): the episode goes
-    // on, a pinned heap window a second (15 and more memory polls), and
-    // still the one snapshot.
+    // on, with more pinned heap windows, and still the one snapshot. The
+    // episode's heap windows back off (1 s, 2 s, 4 s ... up to the 30 s heap
+    // period) and wait while they stalled the isolate for more than
+    // max_share of the episode: by the time the snapshot and its retained
+    // window are stored the step may be 16 s, and beside a CPU hog each
+    // window of this growing heap stalls it for longer, so two more windows
+    // may take a minute and more.
     const pinnedHeap = (l) => l.seq > retained.seq && l.msg === 'window stored' && l.type === 'heap' && l.anomaly === 'memory_near_limit';
-    await L.waitFor(() => d.count(pinnedHeap) >= 3, 30000, 'three more pinned heap windows');
+    await L.waitFor(() => d.count(pinnedHeap) >= 2, 120000, 'two more pinned heap windows');
     assert.strictEqual(d.count(is('anomaly ended')), 0, 'the episode ended');
     assert.strictEqual(d.count(flagged('memory_near_limit')), 1);
     assert.strictEqual(d.count(is('heap snapshot started')), 1, 'one snapshot per episode');
