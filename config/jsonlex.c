@@ -21,6 +21,8 @@
 
 #include "base.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 enum lx_state {
@@ -501,4 +503,60 @@ void jsonlex_pop(struct jsonlex *lx)
     ISOPROF_ASSERT(lx->depth > 0 && lx->tok == TK_NONE);
     lx->depth--;
     lx_value_done(lx);
+}
+
+int jsonlex_fail_setv(struct jsonlex_fail *f, int err, const char *fmt, va_list ap)
+{
+    ISOPROF_ASSERT(err != 0);
+    if (f->err == 0) {
+        char buf[256];
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        f->err = err;
+        f->why = isoprof_strdup(buf);
+    }
+    return 0;
+}
+
+int jsonlex_fail_set(struct jsonlex_fail *f, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    jsonlex_fail_setv(f, err, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+void jsonlex_fail_lexer(struct jsonlex_fail *f, const struct jsonlex_doc *d,
+                        const struct jsonlex *lx, enum jsonlex_err err, const char *what,
+                        uint64_t at)
+{
+    switch (err) {
+    case JSONLEX_E_DEPTH:
+        jsonlex_fail_set(f, d->e_depth, "JSON nesting deeper than %zu at byte %" PRIu64,
+                         lx->max_depth, at);
+        return;
+    case JSONLEX_E_TOP:
+        jsonlex_fail_set(f, d->e_json, "%s is not a JSON object", d->name);
+        return;
+    case JSONLEX_E_AFTER:
+        jsonlex_fail_set(f, d->e_json, "malformed JSON at byte %" PRIu64 ": bytes after %s", at,
+                         d->name);
+        return;
+    default:
+        jsonlex_fail_set(f, d->e_json, "malformed JSON at byte %" PRIu64 ": %s", at, what);
+        return;
+    }
+}
+
+char *jsonlex_fail_take(struct jsonlex_fail *f)
+{
+    char *why = f->why;
+    f->why = NULL;
+    return why;
+}
+
+void jsonlex_fail_free(struct jsonlex_fail *f)
+{
+    isoprof_free(f->why);
+    f->why = NULL;
 }

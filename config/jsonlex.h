@@ -23,6 +23,7 @@
 #ifndef ISOPROF_JSONLEX_H
 #define ISOPROF_JSONLEX_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -171,5 +172,53 @@ bool jsonlex_cut(const struct jsonlex *lx);
  */
 void jsonlex_skip(struct jsonlex *lx, uint64_t n);
 void jsonlex_pop(struct jsonlex *lx);
+
+/*
+ * The failure a push parser built on the lexer keeps (the source-map and
+ * heap-snapshot parsers): the first reason recorded (the parser's own
+ * enum, never 0) and its message, both sticky. A parser embeds one, sets
+ * it from its hooks and checks, and hands the message out when it
+ * finishes.
+ */
+struct jsonlex_fail {
+    int err;   /* 0: none yet */
+    char *why; /* owned; NULL when the message could not be allocated */
+};
+
+/*
+ * jsonlex_fail_set - records reason err (not 0) with a printf message
+ * (cut at 255 bytes), unless a reason is recorded already: the first one
+ * stands. Returns 0, a hook's "stop", so that a hook can end with it.
+ */
+int jsonlex_fail_set(struct jsonlex_fail *f, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int jsonlex_fail_setv(struct jsonlex_fail *f, int err, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+/*
+ * What a parser's text is, for the messages of jsonlex_fail_lexer: name
+ * ("the map") and the parser's reasons for malformed JSON (e_json) and for
+ * nesting past the lexer's limit (e_depth).
+ */
+struct jsonlex_doc {
+    const char *name;
+    int e_json, e_depth;
+};
+
+/*
+ * jsonlex_fail_lexer - records the lexer's failure (the fail hook's
+ * arguments; lx the failing lexer) in f in the words every parser uses:
+ * "JSON nesting deeper than N at byte B" (e_depth), "<name> is not a JSON
+ * object" (a scalar at the top), and "malformed JSON at byte B: <what>"
+ * (e_json) for the rest, with "bytes after <name>" for JSONLEX_E_AFTER.
+ */
+void jsonlex_fail_lexer(struct jsonlex_fail *f, const struct jsonlex_doc *d,
+                        const struct jsonlex *lx, enum jsonlex_err err, const char *what,
+                        uint64_t at);
+
+/* jsonlex_fail_take - the message, now the caller's (isoprof_free); f keeps
+ * its reason. jsonlex_fail_free - frees the message. */
+char *jsonlex_fail_take(struct jsonlex_fail *f);
+void jsonlex_fail_free(struct jsonlex_fail *f);
 
 #endif

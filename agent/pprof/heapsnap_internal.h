@@ -217,8 +217,7 @@ struct heapsnap_parser {
     uint32_t item;   /* the node or edge they are of */
     unsigned field;  /* ... and its column */
     /* the schema */
-    int err;
-    char *why;
+    struct jsonlex_fail fail; /* sticky: the first reason and its message */
     bool started, spent;
     struct frame fr[MAX_CTX];
     size_t nfr;

@@ -46,15 +46,10 @@ const char *heapsnap_reason(int reason)
 
 int hs_pfail(struct heapsnap_parser *p, int err, const char *fmt, ...)
 {
-    if (p->err == 0) {
-        p->err = err;
-        char buf[256];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        p->why = isoprof_strdup(buf);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    jsonlex_fail_setv(&p->fail, err, fmt, ap);
+    va_end(ap);
     return 0; /* stop */
 }
 
@@ -63,7 +58,7 @@ int hs_nomem(struct heapsnap_parser *p)
     return hs_pfail(p, HEAPSNAP_E_NOMEM, "out of memory");
 }
 
-/* Charges `more` bytes to the budget: 1, or 0 with p->err set. */
+/* Charges `more` bytes to the budget: 1, or 0 with p->fail.err set. */
 int hs_charge(struct heapsnap_parser *p, uint64_t more, const char *what)
 {
     if (p->budget != 0 && (more > p->budget || p->held > p->budget - more))
@@ -123,7 +118,7 @@ int hs_soff_push(struct heapsnap_parser *p, uint32_t off)
 
 /* --- the integers of nodes[] and edges[] --- */
 
-/* Marks strings index i as named (used_names). 1, or 0 with p->err set. */
+/* Marks strings index i as named (used_names). 1, or 0 with p->fail.err set. */
 static int mark_used(struct heapsnap_parser *p, uint32_t i)
 {
     if (i >= HEAPSNAP_MAX_STRINGS)
@@ -487,22 +482,9 @@ static int lx_on_value(void *c, int kind, const char *text, size_t n)
 
 static void lx_on_fail(void *c, enum jsonlex_err err, const char *what, uint64_t at)
 {
+    static const struct jsonlex_doc doc = {"the snapshot", HEAPSNAP_E_JSON, HEAPSNAP_E_DEPTH};
     struct heapsnap_parser *p = c;
-    switch (err) {
-    case JSONLEX_E_DEPTH:
-        hs_pfail(p, HEAPSNAP_E_DEPTH, "JSON nesting deeper than %d at byte %" PRIu64,
-                 HEAPSNAP_MAX_NESTING, at);
-        return;
-    case JSONLEX_E_TOP:
-        hs_pfail(p, HEAPSNAP_E_JSON, "the snapshot is not a JSON object");
-        return;
-    case JSONLEX_E_AFTER:
-        what = "bytes after the snapshot";
-        break;
-    default:
-        break;
-    }
-    hs_pfail(p, HEAPSNAP_E_JSON, "malformed JSON at byte %" PRIu64 ": %s", at, what);
+    jsonlex_fail_lexer(&p->fail, &doc, &p->lx, err, what, at);
 }
 
 static const struct jsonlex_hooks lx_hooks = {
@@ -517,16 +499,16 @@ static const struct jsonlex_hooks lx_hooks = {
 
 int heapsnap_parser_feed(struct heapsnap_parser *p, const void *buf, size_t len)
 {
-    if (p->spent && p->err == 0)
+    if (p->spent && p->fail.err == 0)
         hs_pfail(p, HEAPSNAP_E_INCOMPLETE, "the parser was finished");
     const unsigned char *s = buf, *end = s + len;
-    while (p->err == 0 && s < end) {
+    while (p->fail.err == 0 && s < end) {
         if (p->ints)
             s = ints_feed(p, s, end);
         else
             s += jsonlex_feed(&p->lx, s, (size_t)(end - s));
     }
-    return p->err;
+    return p->fail.err;
 }
 
 int heapsnap_parser_new_opts(const struct heapsnap_parse_opts *o, struct heapsnap_parser **out)
@@ -569,7 +551,7 @@ void heapsnap_parser_free(struct heapsnap_parser *p)
     heapsnap_free(p->s);
     isoprof_free(p->wbuf);
     isoprof_free(p->used);
-    isoprof_free(p->why);
+    jsonlex_fail_free(&p->fail);
     isoprof_free(p);
 }
 
@@ -651,21 +633,20 @@ int heapsnap_parser_finish(struct heapsnap_parser *p, struct heapsnap **out, cha
     if (p->spent)
         return HEAPSNAP_E_INCOMPLETE;
     p->spent = true;
-    if (p->err == 0 && jsonlex_depth(&p->lx) == 0)
+    if (p->fail.err == 0 && jsonlex_depth(&p->lx) == 0)
         jsonlex_finish(&p->lx); /* a number at the very end: only the top, refused */
-    if (p->err == 0 && !p->started)
+    if (p->fail.err == 0 && !p->started)
         hs_pfail(p, HEAPSNAP_E_INCOMPLETE, "no text");
-    if (p->err == 0 && !jsonlex_done(&p->lx))
+    if (p->fail.err == 0 && !jsonlex_done(&p->lx))
         hs_pfail(p, HEAPSNAP_E_INCOMPLETE,
                  "the text stops inside the snapshot, after %" PRIu64 " bytes", jsonlex_at(&p->lx));
-    if (p->err == 0)
+    if (p->fail.err == 0)
         finish_checks(p);
-    if (p->err != 0) {
+    if (p->fail.err != 0) {
         if (why) {
-            *why = p->why;
-            p->why = NULL;
+            *why = jsonlex_fail_take(&p->fail);
         }
-        return p->err;
+        return p->fail.err;
     }
     *out = p->s;
     p->s = NULL;

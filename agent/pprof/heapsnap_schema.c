@@ -184,7 +184,7 @@ static int ints_begin(struct heapsnap_parser *p, bool edges)
     return push(p, edges ? X_EDGES : X_NODES);
 }
 
-/* A container opens (kind '{' or '['). Returns 1, or 0 with p->err set. */
+/* A container opens (kind '{' or '['). Returns 1, or 0 with p->fail.err set. */
 int hs_on_open(struct heapsnap_parser *p, int kind)
 {
     if (p->skip) {

@@ -107,9 +107,8 @@ struct srcmap_parser {
     enum sm_sink sink;
     struct isoprof_buf keep; /* a string kept (SK_KEEP) */
     size_t mappings_cap;     /* the mappings text's allocation (SK_MAPPINGS) */
-    int err;
-    char *why;
-    size_t depth;        /* 0 outside the top object, 1 inside */
+    struct jsonlex_fail fail; /* sticky: the first reason and its message */
+    size_t depth;             /* 0 outside the top object, 1 inside */
     enum sm_field field; /* the top-level key whose value comes next */
     bool in_array;       /* inside sources[] or names[] (depth 2) */
     size_t skip;         /* nesting of a value being skipped */
@@ -149,15 +148,10 @@ static int pfail(struct srcmap_parser *p, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int pfail(struct srcmap_parser *p, int err, const char *fmt, ...)
 {
-    if (p->err == 0) {
-        p->err = err;
-        char buf[256];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        p->why = isoprof_strdup(buf);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    jsonlex_fail_setv(&p->fail, err, fmt, ap);
+    va_end(ap);
     return 0; /* stop */
 }
 
@@ -186,7 +180,7 @@ static bool over_budget(const struct srcmap_parser *p, size_t more)
 
 /* Room for element `len` of an array of elements of size sz (a, *cap of
  * them), charged to the budget. Returns the array, moved if it grew, or
- * NULL with p->err set (a and *cap as they were). */
+ * NULL with p->fail.err set (a and *cap as they were). */
 static void *grow(struct srcmap_parser *p, void *a, size_t *cap, size_t len, size_t sz,
                   const char *what)
 {
@@ -241,7 +235,7 @@ static int map_trim(struct srcmap *m)
 
 /* Appends s[0..n) to the arena, NUL-terminated, a NUL inside replaced by
  * '_' (names reach pprof, whose strings are C strings here). Returns its
- * offset, or 0 with p->err set. Offset 0 is the arena's leading "". */
+ * offset, or 0 with p->fail.err set. Offset 0 is the arena's leading "". */
 static uint32_t arena_add(struct srcmap_parser *p, const char *s, size_t n)
 {
     struct isoprof_buf *a = &p->arena;
@@ -278,7 +272,7 @@ static int arena_take(struct srcmap_parser *p)
     return 0;
 }
 
-/* Appends an offset to sources[] or names[]. Returns 1, or 0 with p->err
+/* Appends an offset to sources[] or names[]. Returns 1, or 0 with p->fail.err
  * set (stop). */
 static int strs_push(struct srcmap_parser *p, struct sm_strs *a, uint32_t off)
 {
@@ -316,7 +310,7 @@ static const char *field_name(enum sm_field f)
 
 /* A scalar or the start of a container, at the current place. kind: 's'
  * string, 'n' number, 'b' bool, 'z' null, '{' or '['. Returns 1 to go on,
- * 0 to stop (p->err set). */
+ * 0 to stop (p->fail.err set). */
 static int value(struct srcmap_parser *p, int kind, const char *s, size_t n)
 {
     bool open = kind == '{' || kind == '[';
@@ -341,7 +335,7 @@ static int value(struct srcmap_parser *p, int kind, const char *s, size_t n)
         if (kind != 's')
             return pfail(p, SRCMAP_E_FORMAT, "%s[%zu] is not a string", field_name(p->field), a->n);
         uint32_t off = arena_add(p, s, n);
-        if (p->err)
+        if (p->fail.err)
             return 0;
         return strs_push(p, a, off);
     }
@@ -390,7 +384,7 @@ static int value(struct srcmap_parser *p, int kind, const char *s, size_t n)
                 if (p->root[i] == '\0')
                     p->root[i] = '_';
         }
-        return p->err ? 0 : 1;
+        return p->fail.err ? 0 : 1;
     case F_SOURCES:
     case F_NAMES:
         if (kind != '[')
@@ -568,24 +562,9 @@ static int lx_on_value(void *c, int kind, const char *s, size_t n)
 
 static void lx_on_fail(void *c, enum jsonlex_err err, const char *what, uint64_t at)
 {
+    static const struct jsonlex_doc doc = {"the map", SRCMAP_E_JSON, SRCMAP_E_FORMAT};
     struct srcmap_parser *p = c;
-    switch (err) {
-    case JSONLEX_E_DEPTH:
-        pfail(p, SRCMAP_E_FORMAT, "nesting deeper than %d", LX_MAX_DEPTH);
-        return;
-    case JSONLEX_E_AFTER:
-        what = "bytes after the map";
-        break;
-    case JSONLEX_E_CLOSE_OBJ:
-        what = "a '}' with no object open";
-        break;
-    case JSONLEX_E_CLOSE_ARR:
-        what = "a ']' with no array open";
-        break;
-    default:
-        break;
-    }
-    pfail(p, SRCMAP_E_JSON, "malformed JSON at byte %" PRIu64 ": %s", at, what);
+    jsonlex_fail_lexer(&p->fail, &doc, &p->lx, err, what, at);
 }
 
 static const struct jsonlex_hooks lx_hooks = {
@@ -626,17 +605,17 @@ void srcmap_parser_free(struct srcmap_parser *p)
     srcmap_free(p->m);
     isoprof_buf_free(&p->arena);
     isoprof_free(p->root);
-    isoprof_free(p->why);
+    jsonlex_fail_free(&p->fail);
     isoprof_free(p);
 }
 
 int srcmap_parser_feed(struct srcmap_parser *p, const void *buf, size_t len)
 {
-    if (p->err == 0) {
+    if (p->fail.err == 0) {
         size_t used = jsonlex_feed(&p->lx, buf, len);
-        ISOPROF_ASSERT(used == len || p->err != 0); /* no hook pauses */
+        ISOPROF_ASSERT(used == len || p->fail.err != 0); /* no hook pauses */
     }
-    return p->err;
+    return p->fail.err;
 }
 
 /* --- VLQ and the mappings --- */
@@ -846,7 +825,7 @@ static void useg_sort(struct sm_useg *a, struct sm_useg *tmp, size_t n)
 
 /* The line whose first segment the decoder state *start is at has a
  * column that goes back: its segments, decoded again, sorted and kept.
- * Returns 0 or p->err. */
+ * Returns 0 or p->fail.err. */
 static int sort_line(struct srcmap_parser *p, const struct sm_dec *start)
 {
     struct srcmap *m = p->m;
@@ -857,7 +836,7 @@ static int sort_line(struct srcmap_parser *p, const struct sm_dec *start)
     while (dec_next(&d, m, &g, &f) == 1 && g.line == start->line) {
         struct sm_useg *u = grow(p, m->usegs, &m->usegs_cap, m->nusegs, sizeof(*u), "lines");
         if (u == NULL)
-            return p->err;
+            return p->fail.err;
         m->usegs = u;
         u[m->nusegs++] = (struct sm_useg){
             .col = g.col,
@@ -870,12 +849,12 @@ static int sort_line(struct srcmap_parser *p, const struct sm_dec *start)
     size_t n = m->nusegs - first;
     struct sm_useg *tmp = isoprof_malloc(n * sizeof(*tmp));
     if (tmp == NULL)
-        return pfail(p, SRCMAP_E_NOMEM, "out of memory"), p->err;
+        return pfail(p, SRCMAP_E_NOMEM, "out of memory"), p->fail.err;
     useg_sort(m->usegs + first, tmp, n);
     isoprof_free(tmp);
     struct sm_uline *ul = grow(p, m->ulines, &m->ulines_cap, m->nulines, sizeof(*ul), "lines");
     if (ul == NULL)
-        return p->err;
+        return p->fail.err;
     m->ulines = ul;
     ul[m->nulines++] =
         (struct sm_uline){.line = start->line, .first = (uint32_t)first, .n = (uint32_t)n};
@@ -902,10 +881,10 @@ static int index_mappings(struct srcmap_parser *p)
         if (rc < 0)
             return pfail(p, f.reason, "mappings: %s at byte %zu (generated line %u)", f.what, f.at,
                          d.line + 1),
-                   p->err;
+                   p->fail.err;
         if (rc == 0 || g.line != line_start.line) {
             if (line_back && sort_line(p, &line_start) != 0)
-                return p->err;
+                return p->fail.err;
             if (rc == 0)
                 return 0;
             line_start = before;
@@ -918,7 +897,7 @@ static int index_mappings(struct srcmap_parser *p)
             struct sm_check *c =
                 grow(p, m->checks, &m->checks_cap, m->nchecks, sizeof(*c), "index");
             if (c == NULL)
-                return p->err;
+                return p->fail.err;
             m->checks = c;
             c[m->nchecks++] = (struct sm_check){
                 .off = (uint32_t)(before.p - m->mappings),
@@ -941,14 +920,14 @@ int srcmap_parser_finish(struct srcmap_parser *p, struct srcmap **out, char **wh
     *out = NULL;
     if (why)
         *why = NULL;
-    if (p->err == 0 && !p->started && !jsonlex_busy(&p->lx))
+    if (p->fail.err == 0 && !p->started && !jsonlex_busy(&p->lx))
         pfail(p, SRCMAP_E_JSON, "empty");
-    if (p->err == 0)
+    if (p->fail.err == 0)
         jsonlex_finish(&p->lx); /* a number at the very end */
-    if (p->err == 0 && !jsonlex_done(&p->lx))
+    if (p->fail.err == 0 && !jsonlex_done(&p->lx))
         pfail(p, SRCMAP_E_JSON, "malformed JSON: cut short after byte %" PRIu64,
               jsonlex_at(&p->lx));
-    if (p->err == 0 && p->m->mappings != NULL) {
+    if (p->fail.err == 0 && p->m->mappings != NULL) {
         /* the text grew by doubling: cut to its length */
         char *t = isoprof_realloc(p->m->mappings, p->m->mappings_len + 1);
         if (t != NULL)
@@ -956,34 +935,33 @@ int srcmap_parser_finish(struct srcmap_parser *p, struct srcmap **out, char **wh
         else
             pfail(p, SRCMAP_E_NOMEM, "out of memory");
     }
-    if (p->err == 0 && !p->have_version)
+    if (p->fail.err == 0 && !p->have_version)
         pfail(p, SRCMAP_E_VERSION, "no version");
-    if (p->err == 0 && (!p->have_mappings || !p->have_sources))
+    if (p->fail.err == 0 && (!p->have_mappings || !p->have_sources))
         pfail(p, SRCMAP_E_FORMAT, "no %s", p->have_mappings ? "sources" : "mappings");
-    if (p->err == 0 && arena_take(p) != 0)
+    if (p->fail.err == 0 && arena_take(p) != 0)
         pfail(p, SRCMAP_E_NOMEM, "out of memory");
-    if (p->err == 0 && p->root && p->root[0]) {
+    if (p->fail.err == 0 && p->root && p->root[0]) {
         int rc = rewrite_sources(p->m, p->root, NULL);
         if (rc != 0)
             pfail(p, rc == -ENOMEM ? SRCMAP_E_NOMEM : SRCMAP_E_TOOBIG,
                   "the sources joined to sourceRoot pass the memory cap");
     }
-    if (p->err == 0)
+    if (p->fail.err == 0)
         index_mappings(p);
-    if (p->err == 0 && map_trim(p->m) != 0)
+    if (p->fail.err == 0 && map_trim(p->m) != 0)
         pfail(p, SRCMAP_E_NOMEM, "out of memory");
-    if (p->err == 0 && p->m->max_bytes != 0 && map_bytes(p->m) > p->m->max_bytes)
+    if (p->fail.err == 0 && p->m->max_bytes != 0 && map_bytes(p->m) > p->m->max_bytes)
         pfail(p, SRCMAP_E_TOOBIG, "the map passes the memory cap (%zu bytes)", p->m->max_bytes);
-    if (p->err != 0) {
+    if (p->fail.err != 0) {
         if (why) {
-            *why = p->why;
-            p->why = NULL;
+            *why = jsonlex_fail_take(&p->fail);
         }
-        return p->err;
+        return p->fail.err;
     }
     *out = p->m;
     p->m = NULL;
-    p->err = SRCMAP_E_FORMAT; /* spent */
+    p->fail.err = SRCMAP_E_FORMAT; /* spent */
     return 0;
 }
 

@@ -430,6 +430,99 @@ TEST(state)
     isoprof_free(t);
 }
 
+/* A parser's failure over the lexer: the words every parser uses for each
+ * lexer error, the first reason sticks, a long message is cut. */
+struct failing {
+    struct jsonlex lx;
+    uint8_t stack[JSONLEX_STACK_BYTES(DEPTH)];
+    struct jsonlex_fail fail;
+};
+
+static int fl_go(void *c, int kind)
+{
+    (void)c;
+    (void)kind;
+    return 1;
+}
+static int fl_string(void *c, bool key)
+{
+    (void)c;
+    (void)key;
+    return 1;
+}
+static int fl_put(void *c, const char *s, size_t n)
+{
+    (void)c;
+    (void)s;
+    (void)n;
+    return 1;
+}
+static int fl_value(void *c, int kind, const char *s, size_t n)
+{
+    (void)c;
+    (void)kind;
+    (void)s;
+    (void)n;
+    return 1;
+}
+static void fl_fail(void *c, enum jsonlex_err err, const char *what, uint64_t at)
+{
+    static const struct jsonlex_doc doc = {"the doc", 7, 9};
+    struct failing *f = c;
+    jsonlex_fail_lexer(&f->fail, &doc, &f->lx, err, what, at);
+}
+static const struct jsonlex_hooks fl_hooks = {
+    .open = fl_go,
+    .close = fl_go,
+    .string = fl_string,
+    .put = fl_put,
+    .key = fl_put,
+    .value = fl_value,
+    .fail = fl_fail,
+};
+
+static void fail_case(const char *text, int want_err, const char *want_why)
+{
+    struct failing f;
+    memset(&f, 0, sizeof(f));
+    jsonlex_init(&f.lx, &fl_hooks, &f, f.stack, DEPTH, JSONLEX_TOP_CONTAINER);
+    jsonlex_feed(&f.lx, text, strlen(text));
+    jsonlex_finish(&f.lx);
+    CHECK_EQ_INT(f.fail.err, want_err);
+    char *why = jsonlex_fail_take(&f.fail);
+    CHECK(f.fail.why == NULL && f.fail.err == want_err);
+    CHECK_STR(why, want_why);
+    isoprof_free(why);
+    jsonlex_fail_free(&f.fail);
+}
+
+TEST(fail)
+{
+    fail_case("[[[[[[[[[]]]]]]]]]", 9, "JSON nesting deeper than 8 at byte 8");
+    fail_case("42", 7, "the doc is not a JSON object");
+    fail_case("{} x", 7, "malformed JSON at byte 3: bytes after the doc");
+    fail_case("[1}", 7, "malformed JSON at byte 2: a '}' closes an array");
+
+    /* the first reason and message stand; the rest are dropped */
+    struct jsonlex_fail f = {0};
+    CHECK_EQ_INT(jsonlex_fail_set(&f, 3, "first %d", 1), 0);
+    CHECK_EQ_INT(jsonlex_fail_set(&f, 4, "second"), 0);
+    CHECK_EQ_INT(f.err, 3);
+    CHECK_STR(f.why, "first 1");
+    jsonlex_fail_free(&f);
+    CHECK(f.why == NULL);
+    jsonlex_fail_free(&f); /* twice is harmless */
+
+    /* a message past 255 bytes is cut there */
+    struct jsonlex_fail g = {0};
+    char big[600];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    jsonlex_fail_set(&g, 1, "%s", big);
+    CHECK_EQ_INT(strlen(g.why), 255);
+    jsonlex_fail_free(&g);
+}
+
 int main(void)
 {
     RUN(splits);
@@ -441,5 +534,6 @@ int main(void)
     RUN(grammar);
     RUN(depth);
     RUN(state);
+    RUN(fail);
     TEST_EXIT();
 }
