@@ -496,6 +496,20 @@ int cfg_check_reload(const struct cfg *running, const struct cfg *next, char **w
     return rc;
 }
 
+int cfg_section_equal(const struct cfg *a, const struct cfg *b, const char *section)
+{
+    size_t len = strlen(section);
+    for (size_t i = 0; i < cfg_noptions; i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->scope != CFG_SCOPE_GLOBAL || strncmp(o->name, section, len) != 0 ||
+            (o->name[len] != '\0' && o->name[len] != '.'))
+            continue;
+        if (!cfg_row_equal(o, a, b))
+            return 0;
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The control socket's path                                                */
 

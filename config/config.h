@@ -329,6 +329,15 @@ void cfg_free(struct cfg *c);
 int cfg_check_reload(const struct cfg *running, const struct cfg *next, char **why);
 
 /*
+ * cfg_section_equal - do a and b hold the same value for every global
+ * option of section, the options whose dotted name is section or starts
+ * with it and a dot ("upload": upload.url, upload.batch.max_bytes,
+ * upload.headers, ...)? The option table drives it: an option added to the
+ * section is compared with no change here. Both configs are borrowed.
+ */
+int cfg_section_equal(const struct cfg *a, const struct cfg *b, const char *section);
+
+/*
  * cfg_write_example - write a commented YAML config holding every option at
  * its default, with its help, type and bounds; loaded back it equals the
  * defaults. Options without a default (a target's worker, version and

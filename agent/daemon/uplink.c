@@ -285,46 +285,6 @@ int agent_upload_start(struct agent *a)
     return 0;
 }
 
-static int str_same(const char *x, const char *y)
-{
-    return strcmp(x ? x : "", y ? y : "") == 0;
-}
-
-static int map_same(const struct cfg_map *x, const struct cfg_map *y)
-{
-    if (x->n != y->n)
-        return 0;
-    for (size_t i = 0; i < x->n; i++)
-        if (strcmp(x->items[i].key, y->items[i].key) != 0 ||
-            strcmp(x->items[i].value, y->items[i].value) != 0)
-            return 0;
-    return 1;
-}
-
-/* Do x and y upload the same way? (upload.url is restart-only.) */
-static int upload_same(const struct cfg *x, const struct cfg *y)
-{
-    return x->upload.api == y->upload.api && x->upload.timeout_ns == y->upload.timeout_ns &&
-           x->upload.backoff.min_ns == y->upload.backoff.min_ns &&
-           x->upload.backoff.max_ns == y->upload.backoff.max_ns &&
-           x->upload.batch.max_profiles == y->upload.batch.max_profiles &&
-           x->upload.batch.max_bytes == y->upload.batch.max_bytes &&
-           x->upload.batch.max_delay_ns == y->upload.batch.max_delay_ns &&
-           x->upload.max_profile_size == y->upload.max_profile_size &&
-           x->upload.max_age_ns == y->upload.max_age_ns &&
-           x->upload.max_rate == y->upload.max_rate &&
-           x->upload.isolate_label == y->upload.isolate_label &&
-           str_same(x->upload.host, y->upload.host) &&
-           str_same(x->upload.tls.ca_file, y->upload.tls.ca_file) &&
-           x->upload.tls.insecure_skip_verify == y->upload.tls.insecure_skip_verify &&
-           str_same(x->upload.basic_auth.username, y->upload.basic_auth.username) &&
-           str_same(x->upload.basic_auth.password_file, y->upload.basic_auth.password_file) &&
-           str_same(x->upload.bearer_token_file, y->upload.bearer_token_file) &&
-           str_same(x->upload.tenant_id, y->upload.tenant_id) &&
-           map_same(&x->upload.headers, &y->upload.headers) &&
-           map_same(&x->upload.labels, &y->upload.labels);
-}
-
 void agent_upload_stats(const struct agent *a, struct upl_stats *out)
 {
     /* struct upl_stats is all uint64_t totals: add them up as such. */
@@ -368,7 +328,7 @@ int agent_upload_reload(struct agent *a, const struct cfg *old)
     int creds =
         (a->cfg->upload.basic_auth.password_file && a->cfg->upload.basic_auth.password_file[0]) ||
         (a->cfg->upload.bearer_token_file && a->cfg->upload.bearer_token_file[0]);
-    if (upload_same(old, a->cfg) && !creds)
+    if (cfg_section_equal(old, a->cfg, "upload") && !creds)
         return 0;
     /* The request in flight, if any, is cancelled and its batch goes again
      * with the new settings; an ack in the thread pool commits first. */

@@ -621,6 +621,48 @@ TEST(reload_applies_upload_options_but_the_url)
     cfg_free(d);
 }
 
+/* What the agent compares on a reload to decide whether to restart its
+ * uploader: every upload option, from the table; nothing outside it. */
+TEST(section_equal_reads_every_upload_option)
+{
+    char *why;
+    struct cfg *d, *c = load(full_section, &why);
+    REQUIRE(c != NULL);
+    REQUIRE(cfg_defaults(&d) == 0);
+    CHECK(cfg_section_equal(c, c, "upload"));
+    CHECK(cfg_section_equal(d, d, "upload"));
+    CHECK(!cfg_section_equal(d, c, "upload"));
+    /* one option of each kind changed alone: a number, a duration, a
+     * nested one, a string, a boolean, a map (order counts), a path */
+    static const char *changed[] = {
+        "upload: {batch: {max_profiles: 7}}\n",
+        "upload: {backoff: {max: 3m}}\n",
+        "upload: {host: web-2}\n",
+        "upload: {isolate_label: true}\n",
+        "upload: {tls: {insecure_skip_verify: true}}\n",
+        "upload: {labels: {a: x}}\n",
+        "upload: {bearer_token_file: /run/secrets/t}\n",
+        "upload: {max_rate: 1KiB}\n",
+    };
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(changed); i++) {
+        struct cfg *x = load(changed[i], &why);
+        REQUIRE(x != NULL);
+        CHECK(!cfg_section_equal(d, x, "upload"));
+        CHECK(cfg_section_equal(x, x, "upload"));
+        cfg_free(x);
+    }
+    /* options of other sections, and a section that only shares a prefix
+     * of the name, do not count */
+    struct cfg *o = load("sampling: {cpu: {period: 2m}}\nlog: {level: debug}\n", &why);
+    REQUIRE(o != NULL);
+    CHECK(cfg_section_equal(d, o, "upload"));
+    CHECK(!cfg_section_equal(d, o, "sampling"));
+    CHECK(cfg_section_equal(d, o, "sampling.cpu.dur"));
+    cfg_free(o);
+    cfg_free(c);
+    cfg_free(d);
+}
+
 int main(void)
 {
     RUN(defaults);
@@ -633,5 +675,6 @@ int main(void)
     RUN(problems_together_in_file_order);
     RUN(secrets_are_never_echoed);
     RUN(reload_applies_upload_options_but_the_url);
+    RUN(section_equal_reads_every_upload_option);
     TEST_EXIT();
 }
