@@ -249,11 +249,13 @@ int store_evict_to(struct store *s, MDB_txn *txn, struct store_counters *c, uint
         if (!u && !p) {
             /* Nothing left to evict: what is left are the chunks of a
              * snapshot being streamed in (or of orphans), which no window
-             * owns. Anything else the counter says was drift (store_check
+             * owns, and the per-version aggregates, which keep bounds.
+             * Anything else the counter says was drift (store_check
              * reports it); trust the data. */
-            uint64_t left = 0;
-            if ((rc = store_blob_charge_txn(s, txn, &left)) == 0)
-                c->stored = left;
+            uint64_t left = 0, naggs = 0, aggs = 0;
+            if ((rc = store_blob_charge_txn(s, txn, &left)) == 0 &&
+                (rc = store_agg_charge_txn(s, txn, &naggs, &aggs)) == 0)
+                c->stored = left + aggs;
             break;
         }
         const uint8_t *tk = ukey;

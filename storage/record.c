@@ -529,7 +529,8 @@ const char *store_type_name(unsigned type)
 }
 
 static const char *const anomaly_names[STORE_ANOMALY_MAX + 1] = {
-    "", "memory_near_limit", "oom_suspected", "latency_p999_spike", "memory_growth"};
+    "", "memory_near_limit", "oom_suspected", "latency_p999_spike", "memory_growth",
+    "version_regression"};
 
 const char *store_anomaly_name(unsigned kind)
 {

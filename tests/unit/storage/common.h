@@ -521,19 +521,25 @@ __attribute__((unused)) static void make_old_schema(const char *path, int schema
     REQUIRE(mdb_cursor_open(txn, anomalies, &c) == 0);
     for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < 16;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
-        /* version 3: 40 fixed bytes, limit:u64 and its source:u8, the
-         * thread, the windows; version 2 without the limit; version 1
+        /* version 4: 40 fixed bytes, limit:u64 and its source:u8, the
+         * thread, the findings' length:u32 and bytes, the windows;
+         * version 2 without the limit and the findings; version 1
          * without the thread either */
         const uint8_t *p = v.mv_data;
-        REQUIRE(v.mv_size > 50 && p[1] == 3 && k.mv_size <= sizeof(out[n].key));
+        REQUIRE(v.mv_size >= 54 && p[1] == 4 && k.mv_size <= sizeof(out[n].key));
         size_t tl = p[49];
-        size_t cut = schema == 4 ? 9 + 1 + tl : 9; /* bytes after the fixed 40 that go */
+        size_t dl = 4 + store_be32_get(p + 50 + tl); /* the findings, their length too */
         out[n].db = anomalies;
-        out[n].vlen = v.mv_size - cut;
+        out[n].vlen = v.mv_size - 9 - dl - (schema == 4 ? 1 + tl : 0);
         out[n].val = isoprof_malloc(out[n].vlen);
         REQUIRE(out[n].val != NULL);
         memcpy(out[n].val, p, 40);
-        memcpy(out[n].val + 40, p + 40 + cut, v.mv_size - 40 - cut);
+        size_t o = 40;
+        if (schema != 4) {
+            memcpy(out[n].val + o, p + 49, 1 + tl);
+            o += 1 + tl;
+        }
+        memcpy(out[n].val + o, p + 50 + tl + dl, v.mv_size - 50 - tl - dl);
         out[n].val[1] = schema == 4 ? 1 : 2;
         memcpy(out[n].key, k.mv_data, k.mv_size);
         out[n].klen = k.mv_size;

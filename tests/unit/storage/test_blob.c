@@ -802,7 +802,7 @@ TEST(upgrade_from_schema7)
     REQUIRE(s != NULL);
     st = stat_checked(s);
     CHECK_EQ_INT(st.schema_version, STORE_SCHEMA_VERSION);
-    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 11);
+    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 12);
     CHECK_EQ_INT(st.stored_bytes, before);
     CHECK_EQ_INT(check_clean(s), 0);
     struct store_window w = snap_window("w", "v", T0 + 10 * SEC, 1);
