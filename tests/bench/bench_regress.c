@@ -1,5 +1,5 @@
 /*
- * bench_regress - deploy regressions (agent/daemon/regress.c) at the
+ * bench_regress - deploy regressions (agent/pprof/regress.c) at the
  * defaults, on synthetic profiles with multinomial sampling noise.
  *
  *   bench_regress [--seeds N] [--pairs N] [--runs N]
