@@ -98,29 +98,7 @@ static int labels_ok(const char *worker, const char *version)
 /* Inflate h's frame: exactly raw_size bytes, checksum good. */
 static int agg_inflate(const struct agg_hdr *h, void **out)
 {
-    unsigned long long csize = ZSTD_getFrameContentSize(h->frame, h->frame_len);
-    if (csize == ZSTD_CONTENTSIZE_ERROR || csize == ZSTD_CONTENTSIZE_UNKNOWN ||
-        csize != h->raw_size)
-        return ISOPROF_ECORRUPT;
-    size_t fsize = ZSTD_findFrameCompressedSize(h->frame, h->frame_len);
-    if (ZSTD_isError(fsize) || fsize != h->frame_len)
-        return ISOPROF_ECORRUPT;
-    uint8_t *buf = isoprof_malloc((size_t)h->raw_size);
-    ZSTD_DCtx *d = buf ? ZSTD_createDCtx_advanced(store_zstd_mem) : NULL;
-    if (d == NULL) {
-        isoprof_free(buf);
-        return -ENOMEM;
-    }
-    size_t got = ZSTD_decompressDCtx(d, buf, (size_t)h->raw_size, h->frame, h->frame_len);
-    ZSTD_freeDCtx(d);
-    if (ZSTD_isError(got) || got != h->raw_size) {
-        isoprof_free(buf);
-        if (ZSTD_isError(got) && ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation)
-            return -ENOMEM;
-        return ISOPROF_ECORRUPT;
-    }
-    *out = buf;
-    return 0;
+    return store_frame_inflate(h->frame, h->frame_len, h->raw_size, NULL, 0, out);
 }
 
 /* One entry of a worker's aggregates, for keep. */
@@ -207,31 +185,25 @@ static int put_txn(struct store *s, const uint8_t *key, size_t klen, size_t wlen
     if (rc != 0)
         return rc;
     if ((rc = store_counters_read(s, txn, &c)) != 0)
-        goto abort;
+        goto end;
     MDB_val k = {klen, (void *)key}, d;
     rc = mdb_get(txn, s->aggs, &k, &d);
     if (rc == 0)
         c.stored = c.stored > klen + d.mv_size ? c.stored - (klen + d.mv_size) : 0;
     else if (rc != MDB_NOTFOUND)
-        goto abort;
+        goto end;
     d = (MDB_val){vlen, (void *)val};
     if ((rc = mdb_put(txn, s->aggs, &k, &d, 0)) != 0)
-        goto abort;
+        goto end;
     c.stored += klen + vlen;
     *dropped = 0;
-    if ((rc = keep_txn(s, txn, &c, key, wlen, key, klen, keep, dropped)) != 0 ||
-        (rc = store_evict_to(s, txn, &c, s->budget)) != 0 ||
-        (rc = store_anomaly_sweep_txn(s, txn)) != 0 || (rc = store_counters_write(s, txn, &c)) != 0)
-        goto abort;
-    rc = mdb_txn_commit(txn);
-    store_dict_txn_done(s, rc == 0);
-    if (rc != 0)
-        return rc;
-    *out = c;
-    return 0;
-abort:
-    mdb_txn_abort(txn);
-    store_dict_txn_done(s, 0);
+    if ((rc = keep_txn(s, txn, &c, key, wlen, key, klen, keep, dropped)) == 0 &&
+        (rc = store_evict_to(s, txn, &c, s->budget)) == 0 &&
+        (rc = store_anomaly_sweep_txn(s, txn)) == 0)
+        rc = store_counters_write(s, txn, &c);
+end:
+    if ((rc = store_txn_end(s, txn, rc)) == 0)
+        *out = c;
     return rc;
 }
 
@@ -282,16 +254,9 @@ int store_agg_put(struct store *s, struct store_agg *a, const void *bytes, size_
     size_t n = 0;
     uint64_t evicted = 0, evicted_bytes = 0;
     int rc = put_txn(s, key, klen, wlen, val, vlen, keep, &n, &c);
-    if (rc == MDB_MAP_FULL || rc == ISOPROF_EMAPFULL) {
-        uint64_t slack = s->budget / 8 + klen + vlen;
-        struct store_counters e;
-        rc = store_evict_txn(s, s->budget > slack ? s->budget - slack : 0, &e);
-        if (rc == 0) {
-            evicted = e.evicted;
-            evicted_bytes = e.evicted_bytes;
-            rc = put_txn(s, key, klen, wlen, val, vlen, keep, &n, &c);
-        }
-    }
+    if ((rc == MDB_MAP_FULL || rc == ISOPROF_EMAPFULL) &&
+        (rc = store_evict_room(s, klen + vlen, &evicted, &evicted_bytes)) == 0)
+        rc = put_txn(s, key, klen, wlen, val, vlen, keep, &n, &c);
     isoprof_free(val);
     if (rc == 0) {
         evicted += c.evicted;

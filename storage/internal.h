@@ -463,6 +463,12 @@ const char *store_record_fault(const void *val, size_t len);
  * record fails. *out (allocated, caller frees) on success.
  * 0, ISOPROF_ECORRUPT, -ENOMEM. */
 int store_record_inflate(const struct store_rec_hdr *h, void **out);
+/* Inflate one zstd frame[0..len) (borrowed) that must hold exactly
+ * raw_size bytes (its content size says so, nothing follows it, its
+ * checksum holds), with raw-content dictionary dict[0..dlen) (NULL: none).
+ * *out (allocated, caller frees) on success. 0, ISOPROF_ECORRUPT, -ENOMEM. */
+int store_frame_inflate(const void *frame, size_t len, uint64_t raw_size, const void *dict,
+                        size_t dlen, void **out);
 int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, size_t dlen,
                               void **out);
 /* Compress r into a new value (header with seq 0 + frame); the header's
@@ -563,6 +569,14 @@ int store_evict_to(struct store *s, MDB_txn *txn, struct store_counters *c, uint
 /* After MDB_MAP_FULL: a transaction of its own evicting down to target;
  * *out receives its counters. */
 int store_evict_txn(struct store *s, uint64_t target, struct store_counters *out);
+/* After MDB_MAP_FULL on a write of need bytes: store_evict_txn down to
+ * budget - need - budget/8 (room for the retry), what it evicted added to
+ * *evicted and *evicted_bytes. */
+int store_evict_room(struct store *s, uint64_t need, uint64_t *evicted, uint64_t *evicted_bytes);
+/* End write transaction txn: commit it when rc is 0, else abort it; the
+ * dictionaries it built are kept or dropped with it (dict.c). Returns rc,
+ * or the commit's error. */
+int store_txn_end(struct store *s, MDB_txn *txn, int rc);
 
 /* blob.c: snapshot chunks inside the caller's transaction. Raw LMDB codes
  * or project codes. */

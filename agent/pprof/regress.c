@@ -53,36 +53,16 @@
 #define ENC_MAX (256u << 20)
 static const uint8_t enc_magic[4] = {'I', 'P', 'R', 'G'};
 
-/* --- hashing --- */
-
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
+/* --- hashing (htab.h's hashes, unseeded: the tables live in memory only) --- */
 
 static uint64_t fn_hash(const char *name, size_t n, uint32_t file)
 {
-    return mix(fnv(name, n) ^ ((uint64_t)file * 0x9e3779b97f4a7c15ull));
+    return hmix(hbytes(0, name, n) ^ ((uint64_t)file * 0x9e3779b97f4a7c15ull));
 }
 
 static uint64_t edge_hash(uint32_t caller, uint32_t callee)
 {
-    return mix(((uint64_t)caller << 32 | callee) + 0x9e3779b97f4a7c15ull);
+    return hmix(((uint64_t)caller << 32 | callee) + 0x9e3779b97f4a7c15ull);
 }
 
 /* The length of s cut to REGRESS_NAME_MAX bytes, never inside a UTF-8
@@ -134,7 +114,7 @@ static void file_table_build(struct regress_agg *a)
 {
     memset(a->file_slot, 0, ((size_t)a->file_mask + 1) * sizeof(uint32_t));
     for (uint32_t i = 0; i < a->nfiles; i++) {
-        uint64_t h = mix(fnv(a->files[i], strlen(a->files[i]))) & a->file_mask;
+        uint64_t h = hbytes(0, a->files[i], strlen(a->files[i])) & a->file_mask;
         while (a->file_slot[h] != 0)
             h = (h + 1) & a->file_mask;
         a->file_slot[h] = i + 1;
@@ -217,7 +197,7 @@ static long file_find(const struct regress_agg *a, const char *f, size_t n)
 {
     if (a->file_slot == NULL)
         return -1;
-    uint64_t h = mix(fnv(f, n)) & a->file_mask;
+    uint64_t h = hbytes(0, f, n) & a->file_mask;
     for (; a->file_slot[h] != 0; h = (h + 1) & a->file_mask)
         if (same(a->files[a->file_slot[h] - 1], f, n))
             return a->file_slot[h] - 1;
@@ -240,7 +220,7 @@ static long file_get(struct regress_agg *a, const char *f, size_t n, int *made)
         return -ENOMEM;
     i = a->nfiles++;
     a->files[i] = s;
-    uint64_t h = mix(fnv(f, n)) & a->file_mask;
+    uint64_t h = hbytes(0, f, n) & a->file_mask;
     while (a->file_slot[h] != 0)
         h = (h + 1) & a->file_mask;
     a->file_slot[h] = (uint32_t)i + 1;

@@ -608,6 +608,35 @@ __attribute__((unused)) static int make_old_store(const char *path, int schema, 
     return 0;
 }
 
+/* Make the store at path what an older build left: DB drop (empty) gone,
+ * meta key meta_del (NULL: none) gone, the format of schema. */
+__attribute__((unused)) static void downgrade_schema(const char *path, const char *drop,
+                                                     const char *meta_del, int schema)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    REQUIRE(mdb_env_create(&env) == 0);
+    mdb_env_set_maxdbs(env, 16);
+    REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
+    REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
+    REQUIRE(mdb_dbi_open(txn, drop, 0, &dbi) == 0);
+    MDB_stat ms;
+    REQUIRE(mdb_stat(txn, dbi, &ms) == 0 && ms.ms_entries == 0);
+    REQUIRE(mdb_drop(txn, dbi, 1) == 0);
+    REQUIRE(mdb_dbi_open(txn, "meta", 0, &dbi) == 0);
+    uint8_t fmt[12] = "ISOPROF\0\0\0\0";
+    fmt[11] = (uint8_t)schema;
+    MDB_val f = {6, "format"}, v = {12, fmt};
+    if (meta_del != NULL) {
+        MDB_val k = {strlen(meta_del), (void *)meta_del};
+        REQUIRE(mdb_del(txn, dbi, &k, NULL) == 0);
+    }
+    REQUIRE(mdb_put(txn, dbi, &f, &v, 0) == 0);
+    REQUIRE(mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
+}
+
 /* store_verify with the records, as `isoprof store check` runs it. */
 __attribute__((unused)) static int verify_clean(const char *path)
 {

@@ -540,21 +540,17 @@ TEST(pin_windows)
     store_close(s);
 }
 
-/* Make the store at path what a schema 11 build left: no aggs DB, every
- * anomaly in version 3 (no findings' length), the format 11. */
+/* Make the store at path what a schema 11 build left: every anomaly in
+ * version 3 (no findings' length), no aggs DB, the format 11. */
 static void make_schema11(const char *path)
 {
     MDB_env *env;
     MDB_txn *txn;
-    MDB_dbi aggs, anomalies, meta;
+    MDB_dbi anomalies;
     REQUIRE(mdb_env_create(&env) == 0);
     mdb_env_set_maxdbs(env, 16);
     REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
     REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
-    REQUIRE(mdb_dbi_open(txn, "aggs", 0, &aggs) == 0);
-    MDB_stat ms;
-    REQUIRE(mdb_stat(txn, aggs, &ms) == 0 && ms.ms_entries == 0);
-    REQUIRE(mdb_drop(txn, aggs, 1) == 0);
     REQUIRE(mdb_dbi_open(txn, "anomalies", 0, &anomalies) == 0);
     MDB_cursor *c;
     MDB_val k, v;
@@ -582,11 +578,9 @@ static void make_schema11(const char *path)
         MDB_val ok = {out[i].klen, out[i].key}, ov = {out[i].vlen, out[i].val};
         REQUIRE(mdb_put(txn, anomalies, &ok, &ov, 0) == 0);
     }
-    REQUIRE(mdb_dbi_open(txn, "meta", 0, &meta) == 0);
-    MDB_val fk = {6, "format"}, fv = {12, "ISOPROF\0\0\0\0\x0b"};
-    REQUIRE(mdb_put(txn, meta, &fk, &fv, 0) == 0);
     REQUIRE(mdb_txn_commit(txn) == 0);
     mdb_env_close(env);
+    downgrade_schema(path, "aggs", NULL, 11);
 }
 
 TEST(schema11_store)
