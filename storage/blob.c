@@ -628,8 +628,7 @@ static int chunk_commit(struct store_blob *b)
     uint64_t seq = 0;
     int rc = chunk_txn(b, &c, &seq);
     if (rc == MDB_MAP_FULL &&
-        (rc = store_evict_room(s, store_chunk_charge(b->len), &b->evicted, &b->evicted_bytes)) ==
-            0)
+        (rc = store_evict_room(s, store_chunk_charge(b->len), &b->evicted, &b->evicted_bytes)) == 0)
         rc = chunk_txn(b, &c, &seq);
     if (rc != 0)
         return store_err(rc);
@@ -819,8 +818,7 @@ int store_blob_commit(struct store_blob *b, uint64_t end_ns, uint64_t pin, unsig
     if (rc == 0) {
         rc = commit_txn(b, end_ns, pin, keep, &c, &seq);
         if (rc == MDB_MAP_FULL &&
-            (rc = store_evict_room(s, blob_charge(b, b->len), &b->evicted, &b->evicted_bytes)) ==
-                0)
+            (rc = store_evict_room(s, blob_charge(b, b->len), &b->evicted, &b->evicted_bytes)) == 0)
             rc = commit_txn(b, end_ns, pin, keep, &c, &seq);
         rc = store_err(rc);
     }

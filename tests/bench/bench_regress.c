@@ -361,8 +361,8 @@ static void section_store(void)
     printf("4. in the store (median of 15): a window folded = read, decode, merge, encode "
            "(fold ms), then one synced write transaction (put ms); a comparison = the baseline "
            "read and decoded, compared\n");
-    printf("   %-22s %9s %10s %10s %9s %9s %11s\n", "aggregate", "functions", "raw bytes",
-           "stored", "fold ms", "put ms", "compare ms");
+    printf("   %-22s %9s %10s %10s %9s %9s %11s\n", "aggregate", "functions", "raw bytes", "stored",
+           "fold ms", "put ms", "compare ms");
     const char *tmp = getenv("TMPDIR");
     char dir[256];
     snprintf(dir, sizeof(dir), "%s/bench-regress-XXXXXX", tmp && *tmp ? tmp : "/tmp");
