@@ -20,7 +20,9 @@
  *   sampling.heap.{interval, period}, sampling.memory_poll
  *   anomaly.memory.{threshold, heap_period}, anomaly.{cpu_interval,
  *   cooldown, retention}, anomaly.latency.{listen, window, factor, min,
- *   min_count, worker_tag, version_tag}
+ *   min_count, worker_tag, version_tag}, anomaly.regression.{enabled,
+ *   min_samples, min_delta, min_ratio, alpha, max_versions, extra_windows,
+ *   max_functions, warmup}
  *   upload.{url, api, timeout, max_profile_size, host, tenant_id,
  *   bearer_token_file}, upload.batch.{max_profiles, max_bytes, max_delay},
  *   upload.tls.{ca_file, insecure_skip_verify}, upload.basic_auth.{username,
@@ -228,6 +230,20 @@ struct cfg {
             uint32_t min_count;
             char *worker_tag, *version_tag;
         } latency;
+        /* Deploy regressions (agent/pprof/regress.h): each worker's
+         * per-version CPU aggregate, a new version judged against the one
+         * before it. All reloadable; a change applies from the next window. */
+        struct {
+            int enabled;
+            uint32_t min_samples;    /* non-idle samples each side needs */
+            double min_delta;        /* least change of a function's share, absolute */
+            double min_ratio;        /* least relative change of its share (> 1) */
+            double alpha;            /* family-wise error of one comparison */
+            uint32_t max_versions;   /* aggregates kept per worker */
+            uint32_t extra_windows;  /* extra CPU windows a new version may take */
+            uint32_t max_functions;  /* functions one aggregate keeps */
+            uint64_t warmup_ns;      /* windows this soon after an attach are not folded */
+        } regression;
     } anomaly;
     struct {
         char *url;               /* "" = upload off; http:// or https://, no credentials */

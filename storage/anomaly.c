@@ -21,16 +21,27 @@
  *                   49 thread_len:u8 (1 to STORE_THREAD_MAX)
  *                   50 thread (printable ASCII)
  *                   then nwin x window seq:u64 (oldest first)
+ *                   then (version 4) detail_len:u32 and detail_len bytes
+ *                   of findings (0 but for version_regression, below)
+ *                   then nwin x window seq:u64 (oldest first)
  *                Version 1 (schemas 2 to 4) has neither the limit nor the
  *                thread, the windows at 40, and reads as thread "main";
  *                version 2 (schemas 5 to 10) has no limit, thread_len at
- *                40. Both read as limit 0, source STORE_LIMIT_NONE. An
- *                anomaly is written in version 3 whenever it is written
- *                (created, updated, a window pinned or dropped), so an
- *                old one becomes version 3 when it next changes (an
- *                update sets its limit); none is rewritten by the upgrade
- *                itself. The thread is not in the key: the isolate
- *                already tells a process's threads apart.
+ *                40. Both read as limit 0, source STORE_LIMIT_NONE.
+ *                Version 3 (schema 11) has no detail_len: the windows
+ *                follow the thread. An anomaly is written in version 4
+ *                whenever it is written (created, updated, a window
+ *                pinned or dropped), so an old one becomes version 4 when
+ *                it next changes (an update sets its limit); none is
+ *                rewritten by the upgrade itself. The thread is not in the
+ *                key: the isolate already tells a process's threads apart.
+ *                A version_regression's findings (struct store_regression):
+ *                baseline_len:u8 (>= 1) baseline, busy_before:u64
+ *                busy_after:u64 cpu_before:f64 cpu_after:f64 nfns:u8 (<=
+ *                STORE_REGRESSION_FNS_MAX), then per function name_len:u8
+ *                name file_len:u8 file before:u64 after:u64
+ *                share_before:f64 share_after:f64 z:f64 p_adj:f64 (f64: the
+ *                IEEE 754 bits as u64); nothing after the last.
  *   anomaly_ids  id:u64 -> anomalies key
  *   pins         start_ns:u64 + window key (the by_time key)
  *                -> n x (kind:u8 anomaly id:u64)
@@ -53,10 +64,17 @@
 #include <string.h>
 
 #define ANOM_MAGIC 0xA6u
-#define ANOM_VERSION 3u
-#define ANOM_FIXED 40u    /* up to the limit (v3), the thread (v2), the windows (v1) */
-#define ANOM_FIXED_V3 49u /* up to the thread in v3 */
-#define ANOM_HDR_MAX (ANOM_FIXED_V3 + 1u + STORE_THREAD_MAX) /* v3, the longest thread */
+#define ANOM_VERSION 4u
+#define ANOM_FIXED 40u    /* up to the limit (v3, v4), the thread (v2), the windows (v1) */
+#define ANOM_FIXED_V3 49u /* up to the thread in v3 and v4 */
+/* A regression's findings at their longest. */
+#define REG_FIXED (1u + 8u * 4u + 1u)
+#define REG_FN_FIXED (2u + 8u * 6u)
+#define REG_MAX                                                                                    \
+    (REG_FIXED + STORE_VERSION_MAX +                                                               \
+     STORE_REGRESSION_FNS_MAX * (REG_FN_FIXED + 2u * STORE_REGRESSION_NAME_MAX))
+/* v4, the longest thread and findings */
+#define ANOM_HDR_MAX (ANOM_FIXED_V3 + 1u + STORE_THREAD_MAX + 4u + REG_MAX)
 #define ANOM_VAL_MAX (ANOM_HDR_MAX + 8u * STORE_ANOMALY_WINDOWS_MAX)
 #define PIN_LEN 9u
 #define ANOM_KEY_MAX (1u + 8u + STORE_LABELS_MAX + 2u + 4u)
@@ -69,10 +87,155 @@ struct anom_rec {
     uint64_t id, end_ns, value, threshold;
     uint64_t limit;       /* 0 before version 3 */
     uint8_t limit_source; /* STORE_LIMIT_NONE before version 3 */
-    const char *thread; /* thread_len bytes, no NUL; "main" for version 1 */
+    const char *thread;   /* thread_len bytes, no NUL; "main" for version 1 */
     size_t thread_len;
+    const uint8_t *detail; /* detail_len bytes of findings (0 before version 4) */
+    size_t detail_len;
     const uint8_t *wins;
 };
+
+/* --- a regression's findings --- */
+
+static uint64_t f64_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof(u));
+    return u;
+}
+
+static double bits_f64(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof(d));
+    return d;
+}
+
+/* Can g be stored: bounds as store.h says. */
+static int regression_ok(const struct store_regression *g)
+{
+    if (g->baseline == NULL || g->nfns > STORE_REGRESSION_FNS_MAX ||
+        (g->nfns > 0 && g->fns == NULL))
+        return 0;
+    size_t bl = strnlen(g->baseline, STORE_VERSION_MAX + 1);
+    if (bl == 0 || bl > STORE_VERSION_MAX)
+        return 0;
+    for (size_t i = 0; i < g->nfns; i++) {
+        const struct store_regression_fn *f = &g->fns[i];
+        if ((f->name &&
+             strnlen(f->name, STORE_REGRESSION_NAME_MAX + 1) > STORE_REGRESSION_NAME_MAX) ||
+            (f->file &&
+             strnlen(f->file, STORE_REGRESSION_NAME_MAX + 1) > STORE_REGRESSION_NAME_MAX))
+            return 0;
+    }
+    return 1;
+}
+
+/* g's bytes at p (REG_MAX at most); returns their length. */
+static size_t regression_encode(uint8_t *p, const struct store_regression *g)
+{
+    size_t o = 0, bl = strlen(g->baseline);
+    p[o++] = (uint8_t)bl;
+    memcpy(p + o, g->baseline, bl);
+    o += bl;
+    store_be64_put(p + o, g->busy_before);
+    store_be64_put(p + o + 8, g->busy_after);
+    store_be64_put(p + o + 16, f64_bits(g->cpu_before));
+    store_be64_put(p + o + 24, f64_bits(g->cpu_after));
+    o += 32;
+    p[o++] = (uint8_t)g->nfns;
+    for (size_t i = 0; i < g->nfns; i++) {
+        const struct store_regression_fn *f = &g->fns[i];
+        const char *strs[2] = {f->name ? f->name : "", f->file ? f->file : ""};
+        for (int k = 0; k < 2; k++) {
+            size_t l = strlen(strs[k]);
+            p[o++] = (uint8_t)l;
+            memcpy(p + o, strs[k], l);
+            o += l;
+        }
+        const double d[4] = {f->share_before, f->share_after, f->z, f->p_adj};
+        store_be64_put(p + o, f->before);
+        store_be64_put(p + o + 8, f->after);
+        for (int k = 0; k < 4; k++)
+            store_be64_put(p + o + 16 + 8u * (unsigned)k, f64_bits(d[k]));
+        o += 48;
+    }
+    return o;
+}
+
+/* Room for decoded findings: the functions and their strings with NULs. */
+struct regression_buf {
+    struct store_regression g;
+    struct store_regression_fn fns[STORE_REGRESSION_FNS_MAX];
+    char text[STORE_VERSION_MAX + 1 +
+              STORE_REGRESSION_FNS_MAX * 2 * (STORE_REGRESSION_NAME_MAX + 1)];
+};
+
+/* Decode findings p[0..len) into b (strings copied there, NUL-terminated),
+ * or only check them (b NULL). 0 or ISOPROF_ECORRUPT. */
+static int regression_decode(const uint8_t *p, size_t len, struct regression_buf *b)
+{
+    size_t o = 0, t = 0;
+    if (len < 1 || p[0] == 0 || len < 1u + p[0] + 33u)
+        return ISOPROF_ECORRUPT;
+    size_t bl = p[o++];
+    if (memchr(p + o, 0, bl) != NULL)
+        return ISOPROF_ECORRUPT;
+    if (b) {
+        memcpy(b->text, p + o, bl);
+        b->text[bl] = '\0';
+        b->g.baseline = b->text;
+        t = bl + 1;
+    }
+    o += bl;
+    if (b) {
+        b->g.busy_before = store_be64_get(p + o);
+        b->g.busy_after = store_be64_get(p + o + 8);
+        b->g.cpu_before = bits_f64(store_be64_get(p + o + 16));
+        b->g.cpu_after = bits_f64(store_be64_get(p + o + 24));
+    }
+    o += 32;
+    size_t n = p[o++];
+    if (n > STORE_REGRESSION_FNS_MAX)
+        return ISOPROF_ECORRUPT;
+    for (size_t i = 0; i < n; i++) {
+        const char *strs[2];
+        for (int k = 0; k < 2; k++) {
+            if (o >= len || len - o - 1 < p[o])
+                return ISOPROF_ECORRUPT;
+            size_t l = p[o++];
+            if (memchr(p + o, 0, l) != NULL)
+                return ISOPROF_ECORRUPT;
+            if (b) {
+                memcpy(b->text + t, p + o, l);
+                b->text[t + l] = '\0';
+                strs[k] = b->text + t;
+                t += l + 1;
+            }
+            o += l;
+        }
+        if (len - o < 48)
+            return ISOPROF_ECORRUPT;
+        if (b) {
+            struct store_regression_fn *f = &b->fns[i];
+            f->name = strs[0];
+            f->file = strs[1];
+            f->before = store_be64_get(p + o);
+            f->after = store_be64_get(p + o + 8);
+            f->share_before = bits_f64(store_be64_get(p + o + 16));
+            f->share_after = bits_f64(store_be64_get(p + o + 24));
+            f->z = bits_f64(store_be64_get(p + o + 32));
+            f->p_adj = bits_f64(store_be64_get(p + o + 40));
+        }
+        o += 48;
+    }
+    if (o != len)
+        return ISOPROF_ECORRUPT;
+    if (b) {
+        b->g.fns = b->fns;
+        b->g.nfns = n;
+    }
+    return 0;
+}
 
 /* Decode an anomalies value; *why says what is wrong on ISOPROF_ECORRUPT.
  * r's pointers are borrowed from v. */
@@ -82,9 +245,11 @@ static int anom_decode_why(const MDB_val *v, struct anom_rec *r, const char **wh
     *why = "bad magic or version";
     if (v->mv_size < ANOM_FIXED || p[0] != ANOM_MAGIC || p[1] < 1 || p[1] > ANOM_VERSION)
         return ISOPROF_ECORRUPT;
-    size_t hl = ANOM_FIXED, at = ANOM_FIXED; /* at: thread_len in v2 and v3 */
+    size_t hl = ANOM_FIXED, at = ANOM_FIXED; /* at: thread_len in v2 to v4 */
     r->thread = STORE_THREAD_MAIN;
     r->thread_len = sizeof(STORE_THREAD_MAIN) - 1;
+    r->detail = NULL;
+    r->detail_len = 0;
     r->limit = 0;
     r->limit_source = STORE_LIMIT_NONE;
     if (p[1] >= 3) {
@@ -105,6 +270,18 @@ static int anom_decode_why(const MDB_val *v, struct anom_rec *r, const char **wh
             return ISOPROF_ECORRUPT;
         r->thread = (const char *)p + at + 1;
         r->thread_len = tl;
+    }
+    if (p[1] >= 4) {
+        *why = "findings longer than the value, or that do not decode";
+        if (v->mv_size < hl + 4u)
+            return ISOPROF_ECORRUPT;
+        size_t dl = store_be32_get(p + hl);
+        if (dl > REG_MAX || v->mv_size - hl - 4u < dl ||
+            (dl > 0 && regression_decode(p + hl + 4, dl, NULL) != 0))
+            return ISOPROF_ECORRUPT;
+        r->detail = dl ? p + hl + 4 : NULL;
+        r->detail_len = dl;
+        hl += 4u + dl;
     }
     r->flags = (uint16_t)(p[2] << 8 | p[3]);
     r->nwin = store_be32_get(p + 4);
@@ -129,11 +306,12 @@ static int anom_decode(const MDB_val *v, struct anom_rec *r)
 /* The header length of r in the current version: where its windows go. */
 static size_t anom_hdr_len(const struct anom_rec *r)
 {
-    return ANOM_FIXED_V3 + 1u + r->thread_len;
+    return ANOM_FIXED_V3 + 1u + r->thread_len + 4u + r->detail_len;
 }
 
-/* Write r's header (current version, with its thread) at p; returns its
- * length. r->thread may point into the value being replaced, not into p. */
+/* Write r's header (current version, with its thread and findings) at p;
+ * returns its length. r->thread and r->detail may point into the value
+ * being replaced, not into p. */
 static size_t anom_encode(uint8_t *p, const struct anom_rec *r)
 {
     /* What anom_decode and anomaly_check let through, and the list's bound
@@ -141,6 +319,7 @@ static size_t anom_encode(uint8_t *p, const struct anom_rec *r)
     ISOPROF_ASSERT(store_thread_ok(r->thread, r->thread_len));
     ISOPROF_ASSERT(r->nwin <= STORE_ANOMALY_WINDOWS_MAX && r->id != 0);
     ISOPROF_ASSERT(r->limit_source <= STORE_LIMIT_SOURCE_MAX);
+    ISOPROF_ASSERT(r->detail_len <= REG_MAX);
     p[0] = ANOM_MAGIC;
     p[1] = ANOM_VERSION;
     p[2] = (uint8_t)(r->flags >> 8);
@@ -154,6 +333,10 @@ static size_t anom_encode(uint8_t *p, const struct anom_rec *r)
     p[48] = r->limit_source;
     p[ANOM_FIXED_V3] = (uint8_t)r->thread_len;
     memcpy(p + ANOM_FIXED_V3 + 1, r->thread, r->thread_len);
+    size_t d = ANOM_FIXED_V3 + 1u + r->thread_len;
+    store_be32_put(p + d, (uint32_t)r->detail_len);
+    if (r->detail_len > 0)
+        memmove(p + d + 4, r->detail, r->detail_len);
     return anom_hdr_len(r);
 }
 
@@ -503,6 +686,110 @@ static int pin_latest(struct store *s, MDB_txn *txn, uint64_t id,
     return 0;
 }
 
+/* store_anomaly_pin_windows inside txn. */
+static int pin_windows_txn(struct store *s, MDB_txn *txn, uint64_t id, const char *worker,
+                           const char *version, uint8_t type, uint64_t since_ns, uint64_t until_ns,
+                           size_t max, size_t *pinned)
+{
+    uint8_t key[ANOM_KEY_MAX];
+    size_t klen;
+    int rc = anom_key_of(s, txn, id, key, &klen);
+    if (rc != 0)
+        return rc;
+    uint8_t seek[STORE_KEY_MAX];
+    size_t slen = store_key_encode(seek, sizeof(seek), worker, version,
+                                   until_ns ? until_ns : UINT64_MAX, 0, 0);
+    if (slen == 0)
+        return MDB_NOTFOUND;
+    size_t plen = strlen(worker) + 1 + strlen(version) + 1;
+    if (max > STORE_ANOMALY_WINDOWS_MAX)
+        max = STORE_ANOMALY_WINDOWS_MAX;
+    uint64_t *seqs = isoprof_calloc(max ? max : 1, sizeof(*seqs));
+    uint64_t *starts = isoprof_calloc(max ? max : 1, sizeof(*starts));
+    uint8_t *keys = isoprof_malloc((max ? max : 1) * STORE_KEY_MAX);
+    size_t *klens = isoprof_calloc(max ? max : 1, sizeof(*klens));
+    MDB_cursor *c = NULL;
+    size_t n = 0;
+    if (seqs == NULL || starts == NULL || keys == NULL || klens == NULL) {
+        rc = ENOMEM;
+        goto out;
+    }
+    if ((rc = mdb_cursor_open(txn, s->windows, &c)) != 0)
+        goto out;
+    /* Backwards from the first key at or after (until, isolate 0, type 0):
+     * every window of the pair that started before until. */
+    MDB_val k = {slen, seek}, d;
+    rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
+    rc = rc == 0 ? mdb_cursor_get(c, &k, &d, MDB_PREV) : mdb_cursor_get(c, &k, &d, MDB_LAST);
+    for (int scanned = 0; rc == 0 && n < max && scanned < LATEST_SCAN_MAX; scanned++) {
+        if (k.mv_size < plen || memcmp(k.mv_data, seek, plen) != 0)
+            break;
+        struct store_key wk;
+        struct store_rec_hdr h;
+        if (store_key_decode(k.mv_data, k.mv_size, &wk) == 0 && wk.start_ns < since_ns)
+            break;
+        if (store_key_decode(k.mv_data, k.mv_size, &wk) == 0 && wk.type == type &&
+            k.mv_size <= STORE_KEY_MAX && store_record_decode(d.mv_data, d.mv_size, &h) == 0) {
+            seqs[n] = h.seq;
+            starts[n] = wk.start_ns;
+            memcpy(keys + n * STORE_KEY_MAX, k.mv_data, k.mv_size);
+            klens[n] = k.mv_size;
+            n++;
+        }
+        rc = mdb_cursor_get(c, &k, &d, MDB_PREV);
+    }
+    mdb_cursor_close(c);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        goto out;
+    rc = 0;
+    /* Oldest first: the anomaly's list stays in start order. */
+    for (size_t i = n; i-- > 0 && rc == 0;) {
+        uint8_t tk[STORE_TIME_KEY_MAX];
+        store_be64_put(tk, starts[i]);
+        memcpy(tk + 8, keys + i * STORE_KEY_MAX, klens[i]);
+        rc = store_pin_txn(s, txn, id, seqs[i], tk, 8 + klens[i]);
+    }
+    if (rc == 0 && pinned)
+        *pinned = n;
+out:
+    isoprof_free(seqs);
+    isoprof_free(starts);
+    isoprof_free(keys);
+    isoprof_free(klens);
+    return rc;
+}
+
+int store_anomaly_pin_windows(struct store *s, uint64_t id, const char *worker, const char *version,
+                              uint8_t type, uint64_t since_ns, uint64_t until_ns, size_t max,
+                              size_t *pinned)
+{
+    if (pinned)
+        *pinned = 0;
+    if (s == NULL || id == 0 || worker == NULL || version == NULL || type == 0 ||
+        type > STORE_TYPE_MAX)
+        return -EINVAL;
+    if (s->readonly)
+        return -EROFS;
+    size_t wl = strnlen(worker, STORE_WORKER_MAX + 1), vl = strnlen(version, STORE_VERSION_MAX + 1);
+    if (wl > STORE_WORKER_MAX || vl > STORE_VERSION_MAX || wl + vl > STORE_LABELS_MAX)
+        return -EINVAL;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    if (rc != 0)
+        return store_err(rc);
+    size_t n = 0;
+    rc = pin_windows_txn(s, txn, id, worker, version, type, since_ns, until_ns, max, &n);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return rc == ENOMEM ? -ENOMEM : store_err(rc);
+    }
+    if ((rc = mdb_txn_commit(txn)) != 0)
+        return store_err(rc);
+    if (pinned)
+        *pinned = n;
+    return 0;
+}
+
 static int anomaly_check(const struct store_anomaly *a)
 {
     if (a->kind == STORE_ANOMALY_NONE || a->kind > STORE_ANOMALY_MAX)
@@ -517,6 +804,9 @@ static int anomaly_check(const struct store_anomaly *a)
     if (!store_thread_ok(thread, strnlen(thread, STORE_THREAD_MAX + 1)))
         return -EINVAL;
     if (a->limit_source > STORE_LIMIT_SOURCE_MAX)
+        return -EINVAL;
+    if (a->regression != NULL &&
+        (a->kind != STORE_ANOMALY_VERSION_REGRESSION || !regression_ok(a->regression)))
         return -EINVAL;
     return 0;
 }
@@ -537,6 +827,8 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
     struct anom_rec r;
     int rc;
     uint8_t buf[ANOM_VAL_MAX];
+    uint8_t det[REG_MAX];
+    size_t dlen = a->regression ? regression_encode(det, a->regression) : 0;
     if (a->id == 0) {
         uint8_t nk[] = "next_anomaly";
         MDB_val mk = {sizeof(nk) - 1, nk}, mv;
@@ -566,7 +858,7 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
         }
         memset(&r, 0, sizeof(r));
         r.id = id;
-        r.flags = (uint16_t)(a->flags & STORE_ANOMALY_OPEN);
+        r.flags = (uint16_t)(a->flags & (STORE_ANOMALY_OPEN | STORE_ANOMALY_CLEARED));
         r.end_ns = a->end_ns;
         r.value = a->value;
         r.threshold = a->threshold;
@@ -574,6 +866,8 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
         r.limit_source = a->limit_source;
         r.thread = store_thread_of(a->thread);
         r.thread_len = strlen(r.thread); /* anomaly_check bounded it */
+        r.detail = dlen ? det : NULL;
+        r.detail_len = dlen;
         v = (MDB_val){anom_encode(buf, &r), buf};
         if ((rc = mdb_put(txn, s->anomalies, &k, &v, 0)) != 0)
             return rc;
@@ -597,14 +891,19 @@ static int anomaly_put_txn(struct store *s, MDB_txn *txn, struct store_anomaly *
             return rc;
         if (anom_decode(&v, &r) != 0)
             return MDB_CORRUPTED;
-        r.flags = (uint16_t)(a->flags & STORE_ANOMALY_OPEN);
+        r.flags = (uint16_t)(a->flags & (STORE_ANOMALY_OPEN | STORE_ANOMALY_CLEARED));
         r.end_ns = a->end_ns;
         r.value = a->value;
         r.threshold = a->threshold;
         r.limit = a->limit;
         r.limit_source = a->limit_source;
+        if (a->regression != NULL) {
+            r.detail = dlen ? det : NULL;
+            r.detail_len = dlen;
+        }
         /* Re-encoded in the current version (the thread, "main" for an
-         * old one, stays); r's thread and windows still point into v. */
+         * old one, stays, and the findings unless new ones came); r's
+         * thread, findings and windows still point into v. */
         size_t hl = anom_encode(buf, &r);
         memcpy(buf + hl, r.wins, 8u * r.nwin);
         v = (MDB_val){hl + 8u * r.nwin, buf};
@@ -691,6 +990,11 @@ static int anom_emit(const struct store_bounds *b, const MDB_val *k, const MDB_v
     char thread[STORE_THREAD_MAX + 1]; /* stored without a NUL */
     memcpy(thread, r.thread, r.thread_len);
     thread[r.thread_len] = '\0';
+    struct regression_buf rb;
+    const struct store_regression *reg = NULL;
+    if (r.detail_len > 0 && ak.kind == STORE_ANOMALY_VERSION_REGRESSION &&
+        regression_decode(r.detail, r.detail_len, &rb) == 0)
+        reg = &rb.g;
     struct store_anomaly a = {
         .id = r.id,
         .kind = ak.kind,
@@ -705,6 +1009,7 @@ static int anom_emit(const struct store_bounds *b, const MDB_val *k, const MDB_v
         .limit = r.limit,
         .limit_source = r.limit_source,
         .flags = r.flags,
+        .regression = reg,
         .windows = wins,
         .nwindows = r.nwin,
     };
@@ -838,6 +1143,9 @@ int store_check_anomalies(struct store *s, MDB_txn *txn, void (*report)(void *r,
         }
         if (ar.id != id)
             problem(&x, "anomaly_ids: anomaly %" PRIu64 " names anomaly %" PRIu64, id, ar.id);
+        if (ar.detail_len > 0 && ak.kind != STORE_ANOMALY_VERSION_REGRESSION)
+            problem(&x, "anomalies: anomaly %" PRIu64 " of kind %u carries a regression's findings",
+                    id, (unsigned)ak.kind);
         for (uint32_t i = 0; i < ar.nwin; i++) {
             uint64_t seq = store_be64_get(ar.wins + 8u * i);
             uint8_t tk[STORE_TIME_KEY_MAX];

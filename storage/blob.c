@@ -559,23 +559,17 @@ static int chunk_txn(struct store_blob *b, struct store_counters *out, uint64_t 
         return rc;
     uint8_t ck[STORE_BLOB_KEY_LEN];
     if ((rc = store_counters_read(s, txn, &c)) != 0 || (rc = blob_seq_txn(b, txn, &c, seq)) != 0)
-        goto abort;
+        goto end;
     blob_key(ck, *seq, b->chunks);
     MDB_val k = {sizeof(ck), ck}, d = {b->len, b->buf};
     if ((rc = mdb_put(txn, s->blobs, &k, &d, 0)) != 0)
-        goto abort;
+        goto end;
     c.stored += store_chunk_charge(b->len);
-    if ((rc = store_evict_to(s, txn, &c, s->budget)) != 0 ||
-        (rc = store_counters_write(s, txn, &c)) != 0)
-        goto abort;
-    rc = mdb_txn_commit(txn);
-    store_dict_txn_done(s, rc == 0);
-    if (rc == 0)
+    if ((rc = store_evict_to(s, txn, &c, s->budget)) == 0)
+        rc = store_counters_write(s, txn, &c);
+end:
+    if ((rc = store_txn_end(s, txn, rc)) == 0)
         *out = c;
-    return rc;
-abort:
-    mdb_txn_abort(txn);
-    store_dict_txn_done(s, 0);
     return rc;
 }
 
@@ -633,16 +627,9 @@ static int chunk_commit(struct store_blob *b)
     struct store_counters c;
     uint64_t seq = 0;
     int rc = chunk_txn(b, &c, &seq);
-    if (rc == MDB_MAP_FULL) {
-        uint64_t slack = s->budget / 8 + store_chunk_charge(b->len);
-        struct store_counters e;
-        rc = store_evict_txn(s, s->budget > slack ? s->budget - slack : 0, &e);
-        if (rc == 0) {
-            b->evicted += e.evicted;
-            b->evicted_bytes += e.evicted_bytes;
-            rc = chunk_txn(b, &c, &seq);
-        }
-    }
+    if (rc == MDB_MAP_FULL &&
+        (rc = store_evict_room(s, store_chunk_charge(b->len), &b->evicted, &b->evicted_bytes)) == 0)
+        rc = chunk_txn(b, &c, &seq);
     if (rc != 0)
         return store_err(rc);
     if (s->blob_leftover)
@@ -771,47 +758,41 @@ static int commit_txn(struct store_blob *b, uint64_t end_ns, uint64_t pin, unsig
         return rc;
     uint8_t ck[STORE_BLOB_KEY_LEN], ik[8], tk[STORE_TIME_KEY_MAX];
     if ((rc = store_counters_read(s, txn, &c)) != 0 || (rc = blob_seq_txn(b, txn, &c, seq)) != 0)
-        goto abort;
+        goto end;
     uint32_t chunks = b->chunks;
     if (b->len > 0) {
         blob_key(ck, *seq, chunks++);
         MDB_val k = {sizeof(ck), ck}, d = {b->len, b->buf};
         if ((rc = mdb_put(txn, s->blobs, &k, &d, 0)) != 0)
-            goto abort;
+            goto end;
         c.stored += store_chunk_charge(b->len);
     }
     store_record_blob_finish(b->rec, b->rlen, end_ns, b->raw, *seq, chunks, b->comp_bytes + b->len);
     uint64_t old = 0;
     if ((rc = store_window_delete(s, txn, &c, b->key, b->klen, &old)) != 0)
-        goto abort;
+        goto end;
     c.stored = c.stored > old ? c.stored - old : 0;
     MDB_val k = {b->klen, b->key}, d = {b->rlen, b->rec};
     if ((rc = mdb_put(txn, s->windows, &k, &d, 0)) != 0)
-        goto abort;
+        goto end;
     store_be64_put(tk, b->start_ns);
     memcpy(tk + 8, b->key, b->klen);
     MDB_val t = {8 + b->klen, tk}, empty = {0, NULL};
     if ((rc = mdb_put(txn, s->by_time, &t, &empty, 0)) != 0)
-        goto abort;
+        goto end;
     store_be64_put(ik, *seq);
     MDB_val ikv = {8, ik};
     if ((rc = mdb_put(txn, s->ids, &ikv, &k, 0)) != 0)
-        goto abort;
+        goto end;
     if (pin && (rc = store_pin_txn(s, txn, pin, *seq, tk, 8 + b->klen)) != 0)
-        goto abort;
+        goto end;
     c.stored += store_stored_size(b->klen, b->rlen, 0);
-    if ((rc = open_seq_put(s, txn, 0)) != 0 || (rc = keep_txn(b, txn, &c, keep, *seq)) != 0 ||
-        (rc = store_evict_to(s, txn, &c, s->budget)) != 0 ||
-        (rc = store_counters_write(s, txn, &c)) != 0)
-        goto abort;
-    rc = mdb_txn_commit(txn);
-    store_dict_txn_done(s, rc == 0);
-    if (rc == 0)
+    if ((rc = open_seq_put(s, txn, 0)) == 0 && (rc = keep_txn(b, txn, &c, keep, *seq)) == 0 &&
+        (rc = store_evict_to(s, txn, &c, s->budget)) == 0)
+        rc = store_counters_write(s, txn, &c);
+end:
+    if ((rc = store_txn_end(s, txn, rc)) == 0)
         *out = c;
-    return rc;
-abort:
-    mdb_txn_abort(txn);
-    store_dict_txn_done(s, 0);
     return rc;
 }
 
@@ -836,16 +817,9 @@ int store_blob_commit(struct store_blob *b, uint64_t end_ns, uint64_t pin, unsig
     uint64_t seq = 0;
     if (rc == 0) {
         rc = commit_txn(b, end_ns, pin, keep, &c, &seq);
-        if (rc == MDB_MAP_FULL) {
-            uint64_t slack = s->budget / 8 + blob_charge(b, b->len);
-            struct store_counters e;
-            rc = store_evict_txn(s, s->budget > slack ? s->budget - slack : 0, &e);
-            if (rc == 0) {
-                b->evicted += e.evicted;
-                b->evicted_bytes += e.evicted_bytes;
-                rc = commit_txn(b, end_ns, pin, keep, &c, &seq);
-            }
-        }
+        if (rc == MDB_MAP_FULL &&
+            (rc = store_evict_room(s, blob_charge(b, b->len), &b->evicted, &b->evicted_bytes)) == 0)
+            rc = commit_txn(b, end_ns, pin, keep, &c, &seq);
         rc = store_err(rc);
     }
     if (rc == 0) {

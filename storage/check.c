@@ -1,7 +1,7 @@
 /*
  * check.c - store_check: verify every record and index.
  *
- * One read transaction, seven passes:
+ * One read transaction, eight passes:
  *   1. windows: each key and header decodes, whatever its version (1 to
  *      5; the report says why one does not, such as a thread label that
  *      is not 1 to STORE_THREAD_MAX bytes of printable ASCII, a container
@@ -28,6 +28,8 @@
  *      records counted in pass 1; each series entry names a dictionary.
  *   7. blobs (blob.c): every chunk belongs to a snapshot window or to the
  *      stream in progress (meta "blob_open"); sums their bytes.
+ *   8. aggs (agg.c): each per-version aggregate's key and figures decode
+ *      and its frame inflates to its raw size; sums their bytes.
  * Then the entry counts of the three DBs must agree and the meta counters
  * must match what was summed. Problems are collected one per line into a
  * capped text; the check goes on after a problem so that one run lists
@@ -356,7 +358,7 @@ int store_check(struct store *s, char **why)
     if (rc != 0)
         return rc;
     uint64_t stored = 0, max_seq = 0, next_seq = 0, meta_stored = 0, evicted = 0, instance = 0;
-    uint64_t uploaded = 0, outbox_evicted = 0, dict_stored = 0, blob_stored = 0;
+    uint64_t uploaded = 0, outbox_evicted = 0, dict_stored = 0, blob_stored = 0, agg_stored = 0;
     struct store_dict_tally *tally = NULL;
     if ((rc = store_dict_tally_new(s, txn, &tally)) != 0 ||
         (rc = pass_windows(s, txn, &r, &stored, &max_seq, tally)) != 0 ||
@@ -364,9 +366,10 @@ int store_check(struct store *s, char **why)
         (rc = store_check_anomalies(s, txn, report_line, &r)) != 0 ||
         (rc = pass_outbox(s, txn, &r)) != 0 ||
         (rc = store_check_dicts(s, txn, tally, report_line, &r, &dict_stored)) != 0 ||
-        (rc = store_check_blobs(s, txn, report_line, &r, &blob_stored)) != 0)
+        (rc = store_check_blobs(s, txn, report_line, &r, &blob_stored)) != 0 ||
+        (rc = store_check_aggs(s, txn, report_line, &r, &agg_stored)) != 0)
         goto out;
-    stored += dict_stored + blob_stored;
+    stored += dict_stored + blob_stored + agg_stored;
     MDB_stat sw, st, si;
     if ((rc = mdb_stat(txn, s->windows, &sw)) != 0 || (rc = mdb_stat(txn, s->by_time, &st)) != 0 ||
         (rc = mdb_stat(txn, s->ids, &si)) != 0)

@@ -115,6 +115,8 @@
  * (no dictionaries), 4, 5, 6 and 7 as they are (no blobs).
  *
  *   anomalies, anomaly_ids, pins: see anomaly.c.
+ *   aggs     worker \0 version \0 -> a per-version aggregate: see agg.c
+ *            (schema 12; older stores lack the DB and kind 5 anomalies).
  *   meta     "next_anomaly" u64  the id store_anomaly_put gives next (absent:
  * 1)
  */
@@ -209,8 +211,10 @@ struct store {
     MDB_dbi outbox, rejected;
     MDB_dbi dicts, dict_by_series;
     MDB_dbi blobs;
+    MDB_dbi aggs;
     int dicts_on; /* the dictionary DBs exist (not so in a schema 3 store read as it is) */
     int blobs_on; /* the blobs DB exists (not so in a schema 3 to 7 store read as it is) */
+    int aggs_on;  /* the aggs DB exists (not so in a schema 3 to 11 store read as it is) */
     int readonly;
     int outbox_on; /* writer opened with store_options.outbox: store_put queues */
     uint32_t schema;
@@ -459,6 +463,12 @@ const char *store_record_fault(const void *val, size_t len);
  * record fails. *out (allocated, caller frees) on success.
  * 0, ISOPROF_ECORRUPT, -ENOMEM. */
 int store_record_inflate(const struct store_rec_hdr *h, void **out);
+/* Inflate one zstd frame[0..len) (borrowed) that must hold exactly
+ * raw_size bytes (its content size says so, nothing follows it, its
+ * checksum holds), with raw-content dictionary dict[0..dlen) (NULL: none).
+ * *out (allocated, caller frees) on success. 0, ISOPROF_ECORRUPT, -ENOMEM. */
+int store_frame_inflate(const void *frame, size_t len, uint64_t raw_size, const void *dict,
+                        size_t dlen, void **out);
 int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, size_t dlen,
                               void **out);
 /* Compress r into a new value (header with seq 0 + frame); the header's
@@ -559,6 +569,14 @@ int store_evict_to(struct store *s, MDB_txn *txn, struct store_counters *c, uint
 /* After MDB_MAP_FULL: a transaction of its own evicting down to target;
  * *out receives its counters. */
 int store_evict_txn(struct store *s, uint64_t target, struct store_counters *out);
+/* After MDB_MAP_FULL on a write of need bytes: store_evict_txn down to
+ * budget - need - budget/8 (room for the retry), what it evicted added to
+ * *evicted and *evicted_bytes. */
+int store_evict_room(struct store *s, uint64_t need, uint64_t *evicted, uint64_t *evicted_bytes);
+/* End write transaction txn: commit it when rc is 0, else abort it; the
+ * dictionaries it built are kept or dropped with it (dict.c). Returns rc,
+ * or the commit's error. */
+int store_txn_end(struct store *s, MDB_txn *txn, int rc);
 
 /* blob.c: snapshot chunks inside the caller's transaction. Raw LMDB codes
  * or project codes. */
@@ -585,6 +603,16 @@ int store_check_blob_window(struct store *s, MDB_txn *txn, const struct store_re
  * *stored receives the charge of all chunks. */
 int store_check_blobs(struct store *s, MDB_txn *txn, void (*report)(void *r, const char *line),
                       void *r, uint64_t *stored);
+
+/* agg.c: per-version aggregates. Raw LMDB codes or project codes. */
+
+/* The entries of the aggs DB and their charge (keys and values); 0 and 0
+ * without the DB. Read or write txn. */
+int store_agg_charge_txn(struct store *s, MDB_txn *txn, uint64_t *n, uint64_t *bytes);
+/* store_check's pass over aggs: each key and value decodes and its frame
+ * inflates to its raw size; *stored receives their charge. */
+int store_check_aggs(struct store *s, MDB_txn *txn, void (*report)(void *r, const char *line),
+                     void *r, uint64_t *stored);
 
 /* dict.c: dictionaries. Inside the caller's transaction; raw LMDB codes
  * (MDB_NOTFOUND when absent) or project codes. */

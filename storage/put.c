@@ -249,11 +249,13 @@ int store_evict_to(struct store *s, MDB_txn *txn, struct store_counters *c, uint
         if (!u && !p) {
             /* Nothing left to evict: what is left are the chunks of a
              * snapshot being streamed in (or of orphans), which no window
-             * owns. Anything else the counter says was drift (store_check
+             * owns, and the per-version aggregates, which keep bounds.
+             * Anything else the counter says was drift (store_check
              * reports it); trust the data. */
-            uint64_t left = 0;
-            if ((rc = store_blob_charge_txn(s, txn, &left)) == 0)
-                c->stored = left;
+            uint64_t left = 0, naggs = 0, aggs = 0;
+            if ((rc = store_blob_charge_txn(s, txn, &left)) == 0 &&
+                (rc = store_agg_charge_txn(s, txn, &naggs, &aggs)) == 0)
+                c->stored = left + aggs;
             break;
         }
         const uint8_t *tk = ukey;
@@ -368,52 +370,55 @@ static int put_txn(struct store *s, struct store_record *recs, struct put_item *
     if (rc != 0)
         return rc;
     if ((rc = store_counters_read(s, txn, &c)) != 0)
-        goto abort;
+        goto end;
     for (size_t i = 0; i < n; i++) {
         uint64_t old = 0;
         if ((rc = item_dict_txn(s, txn, &c, &recs[i], &it[i])) != 0)
-            goto abort;
+            goto end;
         if ((rc = store_window_delete(s, txn, &c, it[i].key, it[i].klen, &old)) != 0)
-            goto abort;
+            goto end;
         c.stored = c.stored > old ? c.stored - old : 0;
         uint64_t seq = c.next_seq++;
         store_be64_put(it[i].val + STORE_REC_SEQ_OFF, seq);
         MDB_val k = {it[i].klen, it[i].key}, d = {it[i].vlen, it[i].val};
         if ((rc = mdb_put(txn, s->windows, &k, &d, 0)) != 0)
-            goto abort;
+            goto end;
         uint8_t tk[STORE_TIME_KEY_MAX];
         store_be64_put(tk, recs[i].w.start_ns);
         memcpy(tk + 8, it[i].key, it[i].klen);
         MDB_val t = {8 + it[i].klen, tk}, empty = {0, NULL};
         if ((rc = mdb_put(txn, s->by_time, &t, &empty, 0)) != 0)
-            goto abort;
+            goto end;
         uint8_t ik[8];
         store_be64_put(ik, seq);
         MDB_val ikv = {8, ik};
         if ((rc = mdb_put(txn, s->ids, &ikv, &k, 0)) != 0)
-            goto abort;
+            goto end;
         /* Queued before the pin, which moves it to the front if it pins. */
         unsigned prio = recs[i].w.anomaly ? STORE_OUTBOX_PRIO_ANOMALY : STORE_OUTBOX_PRIO_OTHER;
         if (s->outbox_on && (rc = store_outbox_put_txn(s, txn, seq, prio)) != 0)
-            goto abort;
+            goto end;
         if (recs[i].pin && (rc = store_pin_txn(s, txn, recs[i].pin, seq, tk, 8 + it[i].klen)) != 0)
-            goto abort;
+            goto end;
         c.stored += stored_size(s, &it[i]);
     }
     if ((rc = store_evict_to(s, txn, &c, s->budget)) != 0 ||
         (rc = store_anomaly_sweep_txn(s, txn)) != 0)
-        goto abort;
-    if ((rc = store_counters_write(s, txn, &c)) != 0)
-        goto abort;
-    rc = mdb_txn_commit(txn); /* on failure LMDB has freed the txn, nothing is stored */
+        goto end;
+    rc = store_counters_write(s, txn, &c);
+end:
+    if ((rc = store_txn_end(s, txn, rc)) == 0) /* nothing is stored on failure */
+        *out = c;
+    return rc;
+}
+
+int store_txn_end(struct store *s, MDB_txn *txn, int rc)
+{
+    if (rc == 0)
+        rc = mdb_txn_commit(txn); /* on failure LMDB has freed the txn */
+    else
+        mdb_txn_abort(txn);
     store_dict_txn_done(s, rc == 0);
-    if (rc != 0)
-        return rc;
-    *out = c;
-    return 0;
-abort:
-    mdb_txn_abort(txn);
-    store_dict_txn_done(s, 0);
     return rc;
 }
 
@@ -424,19 +429,24 @@ int store_evict_txn(struct store *s, uint64_t target, struct store_counters *out
     int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc != 0)
         return rc;
-    if ((rc = store_counters_read(s, txn, &c)) != 0 ||
-        (rc = store_evict_to(s, txn, &c, target)) != 0 ||
-        (rc = store_counters_write(s, txn, &c)) != 0) {
-        mdb_txn_abort(txn);
-        store_dict_txn_done(s, 0);
-        return rc;
+    if ((rc = store_counters_read(s, txn, &c)) == 0 &&
+        (rc = store_evict_to(s, txn, &c, target)) == 0)
+        rc = store_counters_write(s, txn, &c);
+    if ((rc = store_txn_end(s, txn, rc)) == 0)
+        *out = c;
+    return rc;
+}
+
+int store_evict_room(struct store *s, uint64_t need, uint64_t *evicted, uint64_t *evicted_bytes)
+{
+    uint64_t slack = s->budget / 8 + need;
+    struct store_counters e;
+    int rc = store_evict_txn(s, s->budget > slack ? s->budget - slack : 0, &e);
+    if (rc == 0) {
+        *evicted += e.evicted;
+        *evicted_bytes += e.evicted_bytes;
     }
-    rc = mdb_txn_commit(txn);
-    store_dict_txn_done(s, rc == 0);
-    if (rc != 0)
-        return rc;
-    *out = c;
-    return 0;
+    return rc;
 }
 
 int store_put(struct store *s, struct store_record *recs, size_t n, struct store_put_stats *st)
@@ -487,17 +497,9 @@ int store_put(struct store *s, struct store_record *recs, size_t n, struct store
     }
 
     rc = put_txn(s, recs, it, n, &c);
-    if (rc == MDB_MAP_FULL || rc == ISOPROF_EMAPFULL) {
-        uint64_t slack = s->budget / 8 + batch;
-        uint64_t target = s->budget > slack ? s->budget - slack : 0;
-        struct store_counters e;
-        rc = store_evict_txn(s, target, &e);
-        if (rc == 0) {
-            evicted += e.evicted;
-            evicted_bytes += e.evicted_bytes;
-            rc = put_txn(s, recs, it, n, &c);
-        }
-    }
+    if ((rc == MDB_MAP_FULL || rc == ISOPROF_EMAPFULL) &&
+        (rc = store_evict_room(s, batch, &evicted, &evicted_bytes)) == 0)
+        rc = put_txn(s, recs, it, n, &c);
     if (rc != 0) {
         rc = store_err(rc);
         goto out;

@@ -317,14 +317,19 @@ int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, s
      * id), so the header's word decides. */
     if ((h->dict != 0) != (dict != NULL) || h->codec != STORE_CODEC_ZSTD)
         return ISOPROF_ECORRUPT; /* a snapshot's descriptor is no frame */
-    unsigned long long csize = ZSTD_getFrameContentSize(h->payload, h->payload_len);
-    if (csize == ZSTD_CONTENTSIZE_ERROR || csize == ZSTD_CONTENTSIZE_UNKNOWN ||
-        csize != h->raw_size)
+    return store_frame_inflate(h->payload, h->payload_len, h->raw_size, dict, dlen, out);
+}
+
+int store_frame_inflate(const void *frame, size_t len, uint64_t raw_size, const void *dict,
+                        size_t dlen, void **out)
+{
+    unsigned long long csize = ZSTD_getFrameContentSize(frame, len);
+    if (csize == ZSTD_CONTENTSIZE_ERROR || csize == ZSTD_CONTENTSIZE_UNKNOWN || csize != raw_size)
         return ISOPROF_ECORRUPT;
-    size_t fsize = ZSTD_findFrameCompressedSize(h->payload, h->payload_len);
-    if (ZSTD_isError(fsize) || fsize != h->payload_len)
+    size_t fsize = ZSTD_findFrameCompressedSize(frame, len);
+    if (ZSTD_isError(fsize) || fsize != len)
         return ISOPROF_ECORRUPT;
-    uint8_t *buf = isoprof_malloc((size_t)h->raw_size);
+    uint8_t *buf = isoprof_malloc((size_t)raw_size);
     if (buf == NULL)
         return -ENOMEM;
     ZSTD_DCtx *d = ZSTD_createDCtx_advanced(store_zstd_mem);
@@ -337,9 +342,9 @@ int store_record_inflate_dict(const struct store_rec_hdr *h, const void *dict, s
         /* By reference: the bytes stay mapped for the caller's read txn. */
         got = ZSTD_DCtx_loadDictionary_advanced(d, dict, dlen, ZSTD_dlm_byRef, ZSTD_dct_rawContent);
     if (!ZSTD_isError(got))
-        got = ZSTD_decompressDCtx(d, buf, (size_t)h->raw_size, h->payload, h->payload_len);
+        got = ZSTD_decompressDCtx(d, buf, (size_t)raw_size, frame, len);
     ZSTD_freeDCtx(d);
-    if (ZSTD_isError(got) || got != h->raw_size) {
+    if (ZSTD_isError(got) || got != raw_size) {
         isoprof_free(buf);
         if (ZSTD_isError(got) && ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation)
             return -ENOMEM;
@@ -529,7 +534,8 @@ const char *store_type_name(unsigned type)
 }
 
 static const char *const anomaly_names[STORE_ANOMALY_MAX + 1] = {
-    "", "memory_near_limit", "oom_suspected", "latency_p999_spike", "memory_growth"};
+    "", "memory_near_limit", "oom_suspected", "latency_p999_spike", "memory_growth",
+    "version_regression"};
 
 const char *store_anomaly_name(unsigned kind)
 {

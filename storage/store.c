@@ -248,6 +248,12 @@ static int dbs_open(struct store *s, MDB_txn *txn, unsigned flags)
     if ((rc = mdb_dbi_open(txn, "blobs", flags, &s->blobs)) != 0)
         return rc;
     s->blobs_on = 1;
+    /* Nor has a schema 3 to 11 store any per-version aggregate. */
+    if (s->schema < 12 && s->readonly)
+        return 0;
+    if ((rc = mdb_dbi_open(txn, "aggs", flags, &s->aggs)) != 0)
+        return rc;
+    s->aggs_on = 1;
     return 0;
 }
 
@@ -335,7 +341,10 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
          * refusal by the server; nothing else changed. Schema 11 added
          * the memory limit and its source to anomalies (their version 3,
          * which an older build takes for damage); older anomalies read
-         * without a limit. dbs_open reads the new version. */
+         * without a limit. Schema 12 added the aggs DB (per-version
+         * aggregates), anomaly kind 5 (version_regression) and anomaly
+         * version 4 (a regression's findings), all of which an older
+         * build would take for damage. dbs_open reads the new version. */
         s->schema = STORE_SCHEMA_VERSION;
         if ((rc = dbs_open(s, txn, MDB_CREATE)) != 0 || (rc = counters_init(s, txn)) != 0 ||
             (rc = format_put(s, txn)) != 0)
@@ -346,9 +355,10 @@ static int schema_open(struct store *s, MDB_txn *txn, char **why)
      * build reads as "main"; 3 to 5: no record with a pid or container,
      * read as 0 and ""; 3 to 6: no record with source-map figures or
      * labels, read as 0 and none; 3 to 7: no snapshot and no blobs DB;
-     * 3 to 8: no memory_growth anomaly; 3 to 9: no expired window; all:
-     * no anomaly with a limit), so a reader takes them as they are. */
-    int as_is = s->readonly && s->schema >= 3 && s->schema <= 10;
+     * 3 to 8: no memory_growth anomaly; 3 to 9: no expired window; 3 to
+     * 10: no anomaly with a limit; all: no aggs DB, no version_regression
+     * anomaly), so a reader takes them as they are. */
+    int as_is = s->readonly && s->schema >= 3 && s->schema <= 11;
     if (s->schema != STORE_SCHEMA_VERSION && !as_is) {
         if (why) {
             isoprof_free(*why);
@@ -606,7 +616,8 @@ int store_stat(struct store *s, struct store_stat *st)
     st->anomalies = as.ms_entries;
     st->windows_pinned = ps.ms_entries;
     if ((rc = store_dict_stat_txn(s, txn, &st->dicts, &st->dict_bytes)) != 0 ||
-        (rc = store_blob_stat_txn(s, txn, st)) != 0)
+        (rc = store_blob_stat_txn(s, txn, st)) != 0 ||
+        (rc = store_agg_charge_txn(s, txn, &st->aggs, &st->agg_bytes)) != 0)
         goto out_err;
     if ((rc = store_outbox_stat_txn(s, txn, st)) != 0)
         goto out;

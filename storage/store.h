@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 /* Schema version this build reads and writes (stored in the meta DB). */
-#define STORE_SCHEMA_VERSION 11u
+#define STORE_SCHEMA_VERSION 12u
 
 /* Window types; values are stored (in keys), never renumber. CPU, HEAP and
  * RETAINED windows hold a pprof and are stored with store_put (and queued
@@ -101,12 +101,17 @@ enum store_anomaly_kind {
     STORE_ANOMALY_OOM_SUSPECTED = 2,
     STORE_ANOMALY_LATENCY_P999_SPIKE = 3,
     STORE_ANOMALY_MEMORY_GROWTH = 4,
+    /* A new version of a worker whose CPU profile grew against the version
+     * before it (schema 12): worker/version name the new version, isolate
+     * 0; struct store_anomaly.regression says against what and where. */
+    STORE_ANOMALY_VERSION_REGRESSION = 5,
 };
-#define STORE_ANOMALY_MAX 4
+#define STORE_ANOMALY_MAX 5
 
 /* store_anomaly_name - "memory_near_limit", "oom_suspected",
- * "latency_p999_spike", "memory_growth"; "" for STORE_ANOMALY_NONE and
- * NULL for values out of range. A static string. Thread: any. */
+ * "latency_p999_spike", "memory_growth", "version_regression"; "" for
+ * STORE_ANOMALY_NONE and NULL for values out of range. A static string.
+ * Thread: any. */
 const char *store_anomaly_name(unsigned kind);
 
 /* store_anomaly_parse - the kind named by name (as store_anomaly_name
@@ -309,13 +314,13 @@ struct store_put_stats {
  *   could not be allocated).
  *
  * A writable open creates the schema in an empty environment and records the
- * budget in it. It upgrades a store of an older schema (1 to 10) in place,
+ * budget in it. It upgrades a store of an older schema (1 to 11) in place,
  * in one transaction, without rewriting any window (old windows read as
  * never queued, without a dictionary, of thread "main", pid 0, no
  * container, no source-map figures and no labels). In the same
  * transaction it drops the chunks of snapshots that never committed (a
  * crash while streaming; store_stat's orphan_chunks). A read-only open reads
- * schema 3 to 10 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
+ * schema 3 to 11 stores as they are and refuses 1 and 2 (ISOPROF_ESCHEMA;
  * why says that isoprofd upgrades them). Data committed before a crash is
  * always there after reopen (LMDB syncs data and meta on each commit; no
  * unsafe flags are used).
@@ -588,10 +593,82 @@ void store_id_format(const struct store *s, uint64_t id, char out[STORE_ID_LEN +
  */
 int store_id_parse(const struct store *s, const char *text, uint64_t *id);
 
+/* --- per-version aggregates ---
+ *
+ * One merged CPU profile per (worker, version), kept apart from the windows
+ * it was folded from: window retention never evicts it, so a version
+ * replaced hours ago is still a baseline for the next one. The bytes are
+ * the caller's (agent/pprof/regress.h encodes them) and opaque here; they
+ * are stored zstd-compressed (level 3, with a checksum) beside the figures
+ * the caller gives. Each aggregate is charged to the budget (its key and
+ * value, store_stat's agg_bytes), so windows make room for it; the count
+ * per worker is what bounds them (store_agg_put's keep).
+ */
+
+/* Largest aggregate accepted (uncompressed bytes). */
+#define STORE_AGG_RAW_MAX (64u * 1024 * 1024)
+
+/* One aggregate's figures. worker and version as for windows. */
+struct store_agg {
+    const char *worker, *version;
+    uint64_t first_ns, last_ns; /* wall ns: the first window folded in started, the last ended */
+    uint64_t windows;           /* windows folded in */
+    uint64_t samples, busy;     /* samples folded in, and of those the non-idle ones */
+    uint64_t raw_size;          /* output: the aggregate's bytes, uncompressed */
+    uint64_t stored_size;       /* output: what its entry takes (key and value) */
+};
+
+/*
+ * store_agg_put - store (or replace) the aggregate of a->worker/a->version:
+ * its figures (a, borrowed; raw_size and stored_size are filled in) and
+ * bytes[0..len) (borrowed; len 1..STORE_AGG_RAW_MAX), then keep at most
+ * keep aggregates of the worker (0: no limit): the others go, the one
+ * seen last longest ago (last_ns) first, never this one. One write
+ * transaction, which also evicts old windows while the stored bytes pass
+ * the budget (and on a full map evicts further and tries once more).
+ * st: may be NULL; receives the windows evicted.
+ * *dropped (optional) receives how many aggregates keep removed.
+ * Errors: -EINVAL (NULL or too long labels, len 0 or over
+ * STORE_AGG_RAW_MAX, last_ns before first_ns, busy over samples), -EROFS,
+ * -E2BIG (alone larger than the budget), -ENOMEM, ISOPROF_EZSTD,
+ * ISOPROF_EMAPFULL, -ENOSPC, -EIO, ISOPROF_ECORRUPT; on failure nothing
+ * changed. Thread: as store_put, and never concurrently with it.
+ */
+int store_agg_put(struct store *s, struct store_agg *a, const void *bytes, size_t len,
+                  unsigned keep, size_t *dropped, struct store_put_stats *st);
+
+/*
+ * store_agg_get - the aggregate of worker/version: its figures into *out
+ * (optional; its strings are worker and version as given) and its bytes
+ * into *bytes (optional; an allocation the caller frees with isoprof_free,
+ * *len bytes). Errors: -EINVAL, ISOPROF_ENOTFOUND (none; also in a store of
+ * schema 11 or older read as it is), ISOPROF_ECORRUPT (the entry or its
+ * frame is damaged), -ENOMEM, -errno. Thread: any, concurrently with
+ * everything but store_close.
+ */
+int store_agg_get(struct store *s, const char *worker, const char *version, struct store_agg *out,
+                  void **bytes, size_t *len);
+
+/* Called per aggregate; a and its strings borrowed for the call. Nonzero
+ * stops the listing and is returned. */
+typedef int (*store_agg_cb)(const struct store_agg *a, void *arg);
+
+/*
+ * store_aggs - the figures of every aggregate of worker (NULL: of every
+ * worker), in key order (worker, then version), from one read
+ * transaction; no payload is inflated. An entry that does not decode is
+ * skipped (store_check reports it). Errors: -EINVAL, ISOPROF_ECORRUPT,
+ * -errno. Thread: any.
+ */
+int store_aggs(struct store *s, const char *worker, store_agg_cb cb, void *arg);
+
 /* --- anomalies --- */
 
 /* struct store_anomaly.flags */
 #define STORE_ANOMALY_OPEN 0x1u /* the episode is still going on */
+/* version_regression: more samples overturned the verdict; the record
+ * keeps the last comparison (no function counts as a regression any more). */
+#define STORE_ANOMALY_CLEARED 0x2u
 
 /* Where a memory anomaly's limit came from (struct store_anomaly.limit_source);
  * values are stored, never renumber. */
@@ -613,10 +690,39 @@ enum store_limit_source {
  * Thread: any. */
 const char *store_limit_source_name(unsigned src);
 
+/* A version_regression's findings: at most STORE_REGRESSION_FNS_MAX
+ * functions, names and files of at most STORE_REGRESSION_NAME_MAX bytes
+ * (no NUL; the caller cuts longer ones). */
+#define STORE_REGRESSION_FNS_MAX 16u
+#define STORE_REGRESSION_NAME_MAX 255u
+
+/* One function that grew. Shares are of the version's non-idle samples. */
+struct store_regression_fn {
+    const char *name, *file;          /* "" when unknown */
+    uint64_t before, after;           /* cumulative samples, baseline and new version */
+    double share_before, share_after; /* 0..1 */
+    double z;                         /* the two-proportion test's z (> 0: grew) */
+    double p_adj;                     /* its p-value, corrected for the functions compared */
+};
+
+/* What a version_regression found (struct store_anomaly.regression). */
+struct store_regression {
+    const char *baseline; /* the version compared against (1..STORE_VERSION_MAX bytes) */
+    uint64_t busy_before, busy_after; /* non-idle samples of each side */
+    /* CPU per sample period of each side: the share of the sampled time the
+     * isolates were not idle (0..1); negative when not known. */
+    double cpu_before, cpu_after;
+    const struct store_regression_fn *fns; /* nfns, largest growth first */
+    size_t nfns;
+};
+
 /*
  * One anomaly: an episode of one kind on one isolate (memory kinds) or one
- * worker/version (latency, isolate 0). value and threshold are bytes for
- * the memory kinds and nanoseconds for latency_p999_spike.
+ * worker/version (latency, version_regression: isolate 0). value and
+ * threshold are bytes for the memory kinds, nanoseconds for
+ * latency_p999_spike, and for version_regression parts per million of the
+ * CPU: the largest growth of a function's share and anomaly.regression's
+ * min_delta.
  */
 struct store_anomaly {
     uint64_t id;                  /* >= 1, assigned by store_anomaly_put */
@@ -636,7 +742,12 @@ struct store_anomaly {
      * latency and for anomalies recorded before schema 11. */
     uint64_t limit;
     uint8_t limit_source;
-    uint32_t flags; /* STORE_ANOMALY_OPEN */
+    uint32_t flags; /* STORE_ANOMALY_OPEN, STORE_ANOMALY_CLEARED */
+    /* version_regression only (NULL for the other kinds, which refuse one):
+     * its findings. Input of store_anomaly_put (borrowed for the call; an
+     * update given NULL keeps what the record holds); output of
+     * store_anomalies, borrowed for the callback. */
+    const struct store_regression *regression;
     /* Output of store_anomalies: the ids of the pinned windows, oldest
      * first, borrowed for the callback (ignored by store_anomaly_put). */
     const uint64_t *windows;
@@ -650,8 +761,9 @@ struct store_anomaly {
  * "main"); a->id receives the new id (a->start_ns moves by a nanosecond or
  * more in the unlikely case that an anomaly of that kind, isolate and
  * start exists). Update (a->id set): end_ns, value, threshold, limit,
- * limit_source and flags are replaced; kind, labels (thread too), isolate and start are those of
- * the existing anomaly.
+ * limit_source, flags and (when given) regression are replaced; kind,
+ * labels (thread too), isolate and start are those of the existing
+ * anomaly.
  * pin_latest_types: bits (1 << STORE_TYPE_CPU, 1 << STORE_TYPE_HEAP,
  * 1 << STORE_TYPE_RETAINED, 1 << STORE_TYPE_SNAPSHOT; other bits are
  * ignored): also pin the newest stored window of each such type of the anomaly's
@@ -660,12 +772,29 @@ struct store_anomaly {
  * An anomaly keeps at most 1024 windows (the newest); the index keeps at
  * most 100,000 anomalies (the oldest are dropped). One write transaction.
  * Errors: -EINVAL (bad kind or labels, thread too long or not printable
- * ASCII), -EROFS, ISOPROF_ENOTFOUND (update
+ * ASCII, a regression given to another kind, one with a baseline, a
+ * function count or a name out of bounds), -EROFS, ISOPROF_ENOTFOUND (update
  * of an id that is gone), -ENOMEM, ISOPROF_EMAPFULL, -ENOSPC, -EIO,
  * ISOPROF_ECORRUPT. On failure *a is unchanged and nothing is written.
  * Thread: as store_put, and never concurrently with it.
  */
 int store_anomaly_put(struct store *s, struct store_anomaly *a, unsigned pin_latest_types);
+
+/*
+ * store_anomaly_pin_windows - pin to anomaly id the newest windows of type
+ * (enum store_type) of worker/version, of any isolate, that started in
+ * [since_ns, until_ns) (0: unbounded), at most max of them (newest first;
+ * the anomaly keeps its STORE_ANOMALY_WINDOWS_MAX newest as always). One
+ * write transaction; windows already pinned to it are left as they are;
+ * each pinned window still waiting for upload moves to the front of the
+ * outbox. *pinned (optional) receives how many were newly pinned.
+ * Errors: -EINVAL, -EROFS, ISOPROF_ENOTFOUND (no anomaly id), -ENOMEM,
+ * ISOPROF_EMAPFULL, -ENOSPC, -EIO, ISOPROF_ECORRUPT. Thread: as
+ * store_anomaly_put.
+ */
+int store_anomaly_pin_windows(struct store *s, uint64_t id, const char *worker, const char *version,
+                              uint8_t type, uint64_t since_ns, uint64_t until_ns, size_t max,
+                              size_t *pinned);
 
 struct store_anomaly_filter {
     uint8_t kind;                 /* 0 = any */
@@ -795,6 +924,9 @@ struct store_stat {
      * delete failed) that this handle's store_open dropped, and their
      * bytes; always 0 on read-only handles. */
     uint64_t orphan_chunks, orphan_bytes;
+    /* Per-version aggregates (store_agg_put) and what they take (keys and
+     * values, in stored_bytes). */
+    uint64_t aggs, agg_bytes;
 };
 
 /*

@@ -139,7 +139,7 @@ static int parse_kind(const char *name, uint8_t *kind)
     unsigned k = store_anomaly_parse(name);
     if (k == STORE_ANOMALY_NONE)
         return cli_die("'%s' is not an anomaly kind (memory_near_limit, memory_growth, "
-                       "oom_suspected, latency_p999_spike)",
+                       "oom_suspected, latency_p999_spike, version_regression)",
                        name);
     *kind = (uint8_t)k;
     return 0;
@@ -269,6 +269,9 @@ int cli_parse_args(struct cli *c, int argc, char **argv, unsigned allow)
         {"thread", required_argument, NULL, 'T'},
         {"pid", required_argument, NULL, 'P'},
         {"config", required_argument, NULL, 'C'},
+        {"from", required_argument, NULL, 'r'},
+        {"to", required_argument, NULL, 'x'},
+        {"html", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0},
     };
     int ch;
@@ -386,6 +389,18 @@ int cli_parse_args(struct cli *c, int argc, char **argv, unsigned allow)
             else if (cli_parse_time(optarg, ch == 'B' ? &c->bf.since_ns : &c->bf.until_ns) != 0)
                 return cli_die("%s: '%s' is not RFC 3339 or a relative time like -15m",
                                ch == 'B' ? "--base-since" : "--base-until", optarg);
+            break;
+        case 'r':
+        case 'x':
+        case 'H':
+            if (!(allow & ARG_COMPARE))
+                return cli_die("%s is not an option of this command", argv[optind - 1]);
+            if (ch == 'r')
+                c->from = optarg;
+            else if (ch == 'x')
+                c->to = optarg;
+            else
+                c->out = optarg;
             break;
         case 'i':
             if (!allow_id)

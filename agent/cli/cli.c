@@ -46,6 +46,8 @@ void cli_usage(FILE *f)
         "FILE]\n"
         "       isoprof top       [--store DIR] [FILTERS] [-n 20]\n"
         "       isoprof flamegraph [--store DIR] [FILTERS] [BASE] [--fold PCT] [-o FILE.html]\n"
+        "       isoprof compare   [--store DIR] --worker W --from V1 --to V2 [--json]\n"
+        "                         [--html FILE.html] [--config FILE]\n"
         "       isoprof anomalies [--store DIR] [--kind K] [--worker W] [--version V] [--thread "
         "T]\n"
         "                         [--since T] [--until T] [--json]\n"
@@ -98,7 +100,10 @@ void cli_usage(FILE *f)
         "                         format of a snapshot, and its default; one window, never\n"
         "                         merged; streamed, never to a terminal)\n"
         "top        flat and cumulative share per function over the matching windows (a\n"
-        "           snapshot window holds no profile: export it, or read its retained window)\n"
+        "           snapshot window holds no profile: export it, or read its retained window);\n"
+        "           with --worker and --version and no other filter, over that version's\n"
+        "           aggregate: every CPU window isoprofd folded into it, evicted ones too, in\n"
+        "           samples and shares of the non-idle ones (its windows when it has none)\n"
         "flamegraph the matching windows merged (or one: --id, --anomaly ID --type T) as one\n"
         "           self-contained HTML page that opens in any browser, offline: a flame graph\n"
         "           (click to zoom, search, tooltips), a table of functions by self and total,\n"
@@ -113,11 +118,27 @@ void cli_usage(FILE *f)
         "             isoprof flamegraph --store DIR --since -1h --base-since -2h \\\n"
         "                 --base-until -1h -o last-hour.html\n"
         "           Written to FILE, or stdout when it is not a terminal\n"
+        "compare    version V2 of worker W against V1, from their aggregates, judged as\n"
+        "           isoprofd judges a deploy (anomaly.regression of --config or the system's\n"
+        "           config, else the defaults): each version's windows, samples, non-idle\n"
+        "           samples and CPU per sample period; the verdict; the functions whose share\n"
+        "           of the non-idle CPU grew and shrank, with their shares before and after,\n"
+        "           delta in points, ratio, z, the p-value corrected for every function\n"
+        "           compared, and flags (regression; inlined: its caller did not grow with\n"
+        "           it, V8 inlining, not the code; vm: (program); bound: folded counts).\n"
+        "           --json: one object (worker, from, to, verdict, judged, regressions,\n"
+        "           tested, params, grown, shrunk); --html FILE: a diff flame graph of the\n"
+        "           two (stacks rebuilt from each aggregate's callers). Exit 1 when a version\n"
+        "           has no aggregate\n"
         "anomalies  one line per anomaly (with --json one object per line: id, kind, worker,\n"
         "           version, thread, isolate, time, end, open, value, threshold, unit,\n"
-        "           limit and limit_source (memory kinds; null otherwise), windows);\n"
-        "           KIND is memory_near_limit, memory_growth, oom_suspected or\n"
-        "           latency_p999_spike\n"
+        "           limit and limit_source (memory kinds; null otherwise), windows; for\n"
+        "           version_regression also cleared, baseline, busy_before, busy_after,\n"
+        "           cpu_before, cpu_after and functions: the ones that grew, each with name,\n"
+        "           file, before, after, share_before, share_after, z and p_adj);\n"
+        "           KIND is memory_near_limit, memory_growth, oom_suspected,\n"
+        "           latency_p999_spike or version_regression (VALUE: the largest growth of a\n"
+        "           function's share, in points; LIMIT: the baseline and that function)\n"
         "store      stat: counts, sizes, schema, source maps, upload outbox; check: verify\n"
         "           every record and index\n"
         "\n"
@@ -172,6 +193,8 @@ int main(int argc, char **argv)
         return cli_cmd_top(argc - 1, argv + 1);
     if (strcmp(cmd, "flamegraph") == 0)
         return cli_cmd_flamegraph(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0)
+        return cli_cmd_compare(argc - 1, argv + 1);
     if (strcmp(cmd, "store") == 0)
         return cli_cmd_store(argc - 1, argv + 1);
     if (strcmp(cmd, "anomalies") == 0)

@@ -1,6 +1,6 @@
 /*
  * cli_internal.h - what the CLI's files (cli.c, args.c, query.c, export.c,
- * ctl.c) share: the parsed command line, exit codes, and the functions one
+ * compare.c, ctl.c) share: the parsed command line, exit codes, and the functions one
  * file calls in another. Not a public interface: the CLI is one program.
  *
  * Every function that returns an int returns an exit code (0, EXIT_NOMATCH
@@ -45,6 +45,7 @@ struct cli {
     double fold;                    /* flamegraph --fold, a share */
     struct store_filter bf;         /* flamegraph: the base set of a diff */
     int diff;                       /* a --base-* option was given */
+    const char *from, *to;          /* compare: the versions */
 };
 
 /* Which command cli_parse_args reads for: options valid for it. */
@@ -58,7 +59,8 @@ enum {
     ARG_KIND = 64,
     ARG_FORMAT = 128,
     ARG_FLAME = 256,
-    ARG_PID = 512
+    ARG_PID = 512,
+    ARG_COMPARE = 1024 /* --from, --to, --html FILE (into out) */
 };
 /* The installed config (cli_system_config() in args.c), from the build. */
 #ifndef ISOPROF_SYSTEM_CONFIG
@@ -106,6 +108,26 @@ int cli_g_blob_read(struct store *s, uint64_t id,
                     int (*cb)(void *arg, const void *data, size_t len), void *arg);
 /* export --anomaly ID --type T into c->f.id. */
 int cli_resolve_anomaly(struct cli *c, struct store *s);
+/* s as a JSON string on f, escaped as every JSON text isoprof writes
+ * (isoprof_json_str: valid JSON and UTF-8 whatever a label holds); NULL as
+ * "". Out of memory for the copy of one string, the command exits. */
+void cli_json_str(FILE *f, const char *s);
+/* store_agg_get and store_aggs bracketed for the guard. */
+int cli_g_agg_get(struct store *s, const char *worker, const char *version, struct store_agg *out,
+                  void **bytes, size_t *len);
+int cli_g_aggs(struct store *s, const char *worker, store_agg_cb cb, void *arg);
+
+/* export.c: a command's output. cli_open_out opens -o FILE (or takes
+ * stdout; refuse_tty: not to a terminal, what names the output), NULL after
+ * saying why. cli_close_out closes it; rc is the writer's result. An exit
+ * code: a failed write removes a half-written -o FILE. */
+FILE *cli_open_out(const struct cli *c, int refuse_tty, const char *what);
+int cli_close_out(const struct cli *c, FILE *f, int rc, const char *why);
+
+/* compare.c: top over a version's aggregate (top --worker W --version V
+ * with no other filter): an exit code, EXIT_NOMATCH when the version has
+ * no aggregate (the caller then merges its windows). */
+int cli_top_aggregate(struct cli *c, struct store *s);
 
 /* The commands: argv[0] is the command's name. */
 int cli_cmd_windows(int argc, char **argv);    /* query.c */
@@ -115,6 +137,7 @@ int cli_cmd_upload(int argc, char **argv);     /* query.c */
 int cli_cmd_export(int argc, char **argv);     /* export.c */
 int cli_cmd_top(int argc, char **argv);        /* export.c */
 int cli_cmd_flamegraph(int argc, char **argv); /* export.c */
+int cli_cmd_compare(int argc, char **argv);    /* compare.c */
 int cli_cmd_status(int argc, char **argv);     /* ctl.c */
 int cli_cmd_profile(int argc, char **argv);    /* ctl.c */
 int cli_cmd_metrics(int argc, char **argv);    /* ctl.c */

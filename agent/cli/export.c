@@ -224,9 +224,7 @@ static int merge_windows(struct store *s, const struct collect_ctx *k, struct pp
     return exit_code;
 }
 
-/* Opens -o FILE (or takes stdout) for a command's output. text: refuse
- * a terminal (an HTML page is not for one). NULL after saying why. */
-static FILE *open_out(const struct cli *c, int refuse_tty, const char *what)
+FILE *cli_open_out(const struct cli *c, int refuse_tty, const char *what)
 {
     if (c->out == NULL) {
         if (refuse_tty && isatty(STDOUT_FILENO)) {
@@ -252,9 +250,7 @@ static void remove_out(const struct cli *c)
         unlink(c->out);
 }
 
-/* Closes what open_out gave; rc is the writer's result. An exit code: a
- * failed write removes a half-written -o FILE. */
-static int close_out(const struct cli *c, FILE *f, int rc, const char *why)
+int cli_close_out(const struct cli *c, FILE *f, int rc, const char *why)
 {
     int err = rc == -EIO ? errno : 0;
     int to_file = f != stdout;
@@ -323,13 +319,13 @@ static int export_text(struct cli *c, const struct pprof_buf *raw)
         pprof_tree_free(&t);
         return cli_die("--format cpuprofile: a .cpuprofile holds CPU windows only");
     }
-    if ((f = open_out(c, 0, NULL)) == NULL) {
+    if ((f = cli_open_out(c, 0, NULL)) == NULL) {
         pprof_tree_free(&t);
         return EXIT_USAGE;
     }
     rc = cpuprofile ? fg_write_cpuprofile(f, &t, &msg) : fg_write_folded(f, &t, &msg);
     pprof_tree_free(&t);
-    return close_out(c, f, rc, msg);
+    return cli_close_out(c, f, rc, msg);
 }
 
 /* Where store_blob_read's pieces go. */
@@ -368,7 +364,7 @@ static int export_snapshot(const struct cli *c, struct store *s, const struct co
                        k->n);
     char id[STORE_ID_LEN + 1];
     store_id_format(s, k->ids[0], id);
-    FILE *f = open_out(c, 1, "a heap snapshot");
+    FILE *f = cli_open_out(c, 1, "a heap snapshot");
     if (f == NULL)
         return EXIT_USAGE;
     struct snapshot_out o = {.f = f};
@@ -451,8 +447,21 @@ int cli_cmd_top(int argc, char **argv)
         return rc;
     struct store *s;
     struct collect_ctx k = {0};
-    if ((rc = open_collect(&c, &s, &k)) != 0)
+    if ((rc = cli_open_store(&c, &s)) != 0)
         return rc;
+    /* A version of a worker and nothing else: its aggregate (every window
+     * folded into it, evicted ones too), when the store has one; else its
+     * windows. */
+    if (c.f.worker && c.f.version && !c.f.thread && !c.f.pid && !c.f.type && !c.f.since_ns &&
+        !c.f.until_ns && !c.id && (rc = cli_top_aggregate(&c, s)) != EXIT_NOMATCH) {
+        store_close(s);
+        return rc;
+    }
+    if ((rc = resolve_one(&c, s)) != 0 || (rc = collect_windows(s, &c.f, "", &k)) != 0) {
+        store_close(s);
+        collect_free(&k);
+        return rc;
+    }
     struct pprof_buf raw = {0};
     if ((rc = refuse_snapshot(&k, "top")) == 0)
         rc = merge_windows(s, &k, &raw);
@@ -552,13 +561,13 @@ int cli_cmd_flamegraph(int argc, char **argv)
     } else {
         snprintf(title, sizeof(title), "isoprof flame graph: %s %s", head[0].value, head[1].value);
     }
-    FILE *f = open_out(&c, 1, "an HTML page");
+    FILE *f = cli_open_out(&c, 1, "an HTML page");
     if (f == NULL) {
         rc = EXIT_USAGE;
         goto out;
     }
     const char *why = NULL;
-    rc = close_out(&c, f, fg_write_html(f, &t, &info, &why), why);
+    rc = cli_close_out(&c, f, fg_write_html(f, &t, &info, &why), why);
 out:
     store_close(s);
     collect_free(&k[0]);

@@ -65,6 +65,7 @@ int cli_open_store(const struct cli *c, struct store **s)
 struct guarded {
     store_window_cb window;
     store_anomaly_cb anomaly;
+    store_agg_cb agg;
     int (*piece)(void *arg, const void *data, size_t len);
     void *arg;
 };
@@ -111,6 +112,33 @@ static int cli_g_anomalies(struct store *s, const struct store_anomaly_filter *f
     struct guarded g = {.anomaly = cb, .arg = arg};
     cli_guard_enter();
     int rc = store_anomalies(s, f, guarded_on_anomaly, &g);
+    cli_guard_leave();
+    return rc;
+}
+
+static int guarded_on_agg(const struct store_agg *a, void *arg)
+{
+    const struct guarded *g = arg;
+    cli_guard_leave();
+    int rc = g->agg(a, g->arg);
+    cli_guard_enter();
+    return rc;
+}
+
+int cli_g_aggs(struct store *s, const char *worker, store_agg_cb cb, void *arg)
+{
+    struct guarded g = {.agg = cb, .arg = arg};
+    cli_guard_enter();
+    int rc = store_aggs(s, worker, guarded_on_agg, &g);
+    cli_guard_leave();
+    return rc;
+}
+
+int cli_g_agg_get(struct store *s, const char *worker, const char *version, struct store_agg *out,
+                  void **bytes, size_t *len)
+{
+    cli_guard_enter();
+    int rc = store_agg_get(s, worker, version, out, bytes, len);
     cli_guard_leave();
     return rc;
 }
@@ -189,15 +217,12 @@ static int anomaly_load(struct store *s, const char *text, struct anomaly_copy *
 
 /* --- windows --- */
 
-/* s as a JSON string on f, escaped as every JSON text isoprof writes
- * (isoprof_json_str: valid JSON and UTF-8 whatever a label holds). Out of
- * memory for the copy of one label, the command exits. */
-static void json_str(FILE *f, const char *s)
+void cli_json_str(FILE *f, const char *s)
 {
     struct isoprof_buf b;
     /* every byte escaped as \u00XX, and the quotes: the cap is never hit */
     isoprof_buf_init(&b, s != NULL ? 6 * strlen(s) + 2 : 4);
-    if (isoprof_json_str(&b, s) != 0)
+    if (isoprof_json_str(&b, s != NULL ? s : "") != 0)
         exit(cli_die("out of memory"));
     fwrite(b.data, 1, b.len, f);
     isoprof_buf_free(&b);
@@ -218,31 +243,31 @@ static int list_on_window(const struct store_window *w, void *arg)
     cli_format_time(w->end_ns, end, sizeof(end));
     if (l->json) {
         fputs("{\"id\":", stdout);
-        json_str(stdout, id);
+        cli_json_str(stdout, id);
         fputs(",\"worker\":", stdout);
-        json_str(stdout, w->worker);
+        cli_json_str(stdout, w->worker);
         fputs(",\"version\":", stdout);
-        json_str(stdout, w->version);
+        cli_json_str(stdout, w->version);
         fputs(",\"thread\":", stdout);
-        json_str(stdout, w->thread ? w->thread : "main");
+        cli_json_str(stdout, w->thread ? w->thread : "main");
         printf(",\"pid\":%" PRIu32, w->pid);
         if (w->container && *w->container) {
             fputs(",\"container\":", stdout);
-            json_str(stdout, w->container);
+            cli_json_str(stdout, w->container);
         }
         if (w->nlabels > 0) {
             fputs(",\"labels\":{", stdout);
             for (size_t i = 0; i < w->nlabels; i++) {
                 if (i > 0)
                     fputc(',', stdout);
-                json_str(stdout, w->labels[i].name);
+                cli_json_str(stdout, w->labels[i].name);
                 fputc(':', stdout);
-                json_str(stdout, w->labels[i].value);
+                cli_json_str(stdout, w->labels[i].value);
             }
             fputc('}', stdout);
         }
         printf(",\"isolate\":%" PRIu32 ",\"runtime\":", w->isolate);
-        json_str(stdout, w->runtime);
+        cli_json_str(stdout, w->runtime);
         printf(",\"type\":\"%s\",\"start\":\"%s\",\"end\":\"%s\",\"samples\":%" PRIu64
                ",\"bytes\":%" PRIu64 ",\"raw_bytes\":%" PRIu64 ",\"interval\":%" PRIu64
                ",\"on_demand\":%s,\"frames_mapped\":%" PRIu32 ",\"frames_unmapped\":%" PRIu32,
@@ -267,7 +292,7 @@ static int list_on_window(const struct store_window *w, void *arg)
         printf(",\"upload\":\"%s\"", cli_upload_name(w->upload));
         if (w->upload == STORE_UPLOAD_REJECTED || w->upload == STORE_UPLOAD_EXPIRED) {
             printf(",\"upload_status\":%u,\"upload_reason\":", (unsigned)w->reject_status);
-            json_str(stdout, w->reject_reason ? w->reject_reason : "");
+            cli_json_str(stdout, w->reject_reason ? w->reject_reason : "");
         }
         fputs("}\n", stdout);
     } else {
@@ -438,8 +463,54 @@ static void print_quantity(uint8_t kind, uint64_t v)
 {
     if (kind == STORE_ANOMALY_LATENCY_P999_SPIKE)
         printf("%.1fms", (double)v / 1e6);
+    else if (kind == STORE_ANOMALY_VERSION_REGRESSION)
+        printf("%.1fpt", (double)v / 1e4); /* ppm of the CPU, as share points */
     else
         printf("%.1fMiB", (double)v / (1024.0 * 1024.0));
+}
+
+static const char *anomaly_unit(uint8_t kind)
+{
+    return kind == STORE_ANOMALY_LATENCY_P999_SPIKE   ? "nanoseconds"
+           : kind == STORE_ANOMALY_VERSION_REGRESSION ? "ppm"
+                                                      : "bytes";
+}
+
+static void json_double(double v)
+{
+    if (v >= 0 && v == v && v <= 1e308)
+        printf("%.6g", v);
+    else
+        fputs("null", stdout);
+}
+
+/* A version_regression's findings, as JSON members after the others. */
+static void json_regression(const struct store_regression *g)
+{
+    fputs(",\"baseline\":", stdout);
+    cli_json_str(stdout, g->baseline);
+    printf(",\"busy_before\":%" PRIu64 ",\"busy_after\":%" PRIu64 ",\"cpu_before\":",
+           g->busy_before, g->busy_after);
+    json_double(g->cpu_before);
+    fputs(",\"cpu_after\":", stdout);
+    json_double(g->cpu_after);
+    fputs(",\"functions\":[", stdout);
+    for (size_t i = 0; i < g->nfns; i++) {
+        const struct store_regression_fn *f = &g->fns[i];
+        fputs(i ? ",{\"name\":" : "{\"name\":", stdout);
+        cli_json_str(stdout, f->name);
+        fputs(",\"file\":", stdout);
+        cli_json_str(stdout, f->file);
+        printf(",\"before\":%" PRIu64 ",\"after\":%" PRIu64 ",\"share_before\":", f->before,
+               f->after);
+        json_double(f->share_before);
+        fputs(",\"share_after\":", stdout);
+        json_double(f->share_after);
+        printf(",\"z\":%.6g,\"p_adj\":", f->z);
+        json_double(f->p_adj);
+        putchar('}');
+    }
+    putchar(']');
 }
 
 static int list_on_anomaly(const struct store_anomaly *a, void *arg)
@@ -454,15 +525,19 @@ static int list_on_anomaly(const struct store_anomaly *a, void *arg)
     if (l->json) {
         printf("{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"worker\":", a->id,
                store_anomaly_name(a->kind));
-        json_str(stdout, a->worker);
+        cli_json_str(stdout, a->worker);
         fputs(",\"version\":", stdout);
-        json_str(stdout, a->version);
+        cli_json_str(stdout, a->version);
         fputs(",\"thread\":", stdout);
-        json_str(stdout, a->thread ? a->thread : "main");
+        cli_json_str(stdout, a->thread ? a->thread : "main");
         printf(",\"isolate\":%" PRIu32 ",\"time\":\"%s\",\"end\":\"%s\",\"open\":%s"
                ",\"value\":%" PRIu64 ",\"threshold\":%" PRIu64 ",\"unit\":\"%s\"",
                a->isolate, start, end, open ? "true" : "false", a->value, a->threshold,
-               a->kind == STORE_ANOMALY_LATENCY_P999_SPIKE ? "nanoseconds" : "bytes");
+               anomaly_unit(a->kind));
+        if (a->kind == STORE_ANOMALY_VERSION_REGRESSION)
+            printf(",\"cleared\":%s", a->flags & STORE_ANOMALY_CLEARED ? "true" : "false");
+        if (a->regression != NULL)
+            json_regression(a->regression);
         if (from != NULL)
             printf(",\"limit\":%" PRIu64 ",\"limit_source\":\"%s\"", a->limit, from);
         else
@@ -489,6 +564,11 @@ static int list_on_anomaly(const struct store_anomaly *a, void *arg)
         if (from != NULL)
             snprintf(limit, sizeof(limit), "%.1fMiB(%s)", (double)a->limit / (1024.0 * 1024.0),
                      from);
+        else if (a->regression != NULL) /* against what, and what grew most */
+            snprintf(limit, sizeof(limit), "vs %.12s%s%.40s%s", a->regression->baseline,
+                     a->regression->nfns ? ": " : "",
+                     a->regression->nfns ? a->regression->fns[0].name : "",
+                     a->flags & STORE_ANOMALY_CLEARED ? " (cleared)" : "");
         printf(" %-28s %zu\n", limit, a->nwindows);
     }
     l->count++;
@@ -572,6 +652,8 @@ int cli_cmd_store(int argc, char **argv)
            st.raw_bytes ? 100.0 * (double)st.stored_bytes / (double)st.raw_bytes : 0.0);
     printf("dictionaries    %" PRIu64 " (%" PRIu64 " bytes, in stored bytes)\n", st.dicts,
            st.dict_bytes);
+    printf("aggregates      %" PRIu64 " versions (%" PRIu64 " bytes, in stored bytes)\n", st.aggs,
+           st.agg_bytes);
     printf("budget          %" PRIu64 "\n", st.budget);
     printf("map size        %" PRIu64 "\n", st.map_size);
     printf("file size       %" PRIu64 "\n", st.file_size);

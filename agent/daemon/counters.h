@@ -95,6 +95,14 @@ enum agent_drop_reason {
       "Runtime.getHeapUsage calls that failed.")                                                   \
     X(anomaly_errors, "anomaly_errors", "isoprof_anomaly_record_errors_total", "",                 \
       "Anomalies the store could not record.")                                                     \
+    X(regression_comparisons, "regression_comparisons", "isoprof_regression_comparisons_total",    \
+      "", "Comparisons of a version's CPU aggregate with the one before it (version_regression).") \
+    X(regression_extra_windows, "regression_extra_windows",                                        \
+      "isoprof_regression_extra_windows_total", "",                                                \
+      "CPU windows brought forward so that a new version reaches anomaly.regression.min_samples.") \
+    X(regression_errors, "regression_errors", "isoprof_regression_errors_total", "",               \
+      "Windows not folded into their version's aggregate, or comparisons not made (a store or "    \
+      "profile error).")                                                                           \
     X(windows_stored_cpu, "windows_stored_cpu", "isoprof_windows_stored_total", "{type=\"cpu\"}",  \
       "Windows converted and committed to the store, by type.")                                    \
     X(windows_stored_heap, "windows_stored_heap", "isoprof_windows_stored_total",                  \

@@ -531,6 +531,7 @@ int agent_run(struct cfg *cfg)
     srcmap_cache_free(a->srcmaps);
     log_counters(a);
     anomaly_free(a);
+    deploy_free(a);
     store_close(a->store);
     discover_free(a);
     agent_free_configs(a);

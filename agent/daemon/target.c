@@ -378,6 +378,7 @@ static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
     };
     memacc_figures(mem, &m.mem);
     memacc_reset(mem);
+    deploy_meta(a, t, &m);
     int rc = writer_submit(a->writer, raw, len, &m);
     episode_unref(tags->pin);
     if (rc != 0) {

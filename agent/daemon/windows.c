@@ -631,6 +631,7 @@ static int cpu_begin(struct win_iso *w, uint64_t interval_ns, uint64_t duration_
         us = WIN_MIN_INTERVAL_US;
     w->tags.interval_ns = us * 1000u;
     w->duration_ns = duration_ns;
+    w->extra_interval_ns = 0; /* this window takes an extra one's place */
     slot_take(w);
     s->n->windows_started++;
     set_state(w, WIN_STARTING);
@@ -651,7 +652,8 @@ static int cpu_begin(struct win_iso *w, uint64_t interval_ns, uint64_t duration_
 static int cpu_begin_scheduled(struct win_iso *w)
 {
     const struct cfg *c = w->s->cfg;
-    return cpu_begin(w, c->sampling.cpu.interval_ns, plan_now(w)->duration_ns);
+    uint64_t interval = w->extra_interval_ns ? w->extra_interval_ns : c->sampling.cpu.interval_ns;
+    return cpu_begin(w, interval, plan_now(w)->duration_ns);
 }
 
 /* Start waiting windows while slots are free for them: the groups in
@@ -918,6 +920,7 @@ void win_detached(struct win_iso *w, uint64_t now)
     slot_give(w);
     set_state(w, WIN_NONE);
     w->cpu_due_ns = 0;
+    w->extra_interval_ns = 0;
     cpu_tags_release(w);
     for (size_t i = 0; i < w->nodq; i++)
         s->ops->od_fail(w->odq[i].od, -ECONNRESET, "the target went away");
@@ -1037,6 +1040,26 @@ void win_heap_done(struct win_iso *w, struct win_tags *out)
     *out = w->heap_tags;
     memset(&w->heap_tags, 0, sizeof(w->heap_tags));
     w->heap_inflight = 0;
+}
+
+int win_extra_cpu(struct win_iso *w, uint64_t now, uint64_t interval_ns)
+{
+    struct win_sched *s = w->s;
+    if (s->stopping || !w->ready)
+        return -EAGAIN;
+    if (w->cpu != WIN_NONE || w->nodq > 0)
+        return -EBUSY;
+    w->extra_interval_ns = interval_ns ? interval_ns : s->cfg->sampling.cpu.interval_ns;
+    /* Due now: win_wake takes it through the budget and the cap. */
+    w->cpu_due_ns = now ? now : 1;
+    w->cpu_deferred = 0;
+    const char *worker;
+    uint32_t isolate;
+    label(w, &worker, &isolate);
+    log_debug("extra window", "worker=%s isolate=%u interval_ns=%U", worker, isolate,
+              w->extra_interval_ns);
+    rearm(w);
+    return 0;
 }
 
 void win_anomaly_cpu(struct win_iso *w, uint64_t now, struct episode *ep)

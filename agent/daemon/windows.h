@@ -199,6 +199,7 @@ struct win_iso {
     struct win_tags heap_tags; /* of the one in flight (or the next, for od) */
     uint64_t armed_ns;         /* the wake-up asked for (0: none) */
     int held;                  /* win_hold: no scheduled window starts */
+    uint64_t extra_interval_ns; /* win_extra_cpu: the planned window is due now, at this */
     /* the cost budget */
     struct win_pauses pause[WIN_NCALLS];
     struct {
@@ -301,6 +302,16 @@ int64_t win_credit(const struct win_iso *w, uint64_t now);
 
 /* --- what others ask for --- */
 
+/* Deploy regressions want more samples of w's version (deploy.c): the
+ * planned CPU window is brought forward to now and taken at interval_ns.
+ * It stays a scheduled window: it waits for room in the pause budget and
+ * for a slot like any other (its stalls are charged as every window's
+ * are), and the next one is planned a period after it. A window of
+ * another kind that starts first (anomaly, on-demand) takes its place.
+ * 0, -EAGAIN (not attached, or stopping) or -EBUSY (a window is waiting,
+ * starting, running or stopping, or an on-demand one waits: ask again
+ * after it). */
+int win_extra_cpu(struct win_iso *w, uint64_t now, uint64_t interval_ns);
 /* An anomaly wants evidence now: a CPU window at anomaly.cpu_interval
  * pinned to ep (or the recording one pinned). */
 void win_anomaly_cpu(struct win_iso *w, uint64_t now, struct episode *ep);

@@ -101,6 +101,11 @@ struct writer_job {
     uint64_t id;
     uint64_t stored_size;
     uint8_t in_put; /* a converted window: its pprof is counted in put_bytes */
+    /* deploy regressions (deploy.c): what to do, the window's own
+     * aggregate (conversion stage), what the store stage found */
+    struct deploy_job deploy;
+    struct regress_agg *agg;
+    struct deploy_result dres;
 };
 
 /* A FIFO of jobs, linked through next. */
@@ -236,6 +241,7 @@ static void job_free(struct writer *w, struct writer_job *j)
     srcmap_session_free(j->sms);
     isoprof_free(j->why);
     pprof_buf_free(&j->res.pprof);
+    regress_agg_free(j->agg);
     isoprof_free(j);
 }
 
@@ -367,6 +373,7 @@ static struct writer_job *job_new(struct writer *w, const struct writer_meta *m)
     j->interval_ns = m->interval_ns;
     j->anomaly = m->anomaly;
     j->mem = m->mem;
+    j->deploy = m->deploy;
     j->ep = m->pin ? episode_ref(m->pin) : NULL;
     j->time_ns = m->time_ns ? m->time_ns : isoprof_now_wall_ns();
     /* Sampled now, on the host whose CLOCK_MONOTONIC V8 used. */
@@ -455,6 +462,25 @@ static int conv_map(void *arg, const char *url, size_t url_len, int32_t line, in
     return 1;
 }
 
+/* The window's own aggregate, for its version's (deploy.c): from the
+ * pprof as it will be stored (names and files after source maps). A
+ * window that cannot be folded is stored all the same, and said. */
+static void fold_window(struct writer_job *j)
+{
+    char *why = NULL;
+    int rc = regress_agg_new(j->deploy.max_fns, &j->agg);
+    if (rc == 0)
+        rc = regress_agg_add_pprof(j->agg, j->res.pprof.data, j->res.pprof.len, &why);
+    isoprof_free(why);
+    if (rc != 0) {
+        regress_agg_free(j->agg);
+        j->agg = NULL;
+        j->dres.valid = 1;
+        j->dres.err = rc;
+        j->dres.what = "the window could not be folded into its version's aggregate";
+    }
+}
+
 static void conv_on_work(uv_work_t *req)
 {
     struct writer *w = container_of(req, struct writer, conv_req);
@@ -494,6 +520,8 @@ static void conv_on_work(uv_work_t *req)
             .mapper = mp,
         };
         j->err = pprof_from_cpu_json(text, len, &o, &j->res, &j->why);
+        if (j->err == 0 && j->deploy.fold)
+            fold_window(j);
     }
     isoprof_free(inner);
     ws_msg_free(j->raw);
@@ -591,6 +619,49 @@ static void conv_on_done(uv_work_t *req, int status)
 
 /* --- store stage (thread pool) --- */
 
+/* The windows of a committed batch into their versions' aggregates
+ * (deploy.c), one deploy_store a pair: the first job of each pair takes
+ * the others' aggregates and carries the result to the loop. */
+static void put_fold(struct store *s, struct writer_job *batch)
+{
+    for (struct writer_job *j = batch; j; j = j->next) {
+        if (j->agg == NULL)
+            continue;
+        struct deploy_fold f = {.worker = j->worker,
+                                .version = j->version,
+                                .job = j->deploy,
+                                .agg = j->agg,
+                                .first_ns = j->res.start_ns,
+                                .last_ns = j->res.end_ns,
+                                .windows = 1,
+                                .out = &j->dres};
+        j->agg = NULL;
+        int err = 0;
+        for (struct writer_job *k = j->next; k; k = k->next) {
+            if (k->agg == NULL || strcmp(k->worker, j->worker) != 0 ||
+                strcmp(k->version, j->version) != 0)
+                continue;
+            if (err == 0)
+                err = regress_agg_merge(f.agg, k->agg);
+            if (k->res.start_ns < f.first_ns)
+                f.first_ns = k->res.start_ns;
+            if (k->res.end_ns > f.last_ns)
+                f.last_ns = k->res.end_ns;
+            f.windows++;
+            f.job = k->deploy; /* the latest window's parameters */
+            regress_agg_free(k->agg);
+            k->agg = NULL;
+        }
+        if (err != 0) {
+            regress_agg_free(f.agg);
+            j->dres = (struct deploy_result){
+                .valid = 1, .err = err, .what = "the batch's windows could not be merged"};
+            continue;
+        }
+        deploy_store(s, &f);
+    }
+}
+
 static void put_on_work(uv_work_t *req)
 {
     struct writer *w = container_of(req, struct writer, put_req);
@@ -662,6 +733,7 @@ static void put_on_work(uv_work_t *req)
             j->id = recs[n].w.id;
             j->stored_size = recs[n].w.stored_size;
         }
+        put_fold(w->a->store, w->put_batch);
     }
 }
 
@@ -853,6 +925,7 @@ static void put_on_done(uv_work_t *req, int status)
                  j->worker, j->version, j->isolate, j->runtime, store_type_name(j->type),
                  j->res.samples, j->stored_size, id, store_anomaly_name(j->anomaly),
                  j->res.truncated);
+        deploy_done(a, j->worker, j->version, &j->dres);
         job_done(w, j, 0, NULL);
         job_free(w, j);
     }

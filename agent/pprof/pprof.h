@@ -300,6 +300,18 @@ struct pprof_tree {
  */
 int pprof_tree_add(struct pprof_tree *t, const struct pprof_buf *in, int set, char **why);
 
+/*
+ * pprof_tree_add_stack - add value samples of one stack to set (0 or 1) of
+ * t: names[0..n) and files[0..n) (borrowed; NULL as "") root first. A tree
+ * built so counts samples (type "samples", unit "count", period 0); one
+ * that holds another type refuses it (-EINVAL). value <= 0 adds nothing.
+ * The caller counts its profiles (t->profiles[set]) as it sees fit.
+ * Errors: -EINVAL, -ENOMEM, ISOPROF_ETOOBIG (past PPROF_TREE_MAX_NODES).
+ * Any thread (one tree to a thread).
+ */
+int pprof_tree_add_stack(struct pprof_tree *t, int set, const char *const *names,
+                         const char *const *files, size_t n, int64_t value);
+
 /* Frees everything t holds and zeroes it. t may be NULL. */
 void pprof_tree_free(struct pprof_tree *t);
 

@@ -1,6 +1,8 @@
 /*
  * tree.c - pprof_tree_add: decoded profiles (merge.c) summed into one call
- * tree of functions, for the flame graph and the text formats of the CLI.
+ * tree of functions, for the flame graph and the text formats of the CLI;
+ * pprof_tree_add_stack: one stack at a time, for trees made from something
+ * other than a pprof (a per-version aggregate, regress.h).
  */
 #include "pprof_internal.h"
 
@@ -96,13 +98,9 @@ static uint32_t tree_child(struct pprof_tree *t, uint32_t parent, uint32_t fn, i
     return i;
 }
 
-int pprof_tree_add(struct pprof_tree *t, const struct pprof_buf *in, int set, char **why)
+/* The lookup tables and the root of a tree that starts zeroed. */
+static int tree_init(struct pprof_tree *t)
 {
-    struct dec d;
-    uint32_t *fmap = NULL;
-    int rc;
-    if (t == NULL || in == NULL || (set != 0 && set != 1))
-        return -EINVAL;
     if (t->priv == NULL) {
         struct tree_priv *tp = isoprof_calloc(1, sizeof(*tp));
         if (tp == NULL)
@@ -116,6 +114,52 @@ int pprof_tree_add(struct pprof_tree *t, const struct pprof_buf *in, int set, ch
         t->nodes[0] = (struct pprof_tree_node){.fn = PPROF_TREE_ROOT};
         t->nnodes = 1;
     }
+    return 0;
+}
+
+int pprof_tree_add_stack(struct pprof_tree *t, int set, const char *const *names,
+                         const char *const *files, size_t n, int64_t value)
+{
+    int rc;
+    if (t == NULL || (set != 0 && set != 1) || (n > 0 && (names == NULL || files == NULL)))
+        return -EINVAL;
+    if ((rc = tree_init(t)) != 0)
+        return rc;
+    if (t->type == NULL) {
+        t->type = isoprof_strdup("samples");
+        t->unit = isoprof_strdup("count");
+        if (t->type == NULL || t->unit == NULL)
+            return -ENOMEM;
+    } else if (strcmp(t->type, "samples") != 0 || strcmp(t->unit, "count") != 0) {
+        return -EINVAL;
+    }
+    if (value <= 0)
+        return 0;
+    uint32_t node = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t fn = tree_fn(t, names[i] ? names[i] : "", files[i] ? files[i] : "", 0);
+        if (fn == NONE)
+            return -ENOMEM;
+        uint32_t child = tree_child(t, node, fn, &rc);
+        if (child == NONE)
+            return rc;
+        node = child;
+        t->nodes[node].total[set] = pprof_sat_add(t->nodes[node].total[set], value);
+    }
+    t->nodes[node].self[set] = pprof_sat_add(t->nodes[node].self[set], value);
+    t->nodes[0].total[set] = pprof_sat_add(t->nodes[0].total[set], value);
+    return 0;
+}
+
+int pprof_tree_add(struct pprof_tree *t, const struct pprof_buf *in, int set, char **why)
+{
+    struct dec d;
+    uint32_t *fmap = NULL;
+    int rc;
+    if (t == NULL || in == NULL || (set != 0 && set != 1))
+        return -EINVAL;
+    if ((rc = tree_init(t)) != 0)
+        return rc;
     size_t k = t->profiles[0] + t->profiles[1];
     if ((rc = dec_open(&d, in, k, why)) != 0)
         return rc;

@@ -1,8 +1,8 @@
 /*
- * bench_regress - deploy regressions (agent/daemon/regress.c) at the
+ * bench_regress - deploy regressions (agent/pprof/regress.c) at the
  * defaults, on synthetic profiles with multinomial sampling noise.
  *
- *   bench_regress [--seeds N] [--pairs N] [--runs N]
+ *   bench_regress [--seeds N] [--pairs N] [--runs N] [--section N]
  *
  * 1. Samples to the flag: a baseline of 30,000 samples (half an hour of
  *    the old version at the default schedule: a 10 s window a minute at
@@ -22,19 +22,33 @@
  *    Zipf-weighted leaves, 16 samples a function: the encoded bytes (and
  *    gzipped), and the time of one comparison, one merge, encode and
  *    decode (median of 15).
+ * 4. In the store, as the daemon keeps them (agent/daemon/deploy.c): a
+ *    version's aggregate after an hour of the synthetic service (60
+ *    windows of 1,000 samples) and the 1,000- and 10,000-function ones of
+ *    3: bytes per version in the store (store_agg_put's stored size: key,
+ *    header and zstd frame), the store stage's work per window folded
+ *    (store_agg_get, decode, merge the window, encode; then store_agg_put,
+ *    one write transaction, synced, timed apart: the disk's) and per
+ *    comparison as the daemon makes it (the baseline read and decoded,
+ *    regress_compare), median of 15, in a store in $TMPDIR (default /tmp).
+ *
+ *   bench_regress --section 4     runs one section only (1 to 4)
  *
  * It measures; it asserts nothing.
  */
 #include "base.h"
 #include "regress.h"
 #include "regress_synth.h"
+#include "store.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static struct regress_agg *agg_new(void)
 {
@@ -316,9 +330,145 @@ static void section_size(void)
     }
 }
 
+/* One version's aggregate of the synthetic service after an hour: 60
+ * windows of 1,000 samples. */
+static struct regress_agg *service_hour(uint64_t seed)
+{
+    struct prog p;
+    prog_service(&p, 0);
+    struct isoprof_rng r;
+    isoprof_rng_seed(&r, seed);
+    struct regress_agg *a = agg_new();
+    draw(&p, &r, 60000, a);
+    return a;
+}
+
+static int rm_entry(const char *dir, const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return unlink(p);
+}
+
+static double median15(double *t)
+{
+    qsort(t, 15, sizeof(double), cmp_dbl);
+    return t[7];
+}
+
+static void section_store(void)
+{
+    printf("4. in the store (median of 15): a window folded = read, decode, merge, encode "
+           "(fold ms), then one synced write transaction (put ms); a comparison = the baseline "
+           "read and decoded, compared\n");
+    printf("   %-22s %9s %10s %10s %9s %9s %11s\n", "aggregate", "functions", "raw bytes", "stored",
+           "fold ms", "put ms", "compare ms");
+    const char *tmp = getenv("TMPDIR");
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s/bench-regress-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL)
+        abort();
+    struct store *s = NULL;
+    struct store_options o = {.max_size = 256ull << 20};
+    if (store_open(dir, &o, &s, NULL) != 0)
+        abort();
+    struct {
+        const char *name;
+        struct regress_agg *base, *cand;
+    } cases[3] = {
+        {"service, 1 h", service_hour(1), service_hour(2)},
+        {"1,000 functions", big(1000, 1), big(1000, 2)},
+        {"10,000 functions", big(10000, 1), big(10000, 2)},
+    };
+    /* A window's own aggregate: 1,000 samples of the service. */
+    struct prog p;
+    prog_service(&p, 0);
+    struct isoprof_rng r;
+    isoprof_rng_seed(&r, 9);
+    struct regress_agg *win = agg_new();
+    draw(&p, &r, 1000, win);
+    for (size_t c = 0; c < 3; c++) {
+        char worker[32];
+        snprintf(worker, sizeof(worker), "w%zu", c);
+        uint64_t stored = 0;
+        struct regress_agg *sides[2] = {cases[c].base, cases[c].cand};
+        static const char *const ver[2] = {"v1", "v2"};
+        size_t raw = 0;
+        for (int k = 0; k < 2; k++) {
+            uint8_t *b = NULL;
+            size_t len = 0;
+            if (regress_agg_encode(sides[k], &b, &len) != 0)
+                abort();
+            struct store_agg ag = {.worker = worker,
+                                   .version = ver[k],
+                                   .first_ns = 1000 + (uint64_t)k,
+                                   .last_ns = 2000,
+                                   .windows = 60,
+                                   .samples = sides[k]->samples,
+                                   .busy = regress_agg_busy(sides[k])};
+            if (store_agg_put(s, &ag, b, len, 8, NULL, NULL) != 0)
+                abort();
+            if (k == 1) {
+                stored = ag.stored_size;
+                raw = len;
+            }
+            isoprof_free(b);
+        }
+        double fold[15], put[15], cmp[15];
+        for (int k = 0; k < 15; k++) {
+            double t0 = now_us();
+            void *bytes = NULL;
+            size_t len = 0;
+            struct store_agg info;
+            struct regress_agg *a = NULL;
+            uint8_t *enc = NULL;
+            size_t el = 0;
+            if (store_agg_get(s, worker, "v2", &info, &bytes, &len) != 0 ||
+                regress_agg_decode(bytes, len, REGRESS_MAX_FNS, &a) != 0 ||
+                regress_agg_merge(a, win) != 0 || regress_agg_encode(a, &enc, &el) != 0)
+                abort();
+            info.samples = a->samples;
+            info.busy = regress_agg_busy(a);
+            info.windows++;
+            double tp = now_us();
+            if (store_agg_put(s, &info, enc, el, 8, NULL, NULL) != 0)
+                abort();
+            double t1 = now_us();
+            isoprof_free(bytes);
+            isoprof_free(enc);
+            void *bb = NULL;
+            size_t bl = 0;
+            struct regress_agg *base = NULL;
+            struct regress_result res;
+            if (store_agg_get(s, worker, "v1", NULL, &bb, &bl) != 0 ||
+                regress_agg_decode(bb, bl, REGRESS_MAX_FNS, &base) != 0 ||
+                regress_compare(base, a, NULL, &res) != 0)
+                abort();
+            double t2 = now_us();
+            regress_result_free(&res);
+            regress_agg_free(base);
+            regress_agg_free(a);
+            isoprof_free(bb);
+            fold[k] = tp - t0;
+            put[k] = t1 - tp;
+            cmp[k] = t2 - t1;
+        }
+        printf("   %-22s %9u %10zu %10" PRIu64 " %9.2f %9.2f %11.2f\n", cases[c].name,
+               cases[c].cand->nfns, raw, stored, median15(fold) / 1e3, median15(put) / 1e3,
+               median15(cmp) / 1e3);
+        regress_agg_free(cases[c].base);
+        regress_agg_free(cases[c].cand);
+    }
+    regress_agg_free(win);
+    store_close(s);
+    rm_entry(dir, "data.mdb");
+    rm_entry(dir, "lock.mdb");
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
-    unsigned seeds = 51, pairs = 5000, runs = 300;
+    unsigned seeds = 51, pairs = 5000, runs = 300, section = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--seeds") == 0)
             seeds = (unsigned)strtoul(argv[i + 1], NULL, 10);
@@ -326,6 +476,8 @@ int main(int argc, char **argv)
             pairs = (unsigned)strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--runs") == 0)
             runs = (unsigned)strtoul(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--section") == 0)
+            section = (unsigned)strtoul(argv[i + 1], NULL, 10);
     }
     if (seeds == 0)
         seeds = 1;
@@ -333,8 +485,13 @@ int main(int argc, char **argv)
            "caller_z %.1f\n",
            REGRESS_ALPHA, REGRESS_MIN_DELTA, REGRESS_MIN_RATIO, REGRESS_MIN_SAMPLES,
            REGRESS_CALLER_Z);
-    section_samples(seeds);
-    section_false(pairs, runs);
-    section_size();
+    if (section == 0 || section == 1)
+        section_samples(seeds);
+    if (section == 0 || section == 2)
+        section_false(pairs, runs);
+    if (section == 0 || section == 3)
+        section_size();
+    if (section == 0 || section == 4)
+        section_store();
     return 0;
 }

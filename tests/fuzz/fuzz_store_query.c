@@ -5,7 +5,9 @@
  * Once, a small store is built with the library (CPU and heap windows of
  * two workers and three threads, window labels, enough windows for a
  * compression dictionary, an anomaly with pinned windows, queued, uploaded
- * and rejected windows, a heap snapshot in chunks) and opened read-only.
+ * and rejected windows, a heap snapshot in chunks, two per-version
+ * aggregates and a version_regression with its findings) and opened
+ * read-only.
  * Then every key and value of its databases is located in data.mdb. Each
  * input is a list of edits (5 bytes each: which record, where in it, a
  * byte to xor) applied to those bytes through a writable mapping of the
@@ -13,13 +15,14 @@
  * the input's first byte picks runs (store_windows with each access path
  * and filter, alone or followed by store_load and store_blob_read of what
  * it lists; store_anomalies likewise; store_outbox_peek, store_stat,
- * store_check); the edits are undone.
+ * store_aggs with store_agg_get of each, store_check); the edits are
+ * undone.
  *
  * What is damaged, and what is not. Records, keys and index entries are
  * arbitrary bytes here: headers, label lengths, zstd frames, dictionaries,
- * anomaly records, pin lists, outbox and rejected entries, meta counters,
- * by_time and ids entries that name nothing or the wrong window, keys out
- * of order. LMDB's own page structure (page headers, node sizes and
+ * anomaly records and their findings, aggregates, pin lists, outbox and
+ * rejected entries, meta counters, by_time and ids entries that name
+ * nothing or the wrong window, keys out of order. LMDB's own page structure (page headers, node sizes and
  * offsets, branch pages, the main database's records of the named ones)
  * is not touched: LMDB trusts it and follows it with unchecked pointers,
  * so no code around LMDB can make its cursor walks safe on a damaged page
@@ -149,6 +152,53 @@ static void build(const char *dir)
     uint64_t sid;
     if (rc != 0 || (rc = store_blob_commit(b, T0 + 31 * SEC, a.id, 4, &sid, NULL)) != 0)
         die("snapshot", rc);
+    /* Two per-version aggregates and a version_regression with findings,
+     * pinning the CPU windows of api v2 after the fact. */
+    for (unsigned i = 0; i < 2; i++) {
+        uint8_t buf[900];
+        payload(buf, sizeof(buf), 40 + i);
+        struct store_agg ag = {.worker = "api",
+                               .version = i ? "v2" : "v1",
+                               .first_ns = T0 + i * SEC,
+                               .last_ns = T0 + 20 * SEC,
+                               .windows = 12,
+                               .samples = 4000,
+                               .busy = 3000};
+        if ((rc = store_agg_put(s, &ag, buf, sizeof(buf), 8, NULL, NULL)) != 0)
+            die("store_agg_put", rc);
+    }
+    static const struct store_regression_fn fns[2] = {{.name = "walkNested",
+                                                       .file = "/app/x.js",
+                                                       .after = 900,
+                                                       .share_after = 0.3,
+                                                       .z = 30,
+                                                       .p_adj = 1e-100},
+                                                      {.name = "replacer",
+                                                       .file = "/app/x.js",
+                                                       .before = 700,
+                                                       .after = 1600,
+                                                       .share_before = 0.23,
+                                                       .share_after = 0.53,
+                                                       .z = 25,
+                                                       .p_adj = 1e-80}};
+    struct store_regression g = {.baseline = "v1",
+                                 .busy_before = 3000,
+                                 .busy_after = 3000,
+                                 .cpu_before = 0.5,
+                                 .cpu_after = -1,
+                                 .fns = fns,
+                                 .nfns = 2};
+    struct store_anomaly ra = {.kind = STORE_ANOMALY_VERSION_REGRESSION,
+                               .worker = "api",
+                               .version = "v2",
+                               .start_ns = T0 + 21 * SEC,
+                               .end_ns = T0 + 21 * SEC,
+                               .value = 300000,
+                               .threshold = 20000,
+                               .regression = &g};
+    if ((rc = store_anomaly_put(s, &ra, 0)) != 0 ||
+        (rc = store_anomaly_pin_windows(s, ra.id, "api", "v2", STORE_TYPE_CPU, 0, 0, 4, NULL)) != 0)
+        die("version_regression", rc);
     store_close(s);
 }
 
@@ -162,7 +212,8 @@ static void locate(struct store *s)
         die("locate the map", -ENOENT);
     hi = lo + file_len;
     MDB_dbi dbs[] = {s->windows, s->by_time, s->ids, s->meta, s->anomalies, s->anomaly_ids,
-                     s->pins, s->outbox, s->rejected, s->dicts, s->dict_by_series, s->blobs};
+                     s->pins, s->outbox, s->rejected, s->dicts, s->dict_by_series, s->blobs,
+                     s->aggs};
     MDB_txn *txn;
     if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0)
         die("txn", -EIO);
@@ -282,6 +333,33 @@ static int on_anomaly(const struct store_anomaly *a, void *arg)
         __builtin_trap();
     for (size_t i = 0; i < a->nwindows && l->n < sizeof(l->ids) / sizeof(l->ids[0]); i++)
         l->ids[l->n++] = a->windows[i];
+    const struct store_regression *g = a->regression;
+    if (g != NULL) {
+        if (a->kind != STORE_ANOMALY_VERSION_REGRESSION || g->nfns > STORE_REGRESSION_FNS_MAX)
+            __builtin_trap();
+        str_ok(g->baseline, STORE_VERSION_MAX);
+        for (size_t i = 0; i < g->nfns; i++) {
+            str_ok(g->fns[i].name, STORE_REGRESSION_NAME_MAX);
+            str_ok(g->fns[i].file, STORE_REGRESSION_NAME_MAX);
+        }
+    }
+    return 0;
+}
+
+static int on_agg(const struct store_agg *a, void *arg)
+{
+    (void)arg;
+    str_ok(a->worker, STORE_WORKER_MAX);
+    str_ok(a->version, STORE_VERSION_MAX);
+    if (a->busy > a->samples || a->last_ns < a->first_ns || a->raw_size > STORE_AGG_RAW_MAX)
+        __builtin_trap();
+    void *out = NULL;
+    size_t len = 0;
+    int rc = store_agg_get(st, a->worker, a->version, NULL, &out, &len);
+    if (rc == 0 && (out == NULL || len != a->raw_size))
+        __builtin_trap();
+    isoprof_free(out);
+    expect_code(rc);
     return 0;
 }
 
@@ -327,15 +405,19 @@ static const struct store_filter filters[] = {
     {.id = 7},
     {.id = 25},
 };
-static const struct store_anomaly_filter afilters[] = {
-    {0}, {.kind = STORE_ANOMALY_MEMORY_NEAR_LIMIT}, {.id = 1}, {.worker = "api", .thread = "main"}};
+static const struct store_anomaly_filter afilters[] = {{0},
+                                                       {.kind = STORE_ANOMALY_MEMORY_NEAR_LIMIT},
+                                                       {.id = 1},
+                                                       {.worker = "api", .thread = "main"},
+                                                       {.kind = STORE_ANOMALY_VERSION_REGRESSION}};
 #define NFILTERS (sizeof(filters) / sizeof(filters[0]))
 #define NAFILTERS (sizeof(afilters) / sizeof(afilters[0]))
 /* The queries an input picks from: each listing, each anomaly query, the
- * outbox, the stats. One a run keeps the runs fast. A run in 8 also loads
- * what its query listed (an inflate costs more than a listing), and one
- * in 256 runs the whole check (which inflates every window) instead. */
-#define NQUERIES (NFILTERS + NAFILTERS + 2)
+ * outbox, the stats, the aggregates (each one inflated). One a run keeps
+ * the runs fast. A run in 8 also loads what its query listed (an inflate
+ * costs more than a listing), and one in 256 runs the whole check (which
+ * inflates every window) instead. */
+#define NQUERIES (NFILTERS + NAFILTERS + 3)
 
 static void query(unsigned selector, unsigned pick)
 {
@@ -363,6 +445,8 @@ static void query(unsigned selector, unsigned pick)
     } else if (which == 1) {
         struct store_stat ss;
         expect_code(store_stat(st, &ss));
+    } else if (which == 2) {
+        expect_code(store_aggs(st, pick % 2 ? "api" : NULL, on_agg, NULL));
     } else {
         char *why = NULL;
         int rc = store_check(st, &why);

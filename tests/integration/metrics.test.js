@@ -146,7 +146,7 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
     assert.ok(Number.isInteger(st.counters[k]), `counters.${k}`);
   }
   assert.ok(st.counters.windows_stored >= 1 && st.counters.sessions_attached === 1, JSON.stringify(st.counters));
-  assert.deepStrictEqual(Object.keys(st.counters.anomalies), ['memory_near_limit', 'oom_suspected', 'latency_p999_spike', 'memory_growth']);
+  assert.deepStrictEqual(Object.keys(st.counters.anomalies), ['memory_near_limit', 'oom_suspected', 'latency_p999_spike', 'memory_growth', 'version_regression']);
 
   // /metrics twice, some seconds apart: both clean, the window counters moved, none went back.
   const first = await get({ socketPath: sock, p: '/metrics' });
@@ -159,7 +159,7 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
   for (const f of Object.keys(m1.types)) assert.ok(m1.helps[f], `${f} has HELP`);
   assert.strictEqual(m1.samples['isoprof_build_info{version="0.1.0"}'], 1);
   assert.strictEqual(m1.samples['isoprof_targets{state="ready"}'], 1);
-  for (const k of ['memory_near_limit', 'oom_suspected', 'latency_p999_spike', 'memory_growth']) assert.ok(`isoprof_anomalies_total{kind="${k}"}` in m1.samples, k);
+  for (const k of ['memory_near_limit', 'oom_suspected', 'latency_p999_spike', 'memory_growth', 'version_regression']) assert.ok(`isoprof_anomalies_total{kind="${k}"}` in m1.samples, k);
   assert.ok(m1.samples.isoprof_resident_memory_bytes > 1 << 20);
   assert.ok(m1.samples['isoprof_windows_stored_total{type="cpu"}'] >= 1);
   assert.ok(m1.samples['isoprof_windows_stored_total{type="heap"}'] >= 1);

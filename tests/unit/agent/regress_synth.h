@@ -1,6 +1,6 @@
 /*
  * regress_synth.h - synthetic programs and their sampled profiles, for the
- * deploy-regression comparison (agent/daemon/regress.c): its unit test
+ * deploy-regression comparison (agent/pprof/regress.c): its unit test
  * (test_regress.c) and its benchmark (tests/bench/bench_regress.c).
  *
  * A program is a set of stacks (leaf first) with weights: a web service's

@@ -1,11 +1,13 @@
 /*
  * test_regress.c - per-version CPU aggregates and their comparison
- * (agent/daemon/regress.c) on synthetic profiles (regress_synth.h): "+X %
+ * (agent/pprof/regress.c) on synthetic profiles (regress_synth.h): "+X %
  * of CPU" in a function means it does extra work equal to X of what the
- * version used to spend.
+ * version used to spend. Also an aggregate made from a real conversion's
+ * pprof, and the call tree an aggregate implies.
  */
 #include "../test.h"
 #include "base.h"
+#include "pprof.h"
 #include "regress.h"
 #include "regress_synth.h"
 
@@ -676,6 +678,156 @@ TEST(allocation_failures)
     CHECK(failures > 50);
 }
 
+/* A Profiler.stop reply: (root) -> main -> a -> b, (root) -> (idle); main
+ * 5 samples of its own, a 3, b 10, idle 4, each 1 ms. */
+static const char cpu_json[] =
+    "{\"id\":7,\"result\":{\"profile\":{\"nodes\":["
+    "{\"id\":1,\"callFrame\":{\"functionName\":\"(root)\",\"scriptId\":\"0\",\"url\":\"\","
+    "\"lineNumber\":-1,\"columnNumber\":-1},\"hitCount\":0,\"children\":[2,5]},"
+    "{\"id\":2,\"callFrame\":{\"functionName\":\"main\",\"scriptId\":\"9\","
+    "\"url\":\"file:///app/m.js\",\"lineNumber\":0,\"columnNumber\":0},\"hitCount\":5,"
+    "\"children\":[3]},"
+    "{\"id\":3,\"callFrame\":{\"functionName\":\"a\",\"scriptId\":\"9\","
+    "\"url\":\"file:///app/m.js\",\"lineNumber\":4,\"columnNumber\":2},\"hitCount\":3,"
+    "\"children\":[4]},"
+    "{\"id\":4,\"callFrame\":{\"functionName\":\"b\",\"scriptId\":\"9\","
+    "\"url\":\"file:///app/m.js\",\"lineNumber\":9,\"columnNumber\":2},\"hitCount\":10},"
+    "{\"id\":5,\"callFrame\":{\"functionName\":\"(idle)\",\"scriptId\":\"0\",\"url\":\"\","
+    "\"lineNumber\":-1,\"columnNumber\":-1},\"hitCount\":4}],"
+    "\"startTime\":1000,\"endTime\":23000,"
+    "\"samples\":[2,2,2,2,2,3,3,3,4,4,4,4,4,4,4,4,4,4,5,5,5,5],"
+    "\"timeDeltas\":[1000,1000,1000,1000,1000,1000,1000,1000,1000,1000,1000,1000,1000,1000,1000,"
+    "1000,1000,1000,1000,1000,1000,1000]}}}";
+
+/* A stored CPU window folds into the counts its stacks give. */
+TEST(from_pprof)
+{
+    struct pprof_cpu_opts o = {.interval_ns = 1000000};
+    struct pprof_result r;
+    char *why = NULL;
+    REQUIRE(pprof_from_cpu_json(cpu_json, sizeof(cpu_json) - 1, &o, &r, &why) == 0);
+    struct regress_agg *a = NULL;
+    REQUIRE(regress_agg_new(0, &a) == 0);
+    CHECK_EQ_INT(regress_agg_add_pprof(a, r.pprof.data, r.pprof.len, &why), 0);
+    CHECK_EQ_INT(a->samples, 22);
+    CHECK_EQ_INT(a->idle, 4);
+    CHECK_EQ_INT(a->timed_ns, 22000000);
+    CHECK_EQ_INT(a->cpu_ns, 18000000);
+    long m = regress_agg_find(a, "main", "/app/m.js"), x = regress_agg_find(a, "a", "/app/m.js"),
+         b = regress_agg_find(a, "b", "/app/m.js");
+    REQUIRE(m >= 0 && x >= 0 && b >= 0);
+    CHECK(a->fns[m].cum == 18 && a->fns[m].self == 5);
+    CHECK(a->fns[x].cum == 13 && a->fns[x].self == 3);
+    CHECK(a->fns[b].cum == 10 && a->fns[b].self == 10);
+    CHECK_EQ_INT(a->nedges, 2);
+    /* Twice: twice the counts. */
+    CHECK_EQ_INT(regress_agg_add_pprof(a, r.pprof.data, r.pprof.len, &why), 0);
+    CHECK(a->fns[b].cum == 20 && a->samples == 44);
+    /* Not a pprof, not a CPU one. */
+    CHECK_EQ_INT(regress_agg_add_pprof(a, "garbage", 7, &why), ISOPROF_EPROTOBUF);
+    isoprof_free(why);
+    why = NULL;
+    static const char heap[] = "{\"head\":{\"callFrame\":{\"functionName\":\"(root)\","
+                               "\"scriptId\":\"0\",\"url\":\"\",\"lineNumber\":-1,"
+                               "\"columnNumber\":-1},\"selfSize\":0,\"id\":1,\"children\":[]},"
+                               "\"samples\":[]}";
+    struct pprof_heap_opts ho = {.interval_bytes = 32768};
+    struct pprof_result h;
+    REQUIRE(pprof_from_heap_json(heap, sizeof(heap) - 1, &ho, &h, &why) == 0);
+    CHECK_EQ_INT(regress_agg_add_pprof(a, h.pprof.data, h.pprof.len, &why), ISOPROF_EPROFILE);
+    CHECK(why != NULL && strstr(why, "not a CPU profile") != NULL);
+    isoprof_free(why);
+    CHECK(a->fns[b].cum == 20 && a->samples == 44); /* unchanged */
+    pprof_buf_free(&h.pprof);
+    pprof_buf_free(&r.pprof);
+    regress_agg_free(a);
+}
+
+/* The value of the node reached by names[0..n) from the root, in set. */
+static int64_t node_total(const struct pprof_tree *t, const char *const *names, size_t n, int set,
+                          int64_t *self)
+{
+    uint32_t node = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = t->nodes[node].child;
+        while (c != 0 && strcmp(t->fns[t->nodes[c].fn].name, names[i]) != 0)
+            c = t->nodes[c].next;
+        if (c == 0)
+            return -1;
+        node = c;
+    }
+    if (self)
+        *self = t->nodes[node].self[set];
+    return t->nodes[node].total[set];
+}
+
+/* The tree an aggregate implies: exact where the calls form a tree, split
+ * by the edge counts where a callee has two callers, recursion drawn
+ * once, (other) holding what was folded. */
+TEST(tree_of_aggregate)
+{
+    struct regress_agg *a = NULL;
+    REQUIRE(regress_agg_new(0, &a) == 0);
+    struct regress_frame s1[] = {{"b", APP}, {"a", APP}, {"main", APP}, {"(root)", ""}};
+    struct regress_frame s2[] = {{"a", APP}, {"main", APP}, {"(root)", ""}};
+    struct regress_frame s3[] = {{"c", APP}, {"main", APP}, {"(root)", ""}};
+    struct regress_frame s4[] = {{"b", APP}, {"c", APP}, {"main", APP}, {"(root)", ""}};
+    struct regress_frame s5[] = {{"tick", LIB}, {"(root)", ""}};
+    struct regress_frame s6[] = {{"walk", APP}, {"walk", APP}, {"tick", LIB}, {"(root)", ""}};
+    struct regress_frame idle[] = {{"(idle)", ""}, {"(root)", ""}};
+    CHECK_EQ_INT(regress_agg_add(a, s1, 4, 300, 0), 0);
+    CHECK_EQ_INT(regress_agg_add(a, s2, 3, 100, 0), 0);
+    CHECK_EQ_INT(regress_agg_add(a, s3, 3, 200, 0), 0);
+    CHECK_EQ_INT(regress_agg_add(a, s4, 4, 100, 0), 0);
+    CHECK_EQ_INT(regress_agg_add(a, s5, 2, 50, 0), 0);
+    CHECK_EQ_INT(regress_agg_add(a, s6, 4, 40, 0), 0);
+    CHECK_EQ_INT(regress_agg_add(a, idle, 2, 1000, 0), 0);
+    struct pprof_tree t = {0};
+    CHECK_EQ_INT(regress_agg_tree(a, &t, 1), 0);
+    CHECK_EQ_INT(t.profiles[1], 1);
+    CHECK_STR(t.type, "samples");
+    /* All the non-idle samples, no more. */
+    CHECK_EQ_INT(t.nodes[0].total[1], 790);
+    CHECK_EQ_INT(t.nodes[0].total[0], 0);
+    const char *p_main[] = {"main"}, *p_a[] = {"main", "a"}, *p_ab[] = {"main", "a", "b"},
+               *p_c[] = {"main", "c"}, *p_cb[] = {"main", "c", "b"}, *p_tick[] = {"tick"},
+               *p_walk[] = {"tick", "walk"};
+    int64_t self = 0;
+    CHECK_EQ_INT(node_total(&t, p_main, 1, 1, &self), 700);
+    CHECK_EQ_INT(self, 0);
+    CHECK_EQ_INT(node_total(&t, p_a, 2, 1, &self), 400);
+    CHECK_EQ_INT(self, 100);
+    /* b has two callers: its 400 samples split 300 / 100 by the edges. */
+    CHECK_EQ_INT(node_total(&t, p_ab, 3, 1, NULL), 300);
+    CHECK_EQ_INT(node_total(&t, p_c, 2, 1, &self), 300);
+    CHECK_EQ_INT(self, 200);
+    CHECK_EQ_INT(node_total(&t, p_cb, 3, 1, NULL), 100);
+    CHECK_EQ_INT(node_total(&t, p_tick, 1, 1, &self), 90);
+    CHECK_EQ_INT(self, 50);
+    /* walk recursing into itself is one frame. */
+    CHECK_EQ_INT(node_total(&t, p_walk, 2, 1, &self), 40);
+    CHECK_EQ_INT(self, 40);
+    pprof_tree_free(&t);
+
+    /* A bound small enough to fold: (other) holds the folded self. */
+    struct regress_agg *f = NULL;
+    REQUIRE(regress_agg_new(REGRESS_MIN_FNS, &f) == 0);
+    for (int i = 0; i < 40; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "fn%02d", i);
+        struct regress_frame st[] = {{name, APP}, {"main", APP}};
+        CHECK_EQ_INT(regress_agg_add(f, st, 2, 10 + (uint64_t)i, 0), 0);
+    }
+    REQUIRE(f->other_self > 0);
+    struct pprof_tree u = {0};
+    CHECK_EQ_INT(regress_agg_tree(f, &u, 0), 0);
+    const char *p_other[] = {"(other)"};
+    CHECK_EQ_INT(node_total(&u, p_other, 1, 0, NULL), (int64_t)f->other_self);
+    pprof_tree_free(&u);
+    regress_agg_free(f);
+    regress_agg_free(a);
+}
+
 int main(void)
 {
     RUN(aggregate_counts);
@@ -688,5 +840,7 @@ int main(void)
     RUN(encode_round_trip);
     RUN(decode_refuses_bad_bytes);
     RUN(allocation_failures);
+    RUN(from_pprof);
+    RUN(tree_of_aggregate);
     TEST_EXIT();
 }

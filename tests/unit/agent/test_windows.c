@@ -688,6 +688,62 @@ TEST(anomaly_window_takes_priority)
     sim_free();
 }
 
+/* An extra window (deploy regressions) is the planned one brought forward:
+ * at once at its interval when the isolate is idle, refused while a window
+ * is open, waiting behind the cap, and the next scheduled one a period
+ * after it at the configured interval. */
+TEST(extra_window_brings_the_schedule_forward)
+{
+    int a = two_isolates_one_slot(13), b = 1 - a;
+    REQUIRE(sim.iso[b].w.cpu == WIN_QUEUED);
+    CHECK_EQ_INT(win_extra_cpu(&sim.iso[a].w, sim.now, 2 * MS), -EBUSY); /* recording */
+    CHECK_EQ_INT(win_extra_cpu(&sim.iso[b].w, sim.now, 2 * MS), -EBUSY); /* queued */
+    sim_run(sim.now + 25 * SEC); /* both scheduled windows came and went */
+    REQUIRE(sim.nstarts == 2 && sim.iso[a].w.cpu == WIN_NONE && sim.iso[b].w.cpu == WIN_NONE);
+    uint64_t planned = sim.iso[a].w.cpu_due_ns;
+    REQUIRE(planned > sim.now + 20 * SEC);
+    CHECK_EQ_INT(win_extra_cpu(&sim.iso[a].w, sim.now, 2 * MS), 0);
+    sim_run(sim.now);
+    REQUIRE(sim.nstarts == 3);
+    CHECK_EQ_INT(sim.starts[2].iso, a);
+    CHECK_EQ_INT(sim.starts[2].at, sim.now);
+    CHECK_EQ_INT(sim.starts[2].interval_ns, 2 * MS);
+    /* The other isolate's extra window waits for the one slot. */
+    CHECK_EQ_INT(win_extra_cpu(&sim.iso[b].w, sim.now, 2 * MS), 0);
+    sim_run(sim.now + 1 * SEC);
+    CHECK_EQ_INT(sim.iso[b].w.cpu, WIN_QUEUED);
+    uint64_t extra_at = sim.starts[2].at;
+    sim_run(sim.now + 12 * SEC);
+    REQUIRE(sim.nstarts == 4);
+    CHECK_EQ_INT(sim.starts[3].iso, b);
+    CHECK_EQ_INT(sim.starts[3].interval_ns, 2 * MS);
+    /* a's next window: a period (+-jitter) after its extra one, scheduled. */
+    sim_run(extra_at + 75 * SEC);
+    int next = -1;
+    for (int i = 4; i < sim.nstarts && next < 0; i++)
+        if (sim.starts[i].iso == a)
+            next = i;
+    REQUIRE(next > 0);
+    CHECK_EQ_INT(sim.starts[next].interval_ns, 10 * MS);
+    CHECK(sim.starts[next].at >= extra_at + 54 * SEC && sim.starts[next].at <= extra_at + 76 * SEC);
+    /* Not attached: refused; an anomaly window takes an extra one's place. */
+    win_detached(&sim.iso[b].w, sim.now);
+    CHECK_EQ_INT(win_extra_cpu(&sim.iso[b].w, sim.now, 2 * MS), -EAGAIN);
+    for (int i = 0; i < 100 && sim.iso[a].w.cpu != WIN_NONE; i++)
+        sim_run(sim.now + 1 * SEC);
+    REQUIRE(sim.iso[a].w.cpu == WIN_NONE);
+    CHECK_EQ_INT(win_extra_cpu(&sim.iso[a].w, sim.now, 2 * MS), 0);
+    struct episode *e = episode_new(STORE_ANOMALY_MEMORY_NEAR_LIMIT, "w", "v", NULL, 1, 2, 3);
+    REQUIRE(e != NULL);
+    int n = sim.nstarts;
+    win_anomaly_cpu(&sim.iso[a].w, sim.now, e);
+    REQUIRE(sim.nstarts == n + 1);
+    CHECK_EQ_INT(sim.starts[n].interval_ns, 1 * MS);
+    CHECK_EQ_INT(sim.iso[a].w.extra_interval_ns, 0);
+    episode_unref(e);
+    sim_free();
+}
+
 /* The target dies mid-window: the window is lost, its slot goes to the
  * next, waiting requests fail, the late stop answer is ignored. */
 TEST(target_dies_mid_window)
@@ -1684,6 +1740,7 @@ int main(void)
     RUN(stalled_stop_releases_slot_after_grace);
     RUN(ondemand_joins_after_running_window);
     RUN(anomaly_window_takes_priority);
+    RUN(extra_window_brings_the_schedule_forward);
     RUN(target_dies_mid_window);
     RUN(reload_shortens_period);
     RUN(shutdown_with_windows_open);

@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 #include <errno.h>
+#include <math.h>
 #include <unistd.h>
 
 TEST(defaults)
@@ -127,6 +128,44 @@ TEST(values_at_their_bounds)
     CHECK(c->sampling.cpu.jitter == 0.0);
     CHECK_EQ_INT(c->sampling.cpu.period_ns, 86400000000000ull);
     cfg_free(c);
+}
+
+/* anomaly.regression: the defaults, a full section, every value reloadable. */
+TEST(regression_options)
+{
+    struct cfg *d;
+    REQUIRE(cfg_defaults(&d) == 0);
+    CHECK_EQ_INT(d->anomaly.regression.enabled, 1);
+    CHECK_EQ_INT(d->anomaly.regression.min_samples, 1000);
+    CHECK(fabs(d->anomaly.regression.min_delta - 0.02) < 1e-9);
+    CHECK(fabs(d->anomaly.regression.min_ratio - 1.1) < 1e-9);
+    CHECK(fabs(d->anomaly.regression.alpha - 0.0001) < 1e-9);
+    CHECK_EQ_INT(d->anomaly.regression.max_versions, 8);
+    CHECK_EQ_INT(d->anomaly.regression.extra_windows, 6);
+    CHECK_EQ_INT(d->anomaly.regression.max_functions, 4096);
+    CHECK_EQ_INT(d->anomaly.regression.warmup_ns, 30000000000ull);
+    char *why;
+    struct cfg *c = load("anomaly:\n  regression:\n    enabled: false\n    min_samples: 2500\n"
+                         "    min_delta: 5%\n    min_ratio: 1.25\n    alpha: 0.1%\n"
+                         "    max_versions: 3\n    extra_windows: 0\n    max_functions: 16\n"
+                         "    warmup: 0s\n",
+                         &why);
+    if (c == NULL)
+        fprintf(stderr, "%s\n", why);
+    REQUIRE(c != NULL);
+    CHECK_EQ_INT(c->anomaly.regression.enabled, 0);
+    CHECK_EQ_INT(c->anomaly.regression.min_samples, 2500);
+    CHECK(fabs(c->anomaly.regression.min_delta - 0.05) < 1e-9);
+    CHECK(fabs(c->anomaly.regression.min_ratio - 1.25) < 1e-9);
+    CHECK(fabs(c->anomaly.regression.alpha - 0.001) < 1e-9);
+    CHECK_EQ_INT(c->anomaly.regression.max_versions, 3);
+    CHECK_EQ_INT(c->anomaly.regression.extra_windows, 0);
+    CHECK_EQ_INT(c->anomaly.regression.max_functions, 16);
+    CHECK_EQ_INT(c->anomaly.regression.warmup_ns, 0);
+    /* A running agent takes all of it without a restart. */
+    CHECK_EQ_INT(cfg_check_reload(d, c, NULL), 0);
+    cfg_free(c);
+    cfg_free(d);
 }
 
 TEST(targets_absent_empty_or_null)
@@ -286,6 +325,17 @@ static const struct one_error one_errors[] = {
     {"anomaly: {latency: {listen: '[::]:8125'}}\n",
      "t.yaml:1:29: anomaly.latency.listen '[::]:8125' is not a loopback address (127.0.0.0/8, "
      "[::1] or localhost)"},
+    /* deploy regressions: bounds that keep the test meaningful */
+    {"anomaly: {regression: {min_samples: 10}}\n",
+     "t.yaml:1:37: anomaly.regression.min_samples must be between 100 and 100000000, not '10'"},
+    {"anomaly: {regression: {min_ratio: 0.9}}\n",
+     "t.yaml:1:35: anomaly.regression.min_ratio must be between 100% and 100, not '0.9'"},
+    {"anomaly: {regression: {alpha: 50%}}\n",
+     "t.yaml:1:31: anomaly.regression.alpha must be between 0.0001% and 10%, not '50%'"},
+    {"anomaly: {regression: {max_versions: 1}}\n",
+     "t.yaml:1:38: anomaly.regression.max_versions must be between 2 and 1000, not '1'"},
+    {"anomaly: {regression: {enabled: yes}}\n",
+     "t.yaml:1:33: anomaly.regression.enabled must be true or false, not 'yes'"},
     /* duplicates */
     {"log: {level: info}\nlog: {level: warn}\n", "t.yaml:2:1: duplicate key 'log' (first at 1:1)"},
     {"sampling:\n  cpu:\n    period: 1m\n    period: 2m\n",
@@ -557,6 +607,7 @@ int main(void)
     RUN(empty_inputs_are_the_defaults);
     RUN(full_file);
     RUN(values_at_their_bounds);
+    RUN(regression_options);
     RUN(targets_absent_empty_or_null);
     RUN(each_error_class_at_its_position);
     RUN(all_problems_together_in_file_order);

@@ -521,19 +521,25 @@ __attribute__((unused)) static void make_old_schema(const char *path, int schema
     REQUIRE(mdb_cursor_open(txn, anomalies, &c) == 0);
     for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < 16;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), n++) {
-        /* version 3: 40 fixed bytes, limit:u64 and its source:u8, the
-         * thread, the windows; version 2 without the limit; version 1
+        /* version 4: 40 fixed bytes, limit:u64 and its source:u8, the
+         * thread, the findings' length:u32 and bytes, the windows;
+         * version 2 without the limit and the findings; version 1
          * without the thread either */
         const uint8_t *p = v.mv_data;
-        REQUIRE(v.mv_size > 50 && p[1] == 3 && k.mv_size <= sizeof(out[n].key));
+        REQUIRE(v.mv_size >= 54 && p[1] == 4 && k.mv_size <= sizeof(out[n].key));
         size_t tl = p[49];
-        size_t cut = schema == 4 ? 9 + 1 + tl : 9; /* bytes after the fixed 40 that go */
+        size_t dl = 4 + store_be32_get(p + 50 + tl); /* the findings, their length too */
         out[n].db = anomalies;
-        out[n].vlen = v.mv_size - cut;
+        out[n].vlen = v.mv_size - 9 - dl - (schema == 4 ? 1 + tl : 0);
         out[n].val = isoprof_malloc(out[n].vlen);
         REQUIRE(out[n].val != NULL);
         memcpy(out[n].val, p, 40);
-        memcpy(out[n].val + 40, p + 40 + cut, v.mv_size - 40 - cut);
+        size_t o = 40;
+        if (schema != 4) {
+            memcpy(out[n].val + o, p + 49, 1 + tl);
+            o += 1 + tl;
+        }
+        memcpy(out[n].val + o, p + 50 + tl + dl, v.mv_size - 50 - tl - dl);
         out[n].val[1] = schema == 4 ? 1 : 2;
         memcpy(out[n].key, k.mv_data, k.mv_size);
         out[n].klen = k.mv_size;
@@ -600,6 +606,35 @@ __attribute__((unused)) static int make_old_store(const char *path, int schema, 
     store_close(s);
     make_old_schema(path, schema, ids[0], ids[1]);
     return 0;
+}
+
+/* Make the store at path what an older build left: DB drop (empty) gone,
+ * meta key meta_del (NULL: none) gone, the format of schema. */
+__attribute__((unused)) static void downgrade_schema(const char *path, const char *drop,
+                                                     const char *meta_del, int schema)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    REQUIRE(mdb_env_create(&env) == 0);
+    mdb_env_set_maxdbs(env, 16);
+    REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
+    REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
+    REQUIRE(mdb_dbi_open(txn, drop, 0, &dbi) == 0);
+    MDB_stat ms;
+    REQUIRE(mdb_stat(txn, dbi, &ms) == 0 && ms.ms_entries == 0);
+    REQUIRE(mdb_drop(txn, dbi, 1) == 0);
+    REQUIRE(mdb_dbi_open(txn, "meta", 0, &dbi) == 0);
+    uint8_t fmt[12] = "ISOPROF\0\0\0\0";
+    fmt[11] = (uint8_t)schema;
+    MDB_val f = {6, "format"}, v = {12, fmt};
+    if (meta_del != NULL) {
+        MDB_val k = {strlen(meta_del), (void *)meta_del};
+        REQUIRE(mdb_del(txn, dbi, &k, NULL) == 0);
+    }
+    REQUIRE(mdb_put(txn, dbi, &f, &v, 0) == 0);
+    REQUIRE(mdb_txn_commit(txn) == 0);
+    mdb_env_close(env);
 }
 
 /* store_verify with the records, as `isoprof store check` runs it. */

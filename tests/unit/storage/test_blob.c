@@ -749,23 +749,7 @@ TEST(check_damage)
  * "blob_open", version 7 (as a schema 7 build left it). */
 static void make_schema7(const char *path)
 {
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    REQUIRE(mdb_env_create(&env) == 0);
-    mdb_env_set_maxdbs(env, 16);
-    REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
-    REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
-    REQUIRE(mdb_dbi_open(txn, "blobs", 0, &dbi) == 0);
-    MDB_stat ms;
-    REQUIRE(mdb_stat(txn, dbi, &ms) == 0 && ms.ms_entries == 0);
-    REQUIRE(mdb_drop(txn, dbi, 1) == 0);
-    REQUIRE(mdb_dbi_open(txn, "meta", 0, &dbi) == 0);
-    MDB_val k = {9, "blob_open"}, f = {6, "format"}, v = {12, "ISOPROF\0\0\0\0\x07"};
-    REQUIRE(mdb_del(txn, dbi, &k, NULL) == 0);
-    REQUIRE(mdb_put(txn, dbi, &f, &v, 0) == 0);
-    REQUIRE(mdb_txn_commit(txn) == 0);
-    mdb_env_close(env);
+    downgrade_schema(path, "blobs", "blob_open", 7);
 }
 
 TEST(upgrade_from_schema7)
@@ -802,7 +786,7 @@ TEST(upgrade_from_schema7)
     REQUIRE(s != NULL);
     st = stat_checked(s);
     CHECK_EQ_INT(st.schema_version, STORE_SCHEMA_VERSION);
-    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 11);
+    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 12);
     CHECK_EQ_INT(st.stored_bytes, before);
     CHECK_EQ_INT(check_clean(s), 0);
     struct store_window w = snap_window("w", "v", T0 + 10 * SEC, 1);

@@ -413,25 +413,8 @@ TEST(check_finds_damage)
  * counter, version 3 (as a schema 3 build left it). */
 static void make_schema3(const char *path)
 {
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    REQUIRE(mdb_env_create(&env) == 0);
-    mdb_env_set_maxdbs(env, 16);
-    REQUIRE(mdb_env_open(env, path, 0, 0640) == 0);
-    REQUIRE(mdb_txn_begin(env, NULL, 0, &txn) == 0);
-    REQUIRE(mdb_dbi_open(txn, "dicts", 0, &dbi) == 0);
-    MDB_stat ms;
-    REQUIRE(mdb_stat(txn, dbi, &ms) == 0 && ms.ms_entries == 0);
-    REQUIRE(mdb_drop(txn, dbi, 1) == 0);
-    REQUIRE(mdb_dbi_open(txn, "dict_by_series", 0, &dbi) == 0);
-    REQUIRE(mdb_drop(txn, dbi, 1) == 0);
-    REQUIRE(mdb_dbi_open(txn, "meta", 0, &dbi) == 0);
-    MDB_val k = {9, "next_dict"}, f = {6, "format"}, v = {12, "ISOPROF\0\0\0\0\x03"};
-    REQUIRE(mdb_del(txn, dbi, &k, NULL) == 0);
-    REQUIRE(mdb_put(txn, dbi, &f, &v, 0) == 0);
-    REQUIRE(mdb_txn_commit(txn) == 0);
-    mdb_env_close(env);
+    downgrade_schema(path, "dicts", "next_dict", 3);
+    downgrade_schema(path, "dict_by_series", NULL, 3);
 }
 
 TEST(upgrade_from_schema3)

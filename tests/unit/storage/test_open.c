@@ -196,13 +196,13 @@ TEST(schema_mismatch)
     REQUIRE(s != NULL);
     REQUIRE(put_one(s, "w", "v", T0, 1, 1, 100, NULL) == 0);
     store_close(s);
-    raw_put(path, "meta", "format", "ISOPROF\0\0\0\0\x0c", 12);
+    raw_put(path, "meta", "format", "ISOPROF\0\0\0\0\x0d", 12);
     char *why = NULL;
     s = NULL;
     CHECK_EQ_INT(store_open(path, NULL, &s, &why), ISOPROF_ESCHEMA);
     CHECK(s == NULL);
     char want[600];
-    snprintf(want, sizeof(want), "%s: schema version 12, this build reads %u", path,
+    snprintf(want, sizeof(want), "%s: schema version 13, this build reads %u", path,
              STORE_SCHEMA_VERSION);
     CHECK_STR(why, want);
     isoprof_free(why);

@@ -228,7 +228,7 @@ TEST(schema5_store)
     s = open_outbox(path, 0);
     REQUIRE(s != NULL);
     CHECK_EQ_INT(stat_checked(s).schema_version, STORE_SCHEMA_VERSION);
-    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 11);
+    CHECK_EQ_INT(STORE_SCHEMA_VERSION, 12);
     CHECK_EQ_INT(rec_version(s, ids[0]), 1);
     CHECK_EQ_INT(rec_version(s, ids[1]), 2);
     CHECK_EQ_INT(rec_version(s, ids[2]), 3);

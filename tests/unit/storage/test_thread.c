@@ -359,7 +359,7 @@ TEST(other_schemas)
     REQUIRE(s != NULL);
     REQUIRE(put_labelled(s, "w", "v", T0, 1, STORE_TYPE_CPU, 0, NULL, "pool-1", 0, NULL) != 0);
     store_close(s);
-    static const char fmt9[] = "ISOPROF\0\0\0\0\x0c";
+    static const char fmt9[] = "ISOPROF\0\0\0\0\x0d";
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi meta;
@@ -376,7 +376,7 @@ TEST(other_schemas)
     char *why = NULL;
     s = NULL;
     CHECK_EQ_INT(store_open(path, &ro, &s, &why), ISOPROF_ESCHEMA);
-    CHECK(why != NULL && strstr(why, "schema version 12, this build reads 11") != NULL);
+    CHECK(why != NULL && strstr(why, "schema version 13, this build reads 12") != NULL);
     isoprof_free(why);
     CHECK_EQ_INT(store_open(path, NULL, &s, NULL), ISOPROF_ESCHEMA);
     CHECK(s == NULL);
@@ -428,7 +428,7 @@ static int damage_thread(struct store *s, uint64_t id, uint64_t aid, enum thread
         uint8_t akey[512];
         memcpy(akey, ak.mv_data, ak.mv_size);
         memcpy(copy, av.mv_data, av.mv_size);
-        copy[51] = 0x07; /* in the thread (version 3: at 50) */
+        copy[51] = 0x07; /* in the thread (versions 3 and 4: at 50) */
         MDB_val k2 = {ak.mv_size, akey}, v2 = {av.mv_size, copy};
         rc = mdb_put(txn, s->anomalies, &k2, &v2, 0);
     }

@@ -76,8 +76,8 @@
  * isoprof_malloc. An aggregate belongs to one thread at a time; two
  * aggregates may be compared on any thread while neither changes.
  */
-#ifndef ISOPROF_AGENT_REGRESS_H
-#define ISOPROF_AGENT_REGRESS_H
+#ifndef ISOPROF_PPROF_REGRESS_H
+#define ISOPROF_PPROF_REGRESS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -168,6 +168,39 @@ int regress_agg_add(struct regress_agg *a, const struct regress_frame *frames, s
  * Errors: -ENOMEM (sticky on dst), or dst's or src's sticky error.
  */
 int regress_agg_merge(struct regress_agg *dst, const struct regress_agg *src);
+
+/*
+ * regress_agg_add_pprof - count every sample of one serialized (not
+ * compressed) CPU profile, as pprof_from_cpu_json makes it and the store
+ * keeps it (names and files after source maps): sample types [samples,
+ * cpu/nanoseconds], each sample counted value[0] times with value[1] as
+ * its sampled time, its frames from its locations' lines leaf first
+ * (inlined lines too). pprof borrowed. Errors: -EINVAL, ISOPROF_EPROTOBUF
+ * and ISOPROF_EPROFILE (with *why: not a profile, dangling ids, not a CPU
+ * profile), -ENOMEM (sticky on a). Any thread (one aggregate to a thread).
+ */
+int regress_agg_add_pprof(struct regress_agg *a, const void *pprof, size_t len, char **why);
+
+/*
+ * regress_agg_tree - the call tree a implies, added to set (0 or 1) of t
+ * (struct pprof_tree, pprof.h; counted as one profile of that set): an
+ * aggregate keeps functions and caller edges, not stacks, so the tree is
+ * rebuilt from them. Each function at the bottom of its stacks (its count
+ * less what its callers hold of it) is a root; what flows into a function
+ * is split between its own samples and its callees in proportion to their
+ * counts, down to REGRESS_TREE_MIN of the non-idle samples and
+ * REGRESS_TREE_DEPTH frames (what is not drawn further is charged to the
+ * frame above); a callee already on the path (recursion) is not drawn
+ * again, and "(other)" holds the folded functions' own samples. A
+ * function's width summed over the tree is its cumulative count where its
+ * calls form a tree (exact then), an estimate where a callee has several
+ * callers whose calls differ. Errors: -EINVAL, -ENOMEM, ISOPROF_ETOOBIG.
+ * Any thread.
+ */
+#define REGRESS_TREE_DEPTH 256
+#define REGRESS_TREE_MIN 0.0001
+struct pprof_tree;
+int regress_agg_tree(const struct regress_agg *a, struct pprof_tree *t, int set);
 
 /* The index of the function (name, file) in a (file NULL: ""), or -1. */
 long regress_agg_find(const struct regress_agg *a, const char *name, const char *file);

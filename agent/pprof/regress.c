@@ -41,6 +41,8 @@
  */
 #include "regress.h"
 
+#include "pprof_internal.h"
+
 #include "base.h"
 
 #include <errno.h>
@@ -51,36 +53,16 @@
 #define ENC_MAX (256u << 20)
 static const uint8_t enc_magic[4] = {'I', 'P', 'R', 'G'};
 
-/* --- hashing --- */
-
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
+/* --- hashing (htab.h's hashes, unseeded: the tables live in memory only) --- */
 
 static uint64_t fn_hash(const char *name, size_t n, uint32_t file)
 {
-    return mix(fnv(name, n) ^ ((uint64_t)file * 0x9e3779b97f4a7c15ull));
+    return hmix(hbytes(0, name, n) ^ ((uint64_t)file * 0x9e3779b97f4a7c15ull));
 }
 
 static uint64_t edge_hash(uint32_t caller, uint32_t callee)
 {
-    return mix(((uint64_t)caller << 32 | callee) + 0x9e3779b97f4a7c15ull);
+    return hmix(((uint64_t)caller << 32 | callee) + 0x9e3779b97f4a7c15ull);
 }
 
 /* The length of s cut to REGRESS_NAME_MAX bytes, never inside a UTF-8
@@ -132,7 +114,7 @@ static void file_table_build(struct regress_agg *a)
 {
     memset(a->file_slot, 0, ((size_t)a->file_mask + 1) * sizeof(uint32_t));
     for (uint32_t i = 0; i < a->nfiles; i++) {
-        uint64_t h = mix(fnv(a->files[i], strlen(a->files[i]))) & a->file_mask;
+        uint64_t h = hbytes(0, a->files[i], strlen(a->files[i])) & a->file_mask;
         while (a->file_slot[h] != 0)
             h = (h + 1) & a->file_mask;
         a->file_slot[h] = i + 1;
@@ -215,7 +197,7 @@ static long file_find(const struct regress_agg *a, const char *f, size_t n)
 {
     if (a->file_slot == NULL)
         return -1;
-    uint64_t h = mix(fnv(f, n)) & a->file_mask;
+    uint64_t h = hbytes(0, f, n) & a->file_mask;
     for (; a->file_slot[h] != 0; h = (h + 1) & a->file_mask)
         if (same(a->files[a->file_slot[h] - 1], f, n))
             return a->file_slot[h] - 1;
@@ -238,7 +220,7 @@ static long file_get(struct regress_agg *a, const char *f, size_t n, int *made)
         return -ENOMEM;
     i = a->nfiles++;
     a->files[i] = s;
-    uint64_t h = mix(fnv(f, n)) & a->file_mask;
+    uint64_t h = hbytes(0, f, n) & a->file_mask;
     while (a->file_slot[h] != 0)
         h = (h + 1) & a->file_mask;
     a->file_slot[h] = (uint32_t)i + 1;
@@ -553,6 +535,163 @@ long regress_agg_find(const struct regress_agg *a, const char *name, const char 
         file = "";
     long fi = file_find(a, file, cut_len(file));
     return fi < 0 ? -1 : fn_find(a, name, cut_len(name), (uint32_t)fi);
+}
+
+/* --- a stored CPU window --- */
+
+int regress_agg_add_pprof(struct regress_agg *a, const void *pprof, size_t len, char **why)
+{
+    if (a == NULL || (pprof == NULL && len > 0))
+        return -EINVAL;
+    if (a->err != 0)
+        return a->err;
+    struct pprof_buf in = {(uint8_t *)pprof, len};
+    struct dec d;
+    int rc = dec_open(&d, &in, 0, why);
+    if (rc != 0)
+        return rc;
+    const Perftools__Profiles__Profile *p = d.p;
+    if (p->n_sample_type != 2 || strcmp(dec_str(&d, p->sample_type[0]->type), "samples") != 0 ||
+        strcmp(dec_str(&d, p->sample_type[1]->unit), "nanoseconds") != 0) {
+        pprof_set_why(why, "not a CPU profile: %zu sample types, the first %s", p->n_sample_type,
+                      dec_str(&d, p->sample_type[0]->type));
+        dec_close(&d);
+        return ISOPROF_EPROFILE;
+    }
+    struct regress_frame *fr = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < p->n_sample && rc == 0; i++) {
+        const Perftools__Profiles__Sample *sm = p->sample[i];
+        if (sm->value[0] <= 0)
+            continue;
+        size_t n = 0;
+        /* leaf first: the first location is the leaf, and within a
+         * location the first line the innermost of those inlined */
+        for (size_t j = 0; j < sm->n_location_id && rc == 0; j++) {
+            const Perftools__Profiles__Location *l = p->location[dec_loc(&d, sm->location_id[j])];
+            for (size_t m = 0; m < l->n_line; m++) {
+                uint64_t fid = l->line[m]->function_id;
+                if (fid == 0)
+                    continue;
+                if (n == cap && pprof_grow(&fr, &cap, n + 1, sizeof(*fr)) != 0) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                const Perftools__Profiles__Function *f = p->function[dec_func(&d, fid)];
+                fr[n].name = dec_str(&d, f->name);
+                fr[n].file = dec_str(&d, f->filename);
+                n++;
+            }
+        }
+        if (rc == 0)
+            rc = regress_agg_add(a, fr, n, (uint64_t)sm->value[0],
+                                 sm->value[1] > 0 ? (uint64_t)sm->value[1] : 0);
+    }
+    isoprof_free(fr);
+    dec_close(&d);
+    return rc;
+}
+
+/* --- the call tree an aggregate implies --- */
+
+/* Out-edges of every function: callees[first[f] .. first[f + 1]). */
+struct adj {
+    uint32_t *first, *edge; /* edge: indexes into a->edges */
+};
+
+static int adj_build(const struct regress_agg *a, struct adj *g)
+{
+    g->first = isoprof_calloc((size_t)a->nfns + 2, sizeof(*g->first));
+    g->edge = isoprof_calloc(a->nedges ? a->nedges : 1, sizeof(*g->edge));
+    if (g->first == NULL || g->edge == NULL)
+        return -ENOMEM;
+    for (uint32_t e = 0; e < a->nedges; e++)
+        g->first[a->edges[e].caller + 2]++;
+    for (uint32_t f = 0; f < a->nfns; f++)
+        g->first[f + 2] += g->first[f + 1];
+    for (uint32_t e = 0; e < a->nedges; e++)
+        g->edge[g->first[a->edges[e].caller + 1]++] = e;
+    return 0;
+}
+
+struct expand {
+    const struct regress_agg *a;
+    struct adj g;
+    struct pprof_tree *t;
+    int set;
+    double min; /* a share of a path under this is not drawn further */
+    uint32_t path[REGRESS_TREE_DEPTH];
+    const char *names[REGRESS_TREE_DEPTH], *files[REGRESS_TREE_DEPTH];
+};
+
+/* Add what flows through path[0..depth] (its last function f) as mass
+ * samples: f's own part, then each callee's, each in proportion to its
+ * counts in f's. Recursion is bounded by REGRESS_TREE_DEPTH; a callee
+ * already on the path (recursion) is not drawn again. */
+static int expand(struct expand *x, size_t depth, double mass)
+{
+    const struct regress_agg *a = x->a;
+    uint32_t f = x->path[depth];
+    const struct regress_fn *fn = &a->fns[f];
+    x->names[depth] = fn->name;
+    x->files[depth] = a->files[fn->file];
+    double cum = fn->cum > 0 ? (double)fn->cum : 1.0;
+    double own = mass * (double)fn->self / cum;
+    int rc = 0;
+    for (uint32_t i = x->g.first[f]; i < x->g.first[f + 1] && rc == 0; i++) {
+        const struct regress_edge *e = &a->edges[x->g.edge[i]];
+        double part = mass * (double)e->count / cum;
+        int on_path = 0;
+        for (size_t k = 0; k <= depth && !on_path; k++)
+            on_path = x->path[k] == e->callee;
+        if (on_path || part < x->min || depth + 1 >= REGRESS_TREE_DEPTH) {
+            own += part; /* not drawn further: charged here */
+            continue;
+        }
+        x->path[depth + 1] = e->callee;
+        rc = expand(x, depth + 1, part);
+    }
+    if (rc == 0 && own >= 0.5)
+        rc = pprof_tree_add_stack(x->t, x->set, x->names, x->files, depth + 1, llround(own));
+    return rc;
+}
+
+int regress_agg_tree(const struct regress_agg *a, struct pprof_tree *t, int set)
+{
+    if (a == NULL || t == NULL || (set != 0 && set != 1))
+        return -EINVAL;
+    if (a->err != 0)
+        return a->err;
+    struct expand x = {.a = a, .t = t, .set = set};
+    int rc = adj_build(a, &x.g);
+    uint64_t busy = regress_agg_busy(a);
+    x.min = (double)busy * REGRESS_TREE_MIN;
+    if (x.min < 1.0)
+        x.min = 1.0;
+    /* A function's samples at the bottom of a stack: its count less what
+     * its callers hold of it (an estimate where it also recurses). */
+    uint64_t *in = rc == 0 ? isoprof_calloc((size_t)a->nfns + 1, sizeof(*in)) : NULL;
+    if (rc == 0 && in == NULL)
+        rc = -ENOMEM;
+    for (uint32_t e = 0; rc == 0 && e < a->nedges; e++)
+        if (a->edges[e].caller != a->edges[e].callee)
+            in[a->edges[e].callee] += a->edges[e].count;
+    for (uint32_t f = 0; rc == 0 && f < a->nfns; f++) {
+        if (a->fns[f].cum <= in[f])
+            continue;
+        x.path[0] = f;
+        rc = expand(&x, 0, (double)(a->fns[f].cum - in[f]));
+    }
+    if (rc == 0 && a->other_self > 0) {
+        const char *name = "(other)", *file = "";
+        rc = pprof_tree_add_stack(t, set, &name, &file, 1, (int64_t)a->other_self);
+    }
+    if (rc == 0)
+        t->profiles[set]++;
+    isoprof_free(in);
+    isoprof_free(x.g.first);
+    isoprof_free(x.g.edge);
+    return rc;
 }
 
 /* --- merging --- */
