@@ -22,7 +22,7 @@ after(L.cleanup);
 const REPLACER = path.join(L.WORKLOADS, 'node-replacer.js');
 const startReplacer = (variant) => L.startNode(REPLACER, { env: { REPLACER_VARIANT: variant } });
 
-test('a deploy that makes the replacer walk subtrees is flagged, naming walkNested; the same code redeployed is not', { timeout: 110000 }, async () => {
+test('a deploy that makes the replacer walk subtrees is flagged, naming walkNested; the same code redeployed is not', { timeout: 240000 }, async () => {
   const dir = L.tmpdir();
   const srv = await startIngestServer({ dir: path.join(dir, 'ingest') });
   const store = path.join(dir, 'store');
@@ -37,7 +37,7 @@ test('a deploy that makes the replacer walk subtrees is flagged, naming walkNest
   });
   const d = await L.startDaemon(config(ledger1.port, same1.port, 'v1'), { dir });
   const agg = (worker, version, busy, from = 0) => d.waitLog((l) => l.msg === 'version aggregate' &&
-    l.worker === worker && l.version === version && Number(l.busy) >= busy, 40000, `${worker} ${version} at ${busy} busy samples`, from);
+    l.worker === worker && l.version === version && Number(l.busy) >= busy, 90000, `${worker} ${version} at ${busy} busy samples`, from);
   // v1 runs until each worker's aggregate holds a few windows' worth.
   await Promise.all([agg('ledger', 'v1', 2500), agg('same', 'v1', 2500)]);
 
@@ -45,11 +45,11 @@ test('a deploy that makes the replacer walk subtrees is flagged, naming walkNest
   const [ledger2, same2] = await Promise.all([startReplacer('v2'), startReplacer('v1')]);
   fs.writeFileSync(d.config, config(ledger2.port, same2.port, 'v2'));
   process.kill(d.pid, 'SIGHUP');
-  const rel = await d.waitLog((l) => l.msg === 'config reloaded', 5000, 'the reload');
+  const rel = await d.waitLog((l) => l.msg === 'config reloaded', 30000, 'the reload');
   await Promise.all([L.stop(ledger1), L.stop(same1)]);
 
   const flag = await d.waitLog((l) => l.msg === 'anomaly flagged' && l.kind === 'version_regression' &&
-    l.worker === 'ledger', 40000, 'the ledger flagged', rel.seq);
+    l.worker === 'ledger', 90000, 'the ledger flagged', rel.seq);
   assert.strictEqual(flag.version, 'v2');
   assert.strictEqual(flag.baseline, 'v1');
   // Re-judged with each window: walkNested is named once the replacer
