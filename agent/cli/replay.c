@@ -13,6 +13,7 @@
 
 #include "base.h"
 #include "config.h"
+#include "settings.h"
 #include "upload.h"
 
 #include <errno.h>
@@ -25,7 +26,6 @@
 
 /* No progress (an answer that settles windows) for this long: give up. */
 #define CLI_REPLAY_GIVE_UP_MS 120000u
-#define CLI_SECRET_MAX 4096u
 
 struct ids {
     uint64_t *v;
@@ -50,38 +50,6 @@ static int ids_on_window(const struct store_window *w, void *arg)
     }
     l->v[l->n++] = w->id;
     return 0;
-}
-
-/* The content of a secret file, without a trailing newline; NULL on error
- * (*why says it). The caller wipes and frees it. */
-static char *secret_read(const char *path, const char **why)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        *why = strerror(errno);
-        return NULL;
-    }
-    char *buf = isoprof_calloc(1, CLI_SECRET_MAX + 2);
-    ssize_t n = buf ? read(fd, buf, CLI_SECRET_MAX + 1) : -1;
-    close(fd);
-    if (n < 0 || n > (ssize_t)CLI_SECRET_MAX) {
-        *why = n < 0 ? "cannot be read" : "is longer than 4096 bytes";
-        if (buf)
-            explicit_bzero(buf, CLI_SECRET_MAX + 2);
-        isoprof_free(buf);
-        return NULL;
-    }
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    return buf;
-}
-
-static void wipe_free(char *s)
-{
-    if (s != NULL) {
-        explicit_bzero(s, strlen(s));
-        isoprof_free(s);
-    }
 }
 
 struct run {
@@ -174,83 +142,39 @@ int cli_replay(struct store *s, const char *config_path, const struct store_filt
         cfg_free(cfg);
         return 1;
     }
-    const struct cfg *c = cfg;
-    char *password = NULL, *bearer = NULL, *userpwd = NULL;
-    const char *swhy = NULL;
-    int status = 0;
-    if (c->upload.basic_auth.username && c->upload.basic_auth.username[0]) {
-        if ((password = secret_read(c->upload.basic_auth.password_file, &swhy)) == NULL ||
-            (userpwd = isoprof_asprintf("%s:%s", c->upload.basic_auth.username, password)) == NULL)
-            status = 2;
-        wipe_free(password);
-    }
-    if (status == 0 && c->upload.bearer_token_file && c->upload.bearer_token_file[0] &&
-        (bearer = secret_read(c->upload.bearer_token_file, &swhy)) == NULL)
-        status = 2;
-    if (status != 0) {
-        fprintf(stderr, "isoprof: cannot read the upload credentials: %s\n",
-                swhy ? swhy : "out of memory");
-        wipe_free(userpwd);
+    /* The options as the daemon's: the same secret rules, labels and
+     * headers; a replay sends at once and whatever the windows' age (the
+     * server's window may have been raised for it). */
+    struct upl_settings set;
+    const char *what, *swhy;
+    rc = upl_settings_load(&set, cfg, cfg->upload.url, &what, &swhy);
+    if (rc != 0) {
+        if (rc == -ENOMEM)
+            fprintf(stderr, "isoprof: out of memory\n");
+        else
+            fprintf(stderr, "isoprof: cannot read %s: %s\n", what, swhy);
         isoprof_free(l.v);
         cfg_free(cfg);
         return 2;
     }
-    char host[256] = "";
-    if (c->upload.host && c->upload.host[0])
-        snprintf(host, sizeof(host), "%s", c->upload.host);
-    else if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
-        snprintf(host, sizeof(host), "unknown");
-    size_t nh = c->upload.headers.n, nl = c->upload.labels.n;
-    struct push_label *hl = isoprof_calloc(nh + nl + 1, sizeof(*hl));
-    for (size_t i = 0; hl != NULL && i < nh; i++)
-        hl[i] =
-            (struct push_label){c->upload.headers.items[i].key, c->upload.headers.items[i].value};
-    for (size_t i = 0; hl != NULL && i < nl; i++)
-        hl[nh + i] =
-            (struct push_label){c->upload.labels.items[i].key, c->upload.labels.items[i].value};
-    struct upl_options o = {
-        .api = c->upload.api == CFG_UPLOAD_INGEST ? UPL_API_INGEST : UPL_API_PUSH,
-        .url = c->upload.url,
-        .host = host,
-        .timeout_ms = c->upload.timeout_ns / 1000000u,
-        .backoff_min_ms = c->upload.backoff.min_ns / 1000000u,
-        .backoff_max_ms = c->upload.backoff.max_ns / 1000000u,
-        .max_profiles = c->upload.batch.max_profiles,
-        .max_bytes = c->upload.batch.max_bytes,
-        .max_delay_ms = 0,
-        .max_profile_size = c->upload.max_profile_size,
-        .ca_file = c->upload.tls.ca_file,
-        .insecure = c->upload.tls.insecure_skip_verify,
-        .userpwd = userpwd,
-        .bearer = bearer,
-        .tenant_id = c->upload.tenant_id,
-        .headers = hl,
-        .nheaders = nh,
-        .labels = hl ? hl + nh : NULL,
-        .nlabels = nl,
-        .max_rate = c->upload.max_rate,
-        .isolate_label = c->upload.isolate_label,
-        .replay = l.v,
-        .nreplay = l.n,
-    };
+    set.o.max_delay_ms = 0;
+    set.o.max_age_ms = 0;
+    set.o.replay = l.v;
+    set.o.nreplay = l.n;
     struct run r;
     memset(&r, 0, sizeof(r));
     struct http_client *http = NULL;
-    if (hl == NULL || uv_loop_init(&r.loop) != 0) {
+    if (uv_loop_init(&r.loop) != 0) {
         fprintf(stderr, "isoprof: out of memory\n");
-        isoprof_free(hl);
-        wipe_free(userpwd);
-        wipe_free(bearer);
+        upl_settings_free(&set);
         isoprof_free(l.v);
         cfg_free(cfg);
         return 1;
     }
     rc = http_client_init(&r.loop, &http);
     if (rc == 0)
-        rc = upl_init(&r.loop, http, s, &o, run_on_event, &r, &r.u);
-    wipe_free(userpwd);
-    wipe_free(bearer);
-    isoprof_free(hl);
+        rc = upl_init(&r.loop, http, s, &set.o, run_on_event, &r, &r.u);
+    upl_settings_free(&set);
     if (rc == 0) {
         uv_timer_init(&r.loop, &r.watchdog);
         r.last_progress_ms = uv_now(&r.loop);

@@ -1,6 +1,7 @@
 /*
  * uplink.c - the daemon's side of the upload: builds the uploader from the
- * upload.* options, reads the credentials from their files, and logs what
+ * upload.* options (uploader/settings.h, which reads the credentials from
+ * their files too), restarts it when a reload changes them, and logs what
  * the uploader reports.
  *
  * Secrets (the Basic auth password, the bearer token) are read once at
@@ -12,103 +13,14 @@
  * otherwise at debug, so an outage of hours writes a few lines, not one a
  * retry; the recovery is logged at info.
  */
-#include "uplink.h"
 #include "daemon.h"
 #include "log.h"
+#include "settings.h"
 
 #include "base.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-int uplink_secret_read_fd(int fd, char buf[UPLINK_SECRET_MAX + 1], size_t *len_out,
-                          const char **why)
-{
-    const size_t cap = UPLINK_SECRET_MAX + 1;
-    /* Every exit after the first byte lands in buf wipes what is not the
-     * secret: all of buf on failure, the bytes past it on success. */
-    size_t len = 0;
-    int rc = 0;
-    *why = "";
-    for (;;) {
-        ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            rc = -errno;
-            *why = strerror(errno);
-            goto fail;
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-        if (len == cap)
-            break; /* full: a newline may still make it the longest allowed */
-    }
-    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-        len--;
-    if (len > UPLINK_SECRET_MAX) {
-        *why = "longer than 4096 bytes";
-        rc = -EFBIG;
-        goto fail;
-    }
-    if (len == 0) {
-        *why = "empty";
-        rc = -EINVAL;
-        goto fail;
-    }
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)buf[i];
-        if (c < 0x20 || c == 0x7f) {
-            *why = "holds a control character (only a trailing newline is allowed)";
-            rc = -EINVAL;
-            goto fail;
-        }
-    }
-    explicit_bzero(buf + len, cap - len);
-    *len_out = len;
-    return 0;
-
-fail:
-    explicit_bzero(buf, cap);
-    *len_out = 0;
-    return rc;
-}
-
-int uplink_secret_read(const char *path, char **out, const char **why)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        *why = strerror(errno);
-        return -errno;
-    }
-    char *buf = isoprof_malloc(UPLINK_SECRET_MAX + 1);
-    if (buf == NULL) {
-        close(fd);
-        *why = "out of memory";
-        return -ENOMEM;
-    }
-    size_t len = 0;
-    int rc = uplink_secret_read_fd(fd, buf, &len, why);
-    close(fd);
-    if (rc != 0) {
-        isoprof_free(buf); /* wiped */
-        return rc;
-    }
-    *out = buf;
-    return 0;
-}
-
-static void wipe_free(char *s)
-{
-    if (s != NULL) {
-        explicit_bzero(s, strlen(s));
-        isoprof_free(s);
-    }
-}
 
 static const char *api_name(enum cfg_upload_api api)
 {
@@ -199,78 +111,23 @@ int agent_upload_start(struct agent *a)
     const char *url = a->cfg_boot->upload.url;
     if (url == NULL || url[0] == '\0')
         return 0;
-    char *password = NULL, *bearer = NULL, *userpwd = NULL;
-    const char *why = NULL;
-    int rc;
-    if (c->upload.basic_auth.username && c->upload.basic_auth.username[0]) {
-        rc = uplink_secret_read(c->upload.basic_auth.password_file, &password, &why);
-        if (rc != 0) {
-            log_error("cannot read upload.basic_auth.password_file", "path=%s why=%s",
-                      c->upload.basic_auth.password_file, why);
-            return rc;
-        }
-        userpwd = isoprof_asprintf("%s:%s", c->upload.basic_auth.username, password);
-        wipe_free(password);
-        if (userpwd == NULL)
-            return -ENOMEM;
-    }
-    if (c->upload.bearer_token_file && c->upload.bearer_token_file[0]) {
-        rc = uplink_secret_read(c->upload.bearer_token_file, &bearer, &why);
-        if (rc != 0) {
-            log_error("cannot read upload.bearer_token_file", "path=%s why=%s",
-                      c->upload.bearer_token_file, why);
-            wipe_free(userpwd);
-            return rc;
-        }
-    }
-    char host[256] = "";
-    if (c->upload.host && c->upload.host[0]) {
-        snprintf(host, sizeof(host), "%s", c->upload.host);
-    } else if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
-        snprintf(host, sizeof(host), "unknown");
-    }
-    size_t nh = c->upload.headers.n, nl = c->upload.labels.n;
-    struct push_label *hl = isoprof_calloc(nh + nl + 1, sizeof(*hl));
-    if (hl == NULL) {
-        wipe_free(userpwd);
-        wipe_free(bearer);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < nh; i++)
-        hl[i] =
-            (struct push_label){c->upload.headers.items[i].key, c->upload.headers.items[i].value};
-    for (size_t i = 0; i < nl; i++)
-        hl[nh + i] =
-            (struct push_label){c->upload.labels.items[i].key, c->upload.labels.items[i].value};
-    struct upl_options o = {
-        .api = c->upload.api == CFG_UPLOAD_INGEST ? UPL_API_INGEST : UPL_API_PUSH,
-        .url = url,
-        .host = host,
-        .timeout_ms = c->upload.timeout_ns / 1000000u,
-        .backoff_min_ms = c->upload.backoff.min_ns / 1000000u,
-        .backoff_max_ms = c->upload.backoff.max_ns / 1000000u,
-        .max_profiles = c->upload.batch.max_profiles,
-        .max_bytes = c->upload.batch.max_bytes,
-        .max_delay_ms = c->upload.batch.max_delay_ns / 1000000u,
-        .max_profile_size = c->upload.max_profile_size,
-        .ca_file = c->upload.tls.ca_file,
-        .insecure = c->upload.tls.insecure_skip_verify,
-        .userpwd = userpwd,
-        .bearer = bearer,
-        .tenant_id = c->upload.tenant_id,
-        .headers = hl,
-        .nheaders = nh,
-        .labels = hl + nh,
-        .nlabels = nl,
-        .max_age_ms = c->upload.max_age_ns / 1000000u,
-        .max_rate = c->upload.max_rate,
-        .isolate_label = c->upload.isolate_label,
-    };
-    rc = upl_init(a->loop, a->http, a->store, &o, uplink_on_event, a, &a->upl);
-    wipe_free(userpwd);
-    wipe_free(bearer);
-    isoprof_free(hl);
+    struct upl_settings set;
+    const char *what, *why;
+    int rc = upl_settings_load(&set, c, url, &what, &why);
     if (rc != 0) {
+        const char *path = strcmp(what, "upload.bearer_token_file") == 0
+                               ? c->upload.bearer_token_file
+                               : c->upload.basic_auth.password_file;
+        if (rc == -ENOMEM)
+            log_error("cannot start the uploader", "url=%s err=%e", url, rc);
+        else
+            log_error("cannot read an upload credential file", "option=%s path=%s why=%s", what,
+                      path, why);
+        return rc;
+    }
+    rc = upl_init(a->loop, a->http, a->store, &set.o, uplink_on_event, a, &a->upl);
+    if (rc != 0) {
+        upl_settings_free(&set);
         log_error("cannot start the uploader", "url=%s err=%e", url, rc);
         return rc;
     }
@@ -279,9 +136,10 @@ int agent_upload_start(struct agent *a)
     log_info("upload started",
              "url=%s api=%s host=%s batch_profiles=%u batch_bytes=%U max_age_s=%U max_rate=%U "
              "isolate_label=%d",
-             url, api_name(c->upload.api), host, c->upload.batch.max_profiles,
+             url, api_name(c->upload.api), set.host, c->upload.batch.max_profiles,
              c->upload.batch.max_bytes, c->upload.max_age_ns / 1000000000u, c->upload.max_rate,
              c->upload.isolate_label);
+    upl_settings_free(&set);
     return 0;
 }
 

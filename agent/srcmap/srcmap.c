@@ -105,13 +105,13 @@ struct srcmap_parser {
     struct jsonlex lx;
     uint8_t lx_stack[JSONLEX_STACK_BYTES(LX_MAX_DEPTH)];
     enum sm_sink sink;
-    struct isoprof_buf keep; /* a string kept (SK_KEEP) */
-    size_t mappings_cap;     /* the mappings text's allocation (SK_MAPPINGS) */
+    struct isoprof_buf keep;  /* a string kept (SK_KEEP) */
+    size_t mappings_cap;      /* the mappings text's allocation (SK_MAPPINGS) */
     struct jsonlex_fail fail; /* sticky: the first reason and its message */
     size_t depth;             /* 0 outside the top object, 1 inside */
-    enum sm_field field; /* the top-level key whose value comes next */
-    bool in_array;       /* inside sources[] or names[] (depth 2) */
-    size_t skip;         /* nesting of a value being skipped */
+    enum sm_field field;      /* the top-level key whose value comes next */
+    bool in_array;            /* inside sources[] or names[] (depth 2) */
+    size_t skip;              /* nesting of a value being skipped */
     bool started, have_version, have_sources, have_mappings, have_file, have_root;
     char *root;               /* sourceRoot */
     struct isoprof_buf arena; /* the strings, until finish moves them to m */
