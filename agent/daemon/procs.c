@@ -18,6 +18,10 @@
  *     and checked against the start time the scan saw, so a pid reused in
  *     between is never signalled. A rescan follows shortly, to find the
  *     port the inspector opened.
+ *   - with version_from, each process's version (appversion.h) is looked
+ *     for by the first scan that sees it and kept for its life (later
+ *     scans are told it is settled); its endpoints take it, and their
+ *     targets whose config names no version are relabelled with it.
  * A process is known by (pid, start time); what the loop remembers of
  * processes (ports that are not inspectors, the signal sent, what was
  * logged) lives in one array rebuilt from each scan, so it is bounded by
