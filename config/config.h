@@ -14,7 +14,7 @@
  *            idles). threads.memory_limit left unset is the target's
  *            memory_limit.
  *   discovery.interval, discovery.processes.{enabled, executables, activate,
- *   users}
+ *   users, version_from}
  *   sampling.cpu.{duration, period, interval, jitter, max_concurrent, mode}
  *   sampling.budget.{pause_share, max_pause, max_duration, horizon}
  *   sampling.heap.{interval, period}, sampling.memory_poll
@@ -185,6 +185,11 @@ struct cfg {
              * with '-') as written: names are not resolved here, the
              * daemon does that. Empty (default): any user. */
             struct cfg_strlist users;
+            /* Where a process's version comes from when its target names
+             * none, tried in order: "env:NAME" (NAME an environment
+             * variable name, [A-Za-z_][A-Za-z0-9_]*, <= 128 bytes) or
+             * "package.json"; default empty (the version stays "unknown"). */
+            struct cfg_strlist version_from;
         } processes;
     } discovery;
     struct {

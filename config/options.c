@@ -93,6 +93,36 @@ static const char *check_exe_name(const char *s, size_t len, int is_key, const c
 }
 
 /*
+ * discovery.processes.version_from: "package.json", or "env:" and a name
+ * the shell would take as a variable's ([A-Za-z_][A-Za-z0-9_]*), so that a
+ * typo is said here rather than found as a version that never comes.
+ */
+static const char *check_version_source(const char *s, size_t len, int is_key, const char *shown,
+                                        char *buf, size_t cap)
+{
+    (void)is_key;
+    if (len == 12 && memcmp(s, "package.json", 12) == 0)
+        return NULL;
+    if (len > 4 && memcmp(s, "env:", 4) == 0) {
+        int ok = !(s[4] >= '0' && s[4] <= '9');
+        for (size_t i = 4; i < len && ok; i++) {
+            unsigned char ch = (unsigned char)s[i];
+            ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_';
+        }
+        if (ok)
+            return NULL;
+        snprintf(buf, cap,
+                 "'%s' does not name an environment variable (env:NAME, NAME of letters, digits "
+                 "and '_', not starting with a digit)",
+                 shown);
+        return buf;
+    }
+    snprintf(buf, cap, "'%s' is not a version source (env:NAME or package.json)", shown);
+    return buf;
+}
+
+/*
  * root and source_maps: absolute paths (they are read beneath the root,
  * and a relative path would depend on the daemon's working directory).
  */
@@ -412,6 +442,17 @@ const struct cfg_option cfg_options[] = {
      .offset = G(discovery.processes.users),
      .help = "only processes of these users (names or numeric uids); [] = any user",
      .check = check_user},
+    {.name = "discovery.processes.version_from",
+     .type = CFG_T_STRLIST,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "[]",
+     .max = 128,
+     .reloadable = 1,
+     .offset = G(discovery.processes.version_from),
+     .help = "where a process's version comes from when its target names none, tried in order: "
+             "env:NAME (a variable of its environment), package.json (the nearest above its "
+             "script); [] = the version stays unknown",
+     .check = check_version_source},
 
     {.name = "sampling.cpu.duration",
      .type = CFG_T_DURATION,

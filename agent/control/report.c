@@ -447,6 +447,10 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
     isoprof_json_str(b, t->worker);
     json_key(b, "version", 0);
     isoprof_json_str(b, t->version);
+    if (target_version_source(t->ep) != NULL) {
+        json_key(b, "version_source", 0);
+        isoprof_json_str(b, target_version_source(t->ep));
+    }
     json_key(b, "thread", 0);
     isoprof_json_str(b, t->thread);
     json_u64(b, "isolate", t->isolate, 0);

@@ -73,6 +73,10 @@ struct endpoint {
      * configured one's when a /proc scan matched its port (else 0, ""). */
     uint32_t pid;
     char container[PROCSCAN_CONTAINER_LEN + 1];
+    /* The version found in that process (procs.c, version_from; cleaned
+     * as a label) and where from ("env:NAME", "package.json"); "" none. */
+    char version[STORE_VERSION_MAX + 1];
+    char version_source[136];
     /* An endpoint found on the host (procs.c), not in the config: its
      * settings are own (cfg points there), it is probed with /json/version
      * and dropped if that does not answer as an inspector. */
@@ -399,6 +403,19 @@ const char *target_runtime(const struct target *t);
  * t cannot be relabelled in place (a label the config no longer names is
  * derived at attach) and must be re-attached; -ENOMEM. */
 int target_relabel(struct target *t);
+/* The version ep's main threads are labelled with: the config's, else the
+ * one found in the process (ep->version, discovery.processes.version_from),
+ * else "unknown". Borrowed from ep. */
+const char *target_version_of(const struct endpoint *ep);
+/* Where that version comes from: "config", ep->version_source, or NULL. */
+const char *target_version_source(const struct endpoint *ep);
+/* ep->version changed (procs.c): its targets whose config names no
+ * version take the new one (their worker threads too); logged. 0 or
+ * -ENOMEM. */
+int target_version_changed(struct endpoint *ep);
+/* s[0..n) as a label value: cut at 255 bytes, bytes that are not
+ * printable ASCII (and '"', '\\') made '_'. Owned by the caller; NULL: ENOMEM. */
+char *target_label_dup(const char *s, size_t n);
 
 /* The heap limit t's memory is watched against (bytes; 0 while it is being
  * learned): the target's memory_limit, or threads.memory_limit for a worker

@@ -18,6 +18,10 @@
  *     and checked against the start time the scan saw, so a pid reused in
  *     between is never signalled. A rescan follows shortly, to find the
  *     port the inspector opened.
+ *   - with version_from, each process's version (appversion.h) is looked
+ *     for by the first scan that sees it and kept for its life (later
+ *     scans are told it is settled); its endpoints take it, and their
+ *     targets whose config names no version are relabelled with it.
  * A process is known by (pid, start time); what the loop remembers of
  * processes (ports that are not inspectors, the signal sent, what was
  * logged) lives in one array rebuilt from each scan, so it is bounded by
@@ -59,6 +63,11 @@ struct proc_rec {
     unsigned n_not;
     unsigned signalled; /* scans since SIGUSR1 was sent, + 1 (0: never sent) */
     unsigned logged;    /* REC_LOGGED_* said once */
+    /* Its version (version_from), looked for once in its life: the code
+     * a process runs does not change when its files do. */
+    int version_done;
+    char version[STORE_VERSION_MAX + 1]; /* cleaned as a label; "" none */
+    char version_source[136];
 };
 enum {
     REC_LOGGED_REFUSED = 1u << 0,
@@ -84,6 +93,11 @@ struct procs {
     size_t nuids;
     int users_none; /* users listed, none resolved: nothing matches */
     uint32_t self_pid;
+    const char **vfrom; /* discovery.processes.version_from's strings */
+    size_t nvfrom;
+    struct procscan_key *settled; /* processes whose version is settled */
+    size_t nsettled;
+    uint64_t vfrom_hash; /* of the version_from the recs' versions came from */
     struct procscan_result res;
     int rc;
     char why[200];
@@ -150,6 +164,10 @@ static void procs_work(uv_work_t *w)
         .uids = p->uids,
         .nuids = p->nuids,
         .self_pid = p->self_pid,
+        .version_from = p->vfrom,
+        .nversion = p->nvfrom,
+        .settled = p->settled,
+        .nsettled = p->nsettled,
     };
     p->rc = procscan_run(p->root, &f, &p->res, p->why, sizeof(p->why));
 }
@@ -301,6 +319,47 @@ static void procs_activate(struct procs *p, const struct procscan_proc *pr, stru
     procs_schedule(p, PROCS_RESCAN_MS);
 }
 
+/* What the scan's look for pr's version gave: kept in r for the life of
+ * the process, and said once. */
+static void procs_version_found(struct procs *p, const struct procscan_proc *pr, struct proc_rec *r)
+{
+    const struct appver *v = &pr->version;
+    r->version_done = 1;
+    if (v->why[0])
+        log_warn("version source failed", "pid=%u exe=%s why=%s", (unsigned)pr->pid, pr->exe,
+                 v->why);
+    if (v->version[0] == '\0') {
+        log_info("no version found: its windows stay version unknown", "pid=%u exe=%s sources=%U",
+                 (unsigned)pr->pid, pr->exe, (uint64_t)p->nvfrom);
+        return;
+    }
+    char *clean = target_label_dup(v->version, strlen(v->version));
+    if (clean == NULL) {
+        r->version_done = 0; /* looked for again at the next scan */
+        log_error("out of memory keeping a found version", "pid=%u", (unsigned)pr->pid);
+        return;
+    }
+    snprintf(r->version, sizeof(r->version), "%s", clean);
+    snprintf(r->version_source, sizeof(r->version_source), "%s", v->source);
+    isoprof_free(clean);
+    log_info("version found", "pid=%u exe=%s version=%s source=%s file=%s", (unsigned)pr->pid,
+             pr->exe, r->version, r->version_source, v->file[0] ? v->file : "-");
+}
+
+/* ep's process is r's (NULL: none): its version, and its targets
+ * relabelled when that changed. */
+static void procs_version_set(struct endpoint *ep, const struct proc_rec *r)
+{
+    ep->seen = 1;
+    const char *v = r ? r->version : "", *src = r ? r->version_source : "";
+    if (strcmp(ep->version, v) == 0 && strcmp(ep->version_source, src) == 0)
+        return;
+    snprintf(ep->version, sizeof(ep->version), "%s", v);
+    snprintf(ep->version_source, sizeof(ep->version_source), "%s", src);
+    if (target_version_changed(ep) != 0)
+        log_error("out of memory relabelling a target", "inspector=%s", ep->cfg->inspector);
+}
+
 static void procs_apply(struct procs *p)
 {
     struct agent *a = p->a;
@@ -315,6 +374,7 @@ static void procs_apply(struct procs *p)
     for (struct endpoint *ep = a->endpoints; ep; ep = ep->next) {
         ep->pid = 0;
         ep->container[0] = '\0';
+        ep->seen = 0;
     }
     for (size_t i = 0; i < res->n; i++) {
         const struct procscan_proc *pr = &res->p[i];
@@ -334,6 +394,8 @@ static void procs_apply(struct procs *p)
             log_info("process in another network namespace: its loopback is not the agent's",
                      "pid=%u exe=%s container=%s", (unsigned)pr->pid, pr->exe, pr->container);
         }
+        if ((pr->flags & PROCSCAN_VERSION_READ) && !r->version_done)
+            procs_version_found(p, pr, r);
         int has_inspector = 0;
         for (unsigned k = 0; k < pr->nports; k++) {
             uint16_t port = pr->ports[k];
@@ -343,26 +405,34 @@ static void procs_apply(struct procs *p)
                  * the process's pid. */
                 ep->pid = pr->pid;
                 memcpy(ep->container, pr->container, sizeof(ep->container));
+                procs_version_set(ep, r);
                 has_inspector = 1;
                 continue;
             }
             if ((ep = found_on(a, pr, port)) != NULL) {
                 ep->seen = 1;
+                procs_version_set(ep, r);
                 has_inspector = 1;
                 continue;
             }
             if (rec_not_insp(r, port))
                 continue;
-            if (discover_found_add(a, port, pr) == NULL) {
+            if ((ep = discover_found_add(a, port, pr)) == NULL) {
                 log_error("out of memory adding a found endpoint", "pid=%u", (unsigned)pr->pid);
                 continue;
             }
+            procs_version_set(ep, r);
             log_debug("probing a listener", "pid=%u port=%u exe=%s", (unsigned)pr->pid,
                       (unsigned)port, pr->exe);
             has_inspector = 1; /* maybe: not signalled while its probe runs */
         }
         procs_activate(p, pr, r, has_inspector);
     }
+    /* A configured endpoint whose process no scan matched now has no
+     * version of its own. */
+    for (struct endpoint *ep = a->endpoints; ep; ep = ep->next)
+        if (!ep->seen)
+            procs_version_set(ep, NULL);
     for (struct endpoint *ep = a->found_endpoints, *n; ep; ep = n) {
         n = ep->next;
         if (ep->seen)
@@ -385,6 +455,8 @@ static void procs_free(struct procs *p)
     procscan_result_free(&p->res);
     isoprof_free(p->root);
     isoprof_free(p->exe);
+    isoprof_free(p->vfrom);
+    isoprof_free(p->settled);
     isoprof_free(p->uids);
     isoprof_free(p->recs);
     isoprof_free(p);
@@ -428,6 +500,56 @@ static void procs_after(uv_work_t *w, int status)
         procs_schedule(p, cur(p)->discovery.interval_ns / 1000000u);
 }
 
+static uint64_t vfrom_sum(const struct cfg_strlist *l)
+{
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < l->n; i++)
+        for (const char *c = l->v[i];; c++) {
+            h = (h ^ (unsigned char)*c) * 1099511628211u;
+            if (*c == '\0')
+                break;
+        }
+    return h;
+}
+
+/* The scan's version input: version_from's strings (they live in a config
+ * kept until exit, as the names' do) and the processes whose version is
+ * settled. A version_from changed by a reload unsettles every one. */
+static int procs_version_input(struct procs *p)
+{
+    const struct cfg_strlist *vf = &cur(p)->discovery.processes.version_from;
+    uint64_t h = vfrom_sum(vf);
+    if (h != p->vfrom_hash) {
+        p->vfrom_hash = h;
+        for (size_t i = 0; i < p->nrecs; i++) {
+            p->recs[i].version_done = 0;
+            p->recs[i].version[0] = '\0';
+            p->recs[i].version_source[0] = '\0';
+        }
+    }
+    p->nvfrom = 0;
+    p->nsettled = 0;
+    if (vf->n == 0)
+        return 0;
+    const char **v = isoprof_realloc(p->vfrom, vf->n * sizeof(*v));
+    if (v == NULL)
+        return -ENOMEM;
+    p->vfrom = v;
+    for (size_t i = 0; i < vf->n; i++)
+        v[i] = vf->v[i];
+    p->nvfrom = vf->n;
+    if (p->nrecs == 0)
+        return 0;
+    struct procscan_key *k = isoprof_realloc(p->settled, p->nrecs * sizeof(*k));
+    if (k == NULL)
+        return -ENOMEM;
+    p->settled = k;
+    for (size_t i = 0; i < p->nrecs; i++) /* recs ascend by pid */
+        if (p->recs[i].version_done)
+            k[p->nsettled++] = (struct procscan_key){p->recs[i].pid, p->recs[i].start_ticks};
+    return 0;
+}
+
 static void procs_on_timer(uv_timer_t *t)
 {
     struct procs *p = t->data;
@@ -450,6 +572,11 @@ static void procs_on_timer(uv_timer_t *t)
     for (size_t i = 0; i < x->n; i++)
         exe[i] = x->v[i];
     p->nexe = x->n;
+    if (procs_version_input(p) != 0) {
+        log_error("out of memory starting a process scan", "");
+        procs_schedule(p, cur(p)->discovery.interval_ns / 1000000u);
+        return;
+    }
     int rc = uv_queue_work(p->a->loop, &p->work, procs_work, procs_after);
     if (rc != 0) {
         log_error("process scan not queued", "err=%s", uv_strerror(rc));
@@ -521,6 +648,7 @@ void procs_reload(struct agent *a)
         for (struct endpoint *ep = a->endpoints; ep; ep = ep->next) {
             ep->pid = 0;
             ep->container[0] = '\0';
+            procs_version_set(ep, NULL);
         }
         return;
     }

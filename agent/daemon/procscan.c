@@ -273,6 +273,8 @@ struct optstate {
     size_t cap;
     struct procscan_heap *heap; /* NULL: not asked for */
     uint8_t heap_src;           /* what the tokens scanned now come from */
+    const char *script;         /* the command line's script (not NUL-terminated), or NULL */
+    size_t script_len;
 };
 
 /* A V8 heap flag's value in MiB (a bare whole number, as V8 reads it), or
@@ -439,6 +441,17 @@ static void options_scan(struct optstate *s, const char *cmdline, size_t len,
         if (te == NULL)
             te = end;
         size_t n = (size_t)(te - p);
+        if (n == 2 && p[0] == '-' && p[1] == '-' && te + 1 < end) {
+            /* "--": the next word is the script, whatever it looks like */
+            const char *se = memchr(te + 1, '\0', (size_t)(end - te - 1));
+            s->script = te + 1;
+            s->script_len = (size_t)((se ? se : end) - s->script);
+            break;
+        }
+        if (n > 0 && p[0] != '-') {
+            s->script = p;
+            s->script_len = n;
+        }
         if (n == 0 || p[0] != '-' || (n == 2 && p[1] == '-') || (n == 1))
             break; /* the script (or "--", or "-": stdin): options end */
         const char *next = te < end ? te + 1 : NULL;
@@ -480,21 +493,37 @@ void procscan_heap_flags(const char *cmdline, size_t len, const char *node_optio
     options_scan(&s, cmdline, len, node_options, nlen);
 }
 
-const char *procscan_node_options(const char *env, size_t len, size_t *vlen)
+const char *procscan_script(const char *cmdline, size_t len, size_t *slen)
 {
-    static const char key[] = "NODE_OPTIONS=";
+    char optin[8];
+    struct optstate s = {.optin = optin, .cap = sizeof(optin)};
+    options_scan(&s, cmdline, len, NULL, 0);
+    if (s.script == NULL || s.script_len == 0 || memchr(s.script, '\0', s.script_len) != NULL)
+        return NULL;
+    *slen = s.script_len;
+    return s.script;
+}
+
+const char *procscan_env(const char *env, size_t len, const char *name, size_t *vlen)
+{
+    size_t kl = strlen(name);
     const char *p = env, *end = env + len;
     while (p < end) {
         const char *e = memchr(p, '\0', (size_t)(end - p));
         if (e == NULL)
             e = end;
-        if ((size_t)(e - p) >= sizeof(key) - 1 && memcmp(p, key, sizeof(key) - 1) == 0) {
-            *vlen = (size_t)(e - p) - (sizeof(key) - 1);
-            return p + sizeof(key) - 1;
+        if ((size_t)(e - p) > kl && memcmp(p, name, kl) == 0 && p[kl] == '=') {
+            *vlen = (size_t)(e - p) - kl - 1;
+            return p + kl + 1;
         }
         p = e + 1;
     }
     return NULL;
+}
+
+const char *procscan_node_options(const char *env, size_t len, size_t *vlen)
+{
+    return procscan_env(env, len, "NODE_OPTIONS", vlen);
 }
 
 /* --- cgroup, status, names --------------------------------------------------- */
@@ -654,7 +683,21 @@ struct scan {
     char self_net[64];
     char *buf; /* PROCSCAN_MAX_FILE bytes */
     char *buf2;
+    char *buf3; /* APPVER_MAX_FILE + 1 bytes, with f->nversion */
 };
+
+static int settled(const struct procscan_filter *f, uint32_t pid, uint64_t start)
+{
+    size_t lo = 0, hi = f->nsettled;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->settled[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < f->nsettled && f->settled[lo].pid == pid && f->settled[lo].start_ticks == start;
+}
 
 static void add_port(struct procscan_proc *p, uint16_t port)
 {
@@ -787,6 +830,12 @@ static int scan_one(struct scan *s, uint32_t pid, struct procscan_proc *p, size_
     else if (el == -EACCES || el == -EPERM)
         p->flags |= PROCSCAN_ENV_DENIED;
     p->flags |= procscan_options(s->buf, (size_t)cl, no, nol, p->optin, sizeof(p->optin));
+    if (s->f->nversion && !settled(s->f, pid, p->start_ticks)) {
+        appver_find(s->root, pid, (p->flags & PROCSCAN_NODE) != 0, s->buf, (size_t)cl,
+                    el >= 0 ? s->buf2 : NULL, el >= 0 ? (size_t)el : 0, s->f->version_from,
+                    s->f->nversion, s->buf3, &p->version);
+        p->flags |= PROCSCAN_VERSION_READ;
+    }
     len = read_small(s->root, pid, "cgroup", s->buf, PROCSCAN_MAX_FILE);
     if (len > 0)
         procscan_container(s->buf, (size_t)len, p->container);
@@ -866,7 +915,9 @@ int procscan_run(const char *root, const struct procscan_filter *f, struct procs
     int rc = -ENOMEM;
     s.buf = isoprof_malloc(PROCSCAN_MAX_FILE);
     s.buf2 = isoprof_malloc(PROCSCAN_MAX_FILE);
-    if (s.buf == NULL || s.buf2 == NULL)
+    if (f->nversion)
+        s.buf3 = isoprof_malloc(APPVER_MAX_FILE + 1);
+    if (s.buf == NULL || s.buf2 == NULL || (f->nversion && s.buf3 == NULL))
         goto done;
     if ((rc = read_listeners(&s, why, cap)) != 0)
         goto done;
@@ -919,6 +970,7 @@ int procscan_run(const char *root, const struct procscan_filter *f, struct procs
 done:
     isoprof_free(s.buf);
     isoprof_free(s.buf2);
+    isoprof_free(s.buf3);
     isoprof_free(s.l);
     if (rc != 0) {
         if (why[0] == '\0')

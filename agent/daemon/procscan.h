@@ -11,6 +11,8 @@
 #ifndef ISOPROF_AGENT_PROCSCAN_H
 #define ISOPROF_AGENT_PROCSCAN_H
 
+#include "appversion.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +40,7 @@ enum {
     PROCSCAN_OTHER_NETNS = 1u << 6, /* another network namespace: its loopback is not ours */
     PROCSCAN_FD_DENIED = 1u << 7,   /* its fds could not be read (another user, no ptrace) */
     PROCSCAN_ENV_DENIED = 1u << 8,  /* its environ could not be read (NODE_OPTIONS unknown) */
+    PROCSCAN_VERSION_READ = 1u << 9, /* version_from was tried: `version` says what it gave */
 };
 
 /* One process whose executable matched. Plain data: copy it freely. */
@@ -53,6 +56,13 @@ struct procscan_proc {
     uint16_t ports[PROCSCAN_MAX_PORTS];         /* loopback TCP listeners, ascending */
     unsigned nports, ports_over;                /* kept, and past the cap */
     unsigned other_listeners;                   /* TCP listeners not on loopback: never used */
+    struct appver version; /* with PROCSCAN_VERSION_READ: what version_from gave */
+};
+
+/* A process by pid and start time. */
+struct procscan_key {
+    uint32_t pid;
+    uint64_t start_ticks;
 };
 
 struct procscan_filter {
@@ -61,6 +71,13 @@ struct procscan_filter {
     const uint32_t *uids; /* only processes of these real uids; nuids 0: any */
     size_t nuids;
     uint32_t self_pid; /* never reported (the agent itself) */
+    /* Where a version comes from (discovery.processes.version_from, in
+     * order; nversion 0: not looked for), and the processes whose
+     * version is settled already (ascending pid): not looked for again. */
+    const char *const *version_from;
+    size_t nversion;
+    const struct procscan_key *settled;
+    size_t nsettled;
 };
 
 struct procscan_result {
@@ -78,7 +95,9 @@ struct procscan_result {
  * procscan_run - scan root (a /proc) for processes whose executable's base
  * name is in f->exe (and whose real uid is in f->uids, when given); for
  * each, read its status, stat, cmdline, environ (NODE_OPTIONS), network
- * namespace, cgroup and fds, and report its loopback TCP listeners.
+ * namespace, cgroup and fds, and report its loopback TCP listeners; and,
+ * with f->version_from, unless f->settled holds it, its version
+ * (appver_find: PROCSCAN_VERSION_READ).
  * Listeners come from root/net/tcp and root/net/tcp6: the agent's own
  * network namespace, the only one whose loopback it can reach; a process
  * in another is flagged PROCSCAN_OTHER_NETNS and gets no ports.
@@ -144,6 +163,13 @@ void procscan_heap_flags(const char *cmdline, size_t len, const char *node_optio
 /* NODE_OPTIONS' value in an environ text (NUL-separated, len bytes), or
  * NULL; *vlen its length. */
 const char *procscan_node_options(const char *env, size_t len, size_t *vlen);
+/* The value of variable name in an environ text, as procscan_node_options. */
+const char *procscan_env(const char *env, size_t len, const char *name, size_t *vlen);
+
+/* The script of a Node command line (as procscan_options reads it: the
+ * first word after the options, or the word after "--"), not
+ * NUL-terminated, *slen its length; NULL when there is none ("-", -e). */
+const char *procscan_script(const char *cmdline, size_t len, size_t *slen);
 
 /*
  * procscan_container - the container id of a /proc/PID/cgroup text (len

@@ -122,7 +122,7 @@ static uint64_t target_pause(struct target *t, enum win_call call, const struct 
 /* A label value: valid printable UTF-8-safe ASCII subset, bounded. Bytes
  * outside printable ASCII (and quotes) become '_' so a hostile title can
  * neither break the store key (NUL) nor a log line or a Pyroscope label. */
-static char *label_dup(const char *s, size_t n)
+char *target_label_dup(const char *s, size_t n)
 {
     if (n > TARGET_LABEL_MAX)
         n = TARGET_LABEL_MAX;
@@ -140,9 +140,9 @@ static char *label_dup(const char *s, size_t n)
 static char *worker_name(const struct endpoint *ep, const struct discovered *d)
 {
     if (ep->cfg->worker)
-        return label_dup(ep->cfg->worker, strlen(ep->cfg->worker));
+        return target_label_dup(ep->cfg->worker, strlen(ep->cfg->worker));
     if (ep->runtime && strcmp(ep->runtime, "workerd") == 0)
-        return label_dup(d->id, strlen(d->id));
+        return target_label_dup(d->id, strlen(d->id));
     const char *url = d->url && *d->url ? d->url : NULL;
     if (url) {
         const char *end = url + strcspn(url, "?#");
@@ -150,11 +150,11 @@ static char *worker_name(const struct endpoint *ep, const struct discovered *d)
         while (base > url && base[-1] != '/')
             base--;
         if (end > base)
-            return label_dup(base, (size_t)(end - base));
+            return target_label_dup(base, (size_t)(end - base));
     }
     if (d->title && *d->title)
-        return label_dup(d->title, strlen(d->title));
-    return label_dup("unknown", 7);
+        return target_label_dup(d->title, strlen(d->title));
+    return target_label_dup("unknown", 7);
 }
 
 void target_free_if_closed(struct target *t)
@@ -660,6 +660,42 @@ static int target_set_labels(struct target *t, const char *worker, const char *v
     return 0;
 }
 
+const char *target_version_of(const struct endpoint *ep)
+{
+    if (ep->cfg->version != NULL)
+        return ep->cfg->version;
+    return ep->version[0] ? ep->version : "unknown";
+}
+
+const char *target_version_source(const struct endpoint *ep)
+{
+    if (ep->cfg->version != NULL)
+        return "config";
+    return ep->version[0] ? ep->version_source : NULL;
+}
+
+int target_version_changed(struct endpoint *ep)
+{
+    const char *ver = target_version_of(ep);
+    char *v = target_label_dup(ver, strlen(ver));
+    if (v == NULL)
+        return -ENOMEM;
+    int rc = 0;
+    for (struct target *t = ep->a->targets; t && rc == 0; t = t->next) {
+        if (t->ep != ep || t->parent != NULL || t->removing || strcmp(t->version, v) == 0)
+            continue;
+        log_info("target relabelled", "isolate=%u worker=%s version=%s was_version=%s source=%s",
+                 t->isolate, t->worker, v, t->version,
+                 target_version_source(ep) ? target_version_source(ep) : "none");
+        rc = target_set_labels(t, t->worker, v);
+        for (struct target *k = ep->a->targets; k && rc == 0; k = k->next)
+            if (k->parent == t)
+                rc = target_set_labels(k, k->worker, v);
+    }
+    isoprof_free(v);
+    return rc;
+}
+
 int target_relabel(struct target *t)
 {
     const struct cfg_target *c = t->ep->cfg;
@@ -667,9 +703,9 @@ int target_relabel(struct target *t)
         return 0; /* its main thread relabels it */
     if (c->worker == NULL)
         return -EAGAIN; /* derived from the target's title or url at attach */
-    const char *ver = c->version ? c->version : "unknown";
-    char *w = label_dup(c->worker, strlen(c->worker));
-    char *v = label_dup(ver, strlen(ver));
+    const char *ver = target_version_of(t->ep);
+    char *w = target_label_dup(c->worker, strlen(c->worker));
+    char *v = target_label_dup(ver, strlen(ver));
     if (w == NULL || v == NULL) {
         isoprof_free(w);
         isoprof_free(v);
@@ -702,7 +738,8 @@ struct target *target_alloc(struct agent *a, struct endpoint *ep, const char *id
     t->ws_path = isoprof_strdup(ws_path);
     t->worker = isoprof_strdup(worker);
     t->version = isoprof_strdup(version);
-    t->thread = thread ? label_dup(thread, strlen(thread)) : isoprof_strdup(TARGET_THREAD_MAIN);
+    t->thread =
+        thread ? target_label_dup(thread, strlen(thread)) : isoprof_strdup(TARGET_THREAD_MAIN);
     if (!t->id || !t->ws_path || !t->worker || !t->version || !t->thread) {
         isoprof_free(t->id);
         isoprof_free(t->ws_path);
@@ -746,8 +783,8 @@ static uint32_t title_pid(const char *title)
 static struct target *target_new(struct endpoint *ep, const struct discovered *d)
 {
     char *worker = worker_name(ep, d);
-    const char *ver = ep->cfg->version ? ep->cfg->version : "unknown";
-    char *version = label_dup(ver, strlen(ver));
+    const char *ver = target_version_of(ep);
+    char *version = target_label_dup(ver, strlen(ver));
     struct target *t =
         worker && version ? target_alloc(ep->a, ep, d->id, d->path, worker, version, NULL) : NULL;
     isoprof_free(worker);

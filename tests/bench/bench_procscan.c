@@ -2,11 +2,14 @@
  * bench_procscan - the CPU time of host process discovery's /proc scan
  * (agent/daemon/procscan.c) on this host as it is now.
  *
- *   bench_procscan [--scans N] [--root DIR] [NAME...]
+ *   bench_procscan [--scans N] [--root DIR] [--version-from SRC]... [NAME...]
  *
  * Runs N scans (default 50) for executables NAME... (default node) and
  * prints one JSON line: the directory's entries, the processes matched,
- * the listeners read, and the scan's CPU time (the calling thread's) and
+ * the listeners read, the versions found (with --version-from, each a
+ * discovery.processes.version_from source: every scan then looks for
+ * every process's version, as the first scan that sees it does), and the
+ * scan's CPU time (the calling thread's) and
  * wall time per scan, as median, mean and max in microseconds. It
  * measures; it asserts nothing. tests/bench/bench_procscan.js sets up the
  * host (hundreds of processes) and runs it.
@@ -47,15 +50,19 @@ int main(int argc, char **argv)
 {
     long scans = 50;
     const char *root = "/proc";
-    const char *names[64];
-    size_t nn = 0;
+    const char *names[64], *vfrom[8];
+    size_t nn = 0, nv = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--scans") == 0 && i + 1 < argc) {
             scans = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--root") == 0 && i + 1 < argc) {
             root = argv[++i];
+        } else if (strcmp(argv[i], "--version-from") == 0 && i + 1 < argc &&
+                   nv < sizeof(vfrom) / sizeof(vfrom[0])) {
+            vfrom[nv++] = argv[++i];
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            puts("usage: bench_procscan [--scans N] [--root DIR] [NAME...]");
+            puts(
+                "usage: bench_procscan [--scans N] [--root DIR] [--version-from SRC]... [NAME...]");
             return 0;
         } else if (argv[i][0] == '-' || nn == sizeof(names) / sizeof(names[0])) {
             fprintf(stderr, "bench_procscan: bad argument %s (see --help)\n", argv[i]);
@@ -70,13 +77,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_procscan: --scans 1..100000\n");
         return 2;
     }
-    struct procscan_filter f = {.exe = names, .nexe = nn};
+    struct procscan_filter f = {.exe = names, .nexe = nn, .version_from = vfrom, .nversion = nv};
     uint64_t *cpu = calloc((size_t)scans, sizeof(*cpu)),
              *wall = calloc((size_t)scans, sizeof(*wall));
     if (cpu == NULL || wall == NULL)
         return 1;
     struct procscan_result r = {0};
-    size_t entries = 0, matched = 0, listeners = 0;
+    size_t entries = 0, matched = 0, listeners = 0, versions = 0;
     for (long i = 0; i < scans; i++) {
         char why[200];
         uint64_t t0 = now_ns();
@@ -90,10 +97,13 @@ int main(int argc, char **argv)
         entries = r.entries;
         matched = r.n;
         listeners = r.listeners;
+        versions = 0;
+        for (size_t k = 0; k < r.n; k++)
+            versions += r.p[k].version.version[0] != '\0';
         procscan_result_free(&r);
     }
-    printf("{\"scans\":%ld,\"entries\":%zu,\"matched\":%zu,\"listeners\":%zu,", scans, entries,
-           matched, listeners);
+    printf("{\"scans\":%ld,\"entries\":%zu,\"matched\":%zu,\"listeners\":%zu,\"versions\":%zu,",
+           scans, entries, matched, listeners, versions);
     stats("cpu", cpu, (size_t)scans, 0);
     stats("wall", wall, (size_t)scans, 1);
     printf("}\n");

@@ -2,15 +2,18 @@
  * fuzz_procscan - libFuzzer target for what host process discovery reads
  * of other processes in /proc (agent/daemon/procscan.c): the socket
  * tables, a command line and NODE_OPTIONS, a cgroup file and a status
- * file. Any local user can shape their own process's command line,
+ * file; and the package.json a version is read from (appversion.c). Any local user can shape their own process's command line,
  * environment and cgroup path, so every byte of them is hostile.
  *
  * The first byte picks: 't' net/tcp, 'u' net/tcp6, 'c' a command line,
- * 'e' a NODE_OPTIONS value, 'g' a cgroup file, 's' a status file. The
+ * 'e' a NODE_OPTIONS value, 'g' a cgroup file, 's' a status file, 'p' a
+ * package.json. The
  * promises checked: the listener table never exceeds its cap and holds
  * only nonzero ports and inodes; an opt-in value is NUL-terminated within
  * its buffer and OPTIN / OPTIN_REFUSED are never both set; a container id
- * is 64 hex digits or empty.
+ * is 64 hex digits or empty; a command line's script lies inside it and
+ * holds no NUL; a package.json's version is found with no reason given,
+ * or empty with one, and never longer than APPVER_VERSION_MAX.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,6 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const char *v = procscan_node_options(text, n, &vl);
         if (v != NULL && (v < text || v + vl > text + n))
             abort();
+        const char *sc = procscan_script(text, n, &vl);
+        if (sc != NULL && (sc < text || vl == 0 || sc + vl > text + n || memchr(sc, '\0', vl)))
+            abort();
         break;
     }
     case 'g': {
@@ -78,6 +84,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t uid = 0;
         unsigned f = procscan_status(text, n, &uid);
         if (f & ~(unsigned)PROCSCAN_SIGUSR1)
+            abort();
+        break;
+    }
+    case 'p': {
+        char v[APPVER_VERSION_MAX + 1], why[200];
+        int found = appver_package_json_parse(text, n, v, sizeof(v), why, sizeof(why));
+        size_t vl = strnlen(v, sizeof(v));
+        if (vl == sizeof(v) || (found ? vl == 0 || why[0] != '\0' : vl != 0 || why[0] == '\0'))
             abort();
         break;
     }

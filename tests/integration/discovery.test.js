@@ -6,8 +6,11 @@
 //              not a newline or a tab, which Node 20 writes raw into the
 //              JSON of /json/list, so no client can read that list);
 //   open       --inspect=127.0.0.1:0: found as it is, never signalled;
+//              its script is in an app's tree whose package.json has a
+//              version: its windows carry it (version_from);
 //   named      --inspect=127.0.0.1:0 and named in targets: the config wins
-//              (its label, no found endpoint), its windows get its pid;
+//              (its label, no found endpoint), its windows get its pid and
+//              the version of its environment's APP_VERSION;
 //   plain      no opt-in, an HTTP server on loopback: probed, not an
 //              inspector, never signalled, no inspector opens;
 //   refused    --inspect-port=0.0.0.0:0: an opt-in on a host that is not
@@ -54,9 +57,13 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   fs.writeFileSync(server, "require('node:http').createServer((q, s) => s.end('app')).listen(0, '127.0.0.1', function () { process.stderr.write('app on ' + this.address().port + '\\n'); });\nsetInterval(() => {}, 1000);\n");
 
   const optin = node('optin', ['--inspect-port=0'], odd);
-  const open = node('open', ['--inspect=127.0.0.1:0'], path.join(L.WORKLOADS, 'node-light.js'));
+  // open's app: its script one directory below its package.json.
+  fs.mkdirSync(path.join(dir, 'app', 'lib'), { recursive: true });
+  fs.writeFileSync(path.join(dir, 'app', 'package.json'), JSON.stringify({ name: 'shop', version: '2.4.0-rc.1' }));
+  fs.copyFileSync(path.join(L.WORKLOADS, 'node-light.js'), path.join(dir, 'app', 'lib', 'main.js'));
+  const open = node('open', ['--inspect=127.0.0.1:0'], path.join(dir, 'app', 'lib', 'main.js'));
   const plain = node('plain', [], server);
-  const named = node('named', ['--inspect=127.0.0.1:0'], path.join(L.WORKLOADS, 'node-light.js'));
+  const named = node('named', ['--inspect=127.0.0.1:0'], path.join(L.WORKLOADS, 'node-light.js'), { APP_VERSION: 'env-7' });
   const refused = node('refused', ['--inspect-port=0.0.0.0:0'], path.join(L.WORKLOADS, 'node-light.js'));
   await L.waitFor(() => /Debugger listening/.test(open.stderrText) && /Debugger listening/.test(named.stderrText) &&
     /app on \d+/.test(plain.stderrText), 30000, 'the workloads to listen');
@@ -68,9 +75,10 @@ test('processes found, activated, ignored and followed through /proc', { timeout
     extra: `metrics: {listen: "127.0.0.1:${metricsPort}"}` }), { dir: otherDir });
   await L.waitFor(() => L.portOpen(metricsPort), 30000, 'the other daemon\'s metrics listener');
 
+  const PROCESSES = 'processes: {enabled: true, activate: true, executables: [node, isoprofd], version_from: [env:APP_VERSION, package.json]}';
   const namedPort = Number(/Debugger listening on ws:\/\/127\.0\.0\.1:(\d+)\//.exec(named.stderrText)[1]);
   const cfg = L.yamlConfig({ store, targets: [{ port: namedPort, worker: 'configured' }], duration: '1s', period: '2s', interval: '1ms', discovery: '500ms' })
-    .replace('discovery: {interval: 500ms}', 'discovery: {interval: 500ms, processes: {enabled: true, activate: true, executables: [node, isoprofd]}}');
+    .replace('discovery: {interval: 500ms}', `discovery: {interval: 500ms, ${PROCESSES}}`);
   const proc = L.procRoot([optin, open, plain, named, refused, other].map((c) => c.pid));
   const d = await L.startDaemon(cfg, { env: proc.env });
 
@@ -100,6 +108,18 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   assert.ok(st.discovery.activated >= 1);
   const tOpt = st.targets.find((t) => t.pid === optin.pid);
   assert.ok(tOpt && tOpt.found === true, JSON.stringify(st.targets));
+  // Versions read from the processes: open's package.json, named's
+  // environment.
+  await d.waitLog((l) => l.msg === 'version found' && Number(l.pid) === open.pid && l.source === 'package.json' &&
+    l.version === '2.4.0-rc.1' && l.file === path.join(dir, 'app', 'package.json'), 30000, 'open\'s version found');
+  await L.waitFor(() => L.windows(store).some((x) => x.pid === named.pid && x.version === 'env-7'), 60000, 'a window of named with its version');
+  const wOpen = L.windows(store).filter((x) => x.pid === open.pid);
+  assert.ok(wOpen.length > 0 && wOpen.every((x) => x.version === '2.4.0-rc.1'), JSON.stringify(wOpen.map((x) => x.version)));
+  const st1 = L.status(store);
+  const tOpen = st1.targets.find((t) => t.pid === open.pid && t.thread === 'main');
+  assert.strictEqual(tOpen && tOpen.version_source, 'package.json', JSON.stringify(st1.targets));
+  const tNamed = st1.targets.find((t) => t.worker === 'configured' && t.thread === 'main');
+  assert.ok(tNamed && tNamed.version === 'env-7' && tNamed.version_source === 'env:APP_VERSION', JSON.stringify(st1.targets));
   assert.ok(st.counters.process_scans >= 2);
   assert.ok(st.counters.processes_activated >= 1);
 
@@ -145,7 +165,7 @@ test('processes found, activated, ignored and followed through /proc', { timeout
   // A reload that turns discovery off lets the found endpoints go; the
   // configured one stays.
   const from = d.lines.length;
-  fs.writeFileSync(d.config, cfg.replace('processes: {enabled: true, activate: true, executables: [node, isoprofd]}', 'processes: {enabled: false}'));
+  fs.writeFileSync(d.config, cfg.replace(PROCESSES, 'processes: {enabled: false}'));
   process.kill(d.pid, 'SIGHUP');
   await d.waitLog((l) => l.msg === 'endpoint gone' && Number(l.pid) === optin2.pid && l.why === 'discovery.processes turned off', 30000, 'found endpoints dropped at the reload', from);
   assert.ok(L.status(store).targets.every((t) => !t.found), 'a found target outlived the reload');

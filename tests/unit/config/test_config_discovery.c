@@ -38,6 +38,7 @@ TEST(defaults)
     CHECK(list_is(&c->discovery.processes.executables, node_only, 1));
     CHECK_EQ_INT(c->discovery.processes.activate, 0);
     CHECK(list_is(&c->discovery.processes.users, NULL, 0));
+    CHECK(list_is(&c->discovery.processes.version_from, NULL, 0));
     CHECK_EQ_INT(c->discovery.interval_ns, 5000000000ull);
     cfg_free(c);
 
@@ -205,6 +206,24 @@ TEST(errors_at_their_position)
         {"discovery:\n  processes: {executables: [], users: [], enabled: true}\n",
          "t.yaml:2:28: discovery.processes.executables is empty "
          "(discovery.processes.enabled needs at least one entry)"},
+        /* version_from: env:NAME or package.json */
+        {"discovery:\n  processes:\n    version_from: [package.json, env:1APP]\n",
+         "t.yaml:3:34: discovery.processes.version_from[1] 'env:1APP' does not name an "
+         "environment variable (env:NAME, NAME of letters, digits and '_', not starting with a "
+         "digit)"},
+        {"discovery:\n  processes:\n    version_from: ['env:APP-VERSION']\n",
+         "t.yaml:3:20: discovery.processes.version_from[0] 'env:APP-VERSION' does not name an "
+         "environment variable (env:NAME, NAME of letters, digits and '_', not starting with a "
+         "digit)"},
+        {"discovery:\n  processes:\n    version_from: ['env:']\n",
+         "t.yaml:3:20: discovery.processes.version_from[0] 'env:' is not a version source "
+         "(env:NAME or package.json)"},
+        {"discovery:\n  processes:\n    version_from: [package]\n",
+         "t.yaml:3:20: discovery.processes.version_from[0] 'package' is not a version source "
+         "(env:NAME or package.json)"},
+        {"discovery:\n  processes:\n    version_from: env:APP_VERSION\n",
+         "t.yaml:3:19: discovery.processes.version_from: expected a list, not a scalar "
+         "(write [env:APP_VERSION])"},
         /* the bools */
         {"discovery:\n  processes:\n    activate: yes\n",
          "t.yaml:3:15: discovery.processes.activate must be true or false, not 'yes'"},
@@ -333,6 +352,29 @@ static char *captured(int help)
     return text;
 }
 
+/* version_from: its sources in the file's order, and reloadable. */
+TEST(version_from)
+{
+    char *why;
+    struct cfg *c = load("discovery:\n"
+                         "  processes:\n"
+                         "    enabled: true\n"
+                         "    version_from: [env:APP_VERSION, package.json, env:_v2]\n",
+                         &why);
+    if (c == NULL)
+        fprintf(stderr, "%s\n", why);
+    REQUIRE(c != NULL);
+    static const char *const want[] = {"env:APP_VERSION", "package.json", "env:_v2"};
+    CHECK(list_is(&c->discovery.processes.version_from, want, 3));
+    const struct cfg_option *o = NULL;
+    for (size_t i = 0; i < cfg_noptions; i++)
+        if (strcmp(cfg_options[i].name, "discovery.processes.version_from") == 0)
+            o = &cfg_options[i];
+    REQUIRE(o != NULL);
+    CHECK(o->reloadable);
+    cfg_free(c);
+}
+
 TEST(help_and_example_show_lists)
 {
     char *help = captured(1);
@@ -414,6 +456,7 @@ int main(void)
     RUN(too_long_and_too_many);
     RUN(every_problem_reported);
     RUN(lists_compare_by_content);
+    RUN(version_from);
     RUN(help_and_example_show_lists);
     RUN(list_defaults_load);
     TEST_EXIT();
