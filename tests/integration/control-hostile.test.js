@@ -648,7 +648,11 @@ test('a client that pipelines requests and never reads the answers: closed after
   assert.ok(ms > 0, 'the deaf client is still connected');
   const answers = (deaf.got.match(/HTTP\/1\.1 200 /g) || []).length;
   assert.ok(answers >= 1 && answers < 3000, `${answers} answers before the close`);
-  assert.ok(hwm(tctx.d.pid) - hwm0 < 16 * 1024, `VmHWM grew from ${hwm0} to ${hwm(tctx.d.pid)} kB`);
+  // (Under ASan the quarantine keeps the 3000 answers' freed buffers from
+  // reuse: it grew 22.6 MiB there once, beside a CPU hog; the plain suite
+  // holds the bound.)
+  if (!L.sanitized(tctx.d.pid))
+    assert.ok(hwm(tctx.d.pid) - hwm0 < 16 * 1024, `VmHWM grew from ${hwm0} to ${hwm(tctx.d.pid)} kB`);
 });
 
 // A client of the socket run as uid nobody with gid (and no other group):

@@ -28,7 +28,7 @@ function status(pid, key) {
   return m ? Number(m[1]) : 0;
 }
 // ASan keeps shadow memory and a quarantine: its RSS says nothing of ours.
-const sanitized = (pid) => /libasan|libclang_rt\.asan/.test(fs.readFileSync(`/proc/${pid}/maps`, 'utf8'));
+const sanitized = L.sanitized;
 
 async function daemon(targets, opts = {}) {
   const dir = L.tmpdir();

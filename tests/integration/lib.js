@@ -582,8 +582,15 @@ function procRoot(pids = []) {
   return root;
 }
 
+// Is the process pid a sanitizer build's (ASan's runtime mapped)? Its
+// VmHWM then holds the shadow memory and the quarantine (freed blocks kept
+// from reuse), so a bound on its growth says nothing of the daemon's own.
+function sanitized(pid) {
+  return /libasan|libclang_rt\.asan/.test(fs.readFileSync(`/proc/${pid}/maps`, 'utf8'));
+}
+
 module.exports = {
-  procRoot, ROOT, NO_SYSTEM_CONFIG, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
+  procRoot, sanitized, ROOT, NO_SYSTEM_CONFIG, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
   cleanup, getJson, waitFor, waitInspector, runtimes, runtimeBinary, startNode, startDeno, startWorkerd,
   loadLoop, connectWs, yamlConfig, parseLogfmt, startDaemon, stopDaemon, assertNoSanitizer, cli, cliAsync, windows, anomalies, status,
   exportTo, storeCheck, goPprof, parsePprofTop, pprofTop, parsePprofRaw, pprofRaw, encodePprof,

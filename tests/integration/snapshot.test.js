@@ -50,7 +50,7 @@ function vmHwmKiB(pid) {
   return m ? Number(m[1]) : 0;
 }
 // ASan keeps shadow memory and a quarantine: its RSS says nothing of ours.
-const sanitized = (pid) => /libasan|libclang_rt\.asan/.test(fs.readFileSync(`/proc/${pid}/maps`, 'utf8'));
+const sanitized = L.sanitized;
 
 // Checks a parsed .heapsnapshot for consistent counts; returns its total
 // self size and the total and count of the nodes the root reaches over
