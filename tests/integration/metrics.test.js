@@ -110,9 +110,10 @@ test('metrics: promtool-clean, counters move, TCP listener; status names the tar
   assert.strictEqual(st.config, d.config);
   assert.strictEqual(st.targets.length, 1);
   const t = st.targets[0];
-  assert.deepStrictEqual(Object.keys(t), ['worker', 'version', 'thread', 'isolate', 'runtime', 'endpoint', 'state', 'memory', 'last_window', 'window', 'budget', 'cpu_mode', 'anomaly']);
+  assert.deepStrictEqual(Object.keys(t), ['worker', 'version', 'version_source', 'thread', 'isolate', 'runtime', 'endpoint', 'state', 'memory', 'last_window', 'window', 'budget', 'cpu_mode', 'anomaly']);
   assert.strictEqual(t.worker, 'node-light.js');
   assert.strictEqual(t.version, 'v1');
+  assert.strictEqual(t.version_source, 'config');
   assert.strictEqual(t.thread, 'main');
   assert.ok(Number.isInteger(t.isolate) && t.isolate > 0, `isolate ${t.isolate}`);
   assert.strictEqual(t.runtime, 'node');
