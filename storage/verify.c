@@ -306,11 +306,10 @@ static uint64_t ms_left(uint64_t deadline_ns)
 }
 
 /* Read what the child writes into text (capped at VERIFY_TEXT_MAX) until
- * it closes the pipe or the deadline passes. 0 (EOF), -ETIMEDOUT, -ENOMEM
- * or -errno. */
-static int child_read(int fd, uint64_t timeout_ms, struct isoprof_buf *text)
+ * it closes the pipe or the deadline (monotonic ns; 0: none) passes. 0
+ * (EOF), -ETIMEDOUT, -ENOMEM or -errno. */
+static int child_read(int fd, uint64_t deadline, struct isoprof_buf *text)
 {
-    uint64_t deadline = timeout_ms ? isoprof_now_mono_ns() + timeout_ms * 1000000 : 0;
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int wait = -1;
@@ -356,6 +355,10 @@ static int child_run(const char *path, verify_child_fn fn, void *arg, uint64_t t
                      struct child_out *out)
 {
     memset(out, 0, sizeof(*out));
+    /* The bound runs from here, before the fork: a parent that the machine
+     * kept from running until its child was done still finds the deadline
+     * passed, so the bound does not depend on who ran first. */
+    uint64_t deadline = timeout_ms ? isoprof_now_mono_ns() + timeout_ms * 1000000 : 0;
     struct verify_shared *sh =
         mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED)
@@ -384,7 +387,7 @@ static int child_run(const char *path, verify_child_fn fn, void *arg, uint64_t t
     close(p[1]);
     struct isoprof_buf text;
     isoprof_buf_init(&text, VERIFY_TEXT_MAX);
-    rc = child_read(p[0], timeout_ms, &text);
+    rc = child_read(p[0], deadline, &text);
     close(p[0]);
     if (rc != 0)
         kill(pid, SIGKILL); /* timed out, or the parent cannot go on */
