@@ -306,10 +306,13 @@ async function partFlag(bin, results) {
   }));
   out.loadavg_end = loadavg();
   for (const w of ws) {
-    const until = w.flag ? w.flag.t : Infinity;
-    const mine = (x) => x.worker === w.worker && x.version === 'v2' && x.seq > rel.seq && x.t <= until;
+    // Up to the flag: the window that flags is logged stored before the
+    // flag, and its "version aggregate" after it.
+    const until = w.flag ? w.flag.seq : Infinity;
+    const mine = (x) => x.worker === w.worker && x.version === 'v2' && x.seq > rel.seq && x.seq < until;
     const wins = d.select((x) => mine(x) && x.msg === 'window stored' && x.type === 'cpu');
     const judged = d.select((x) => mine(x) && x.msg === 'version aggregate' && x.judged === '1');
+    const first = judged.length ? judged[0] : w.flag;
     const attached = d.select((x) => mine(x) && x.msg === 'target attached')[0];
     const cmp = cliJson(bin, ['compare', '--store', store, '--worker', w.worker, '--from', 'v1', '--to', 'v2', '--json']);
     const walk = cmp.grown ? cmp.grown.concat(cmp.shrunk || []).find((g) => g.name === 'walkNested') : null;
@@ -321,8 +324,8 @@ async function partFlag(bin, results) {
       flagged: !!w.flag,
       minutes_to_flag: w.flag ? minutes(w.flag.t - w.v2.t0) : null,
       attached_after_s: attached ? (attached.t - w.v2.t0) / 1000 : null,
-      first_judged_after_min: judged.length ? minutes(judged[0].t - w.v2.t0) : null,
-      judgements_before_flag: judged.length - (w.flag ? 1 : 0),
+      first_judged_after_min: first ? minutes(first.t - w.v2.t0) : null,
+      judgements_before_flag: judged.length,
       busy_at_flag: w.flag ? Number(w.flag.busy) : null,
       samples_taken: wins.reduce((s, x) => s + Number(x.samples), 0),
       cpu_windows: wins.length,
@@ -361,7 +364,7 @@ async function partFp(bin, results) {
   const d = await startDaemon(bin, dir, configText(store, [], 'fast'));
   const reload = () => d.reload(configText(store, targets(), 'fast'));
   const capMs = OPT.fpCapS * 1000;
-  const judgedCount = (worker, version) => d.select((x) => x.msg === 'version aggregate' && x.worker === worker && x.version === version && x.judged === '1').length;
+  const isAgg = (x, worker, version) => x.msg === 'version aggregate' && x.worker === worker && x.version === version;
 
   const chain = async (kind, idx, count) => {
     const worker = `same-${kind}-${idx}`;
@@ -370,8 +373,8 @@ async function partFp(bin, results) {
     await reload();
     // The first version runs as long as the others will have: min_samples
     // and --looks windows folded.
-    const ok = await d.waitLog((x) => x.msg === 'version aggregate' && x.worker === worker && x.version === 'r0' &&
-      Number(x.busy) >= MIN_SAMPLES && d.select((y) => y.msg === 'version aggregate' && y.worker === worker && y.version === 'r0').length >= OPT.looks, capMs);
+    let folded = 0;
+    const ok = await d.waitLog((x) => isAgg(x, worker, 'r0') && ++folded >= OPT.looks && Number(x.busy) >= MIN_SAMPLES, capMs);
     if (!ok) throw new Error(`${worker} r0 did not reach ${MIN_SAMPLES} samples in ${OPT.fpCapS} s`);
     for (let k = 1; k <= count; k++) {
       const version = `r${k}`;
@@ -380,7 +383,8 @@ async function partFp(bin, results) {
       const rel = await reload();
       await stopApp(cur);
       const rec = { workload: kind, worker, version, baseline: `r${k - 1}`, baseline_cpu_share: cur.cpuShare };
-      const done = await d.waitLog(() => judgedCount(worker, version) >= OPT.looks, capMs, rel.seq);
+      let looks = 0;
+      const done = await d.waitLog((x) => isAgg(x, worker, version) && x.judged === '1' && ++looks >= OPT.looks, capMs, rel.seq);
       const mine = (x) => x.worker === worker && x.version === version && x.seq > rel.seq;
       const judged = d.select((x) => mine(x) && x.msg === 'version aggregate' && x.judged === '1');
       const flags = d.select((x) => mine(x) && x.msg === 'anomaly flagged' && x.kind === 'version_regression');
