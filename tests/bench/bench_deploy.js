@@ -305,6 +305,10 @@ async function partFlag(bin, results) {
     console.error(`flag: ${w.worker}: ${f ? `flagged after ${minutes(f.t - w.v2.t0).toFixed(2)} min, busy=${f.busy}, function=${f.function}` : 'not flagged within the cap'}`);
   }));
   out.loadavg_end = loadavg();
+  // Each new version's plan as the pause budget left it (/status): a
+  // window whose Profiler.start or stop stalled the app past max_pause
+  // stretches the isolate's period.
+  const status = cliJson(bin, ['status', '--store', store, '--json']);
   for (const w of ws) {
     // Up to the flag: the window that flags is logged stored before the
     // flag, and its "version aggregate" after it.
@@ -319,8 +323,12 @@ async function partFlag(bin, results) {
     const s0 = walk ? walk.share_before : NaN, s1 = walk ? walk.share_after : NaN;
     const rec = cliLines(bin, ['anomalies', '--store', store, '--json', '--kind', 'version_regression', '--worker', w.worker])
       .find((a) => a.version === 'v2');
+    const st = (status.targets || []).find((t) => t.worker === w.worker && t.version === 'v2');
+    const b = st && st.budget;
     out.workers.push({
       worker: w.worker, added_pct: w.added_pct, baseline_busy: w.baseline_busy,
+      budget: b ? { period_s: b.period_ms / 1000, duration_s: b.duration_ms / 1000, factor: b.factor, limited: b.limited,
+        over_max_pause: b.over_max_pause, start_ms: b.pauses.start, stop_ms: b.pauses.stop } : null,
       flagged: !!w.flag,
       minutes_to_flag: w.flag ? minutes(w.flag.t - w.v2.t0) : null,
       attached_after_s: attached ? (attached.t - w.v2.t0) / 1000 : null,
@@ -436,11 +444,11 @@ function report(results) {
     const r = results.flag;
     console.log(`\nflag: from the deploy (the new process started) to "anomaly flagged", ${r.schedule === 'default' ? 'the default schedule and anomaly.regression defaults' : 'the FAST schedule (smoke)'};` +
       ` the old version's baseline ${r.baseline_samples}+ non-idle samples; apps busy ${Math.round(100 * r.busy)} % of the time; cap ${r.cap_min} min`);
-    C.printTable(['added', 'walkNested v1 -> v2', 'added, read', 'flagged: top function', 'walkNested named', 'minutes', 'samples (non-idle)', 'samples taken', 'CPU windows (extra)', 'judged before', 'first judged', 'app CPU v1/v2'],
+    C.printTable(['added', 'walkNested v1 -> v2', 'added, read', 'flagged: top function', 'walkNested named', 'minutes', 'samples (non-idle)', 'samples taken', 'CPU windows (extra)', 'judged before', 'first judged', 'app CPU v1/v2', 'v2 period (budget)'],
       r.workers.map((w) => [`+${w.added_pct} %`, `${f(100 * w.walk_share_v1, 1)} -> ${f(100 * w.walk_share_v2, 1)} %`, `+${f(w.added_measured_pct, 1)} %`,
         w.flagged ? `yes: ${w.flag_line.function}` : 'no', w.record_functions.includes('walkNested') ? `yes (of ${w.record_functions.length})` : 'no', w.flagged ? f(w.minutes_to_flag, 2) : `> ${r.cap_min}`, w.flagged ? w.busy_at_flag : '-', w.samples_taken,
         `${w.cpu_windows} (${w.extra_windows})`, w.judgements_before_flag, w.first_judged_after_min === null ? '-' : `${f(w.first_judged_after_min, 2)} min`,
-        `${f(w.cpu_share_v1, 2)}/${f(w.cpu_share_v2, 2)}`]));
+        `${f(w.cpu_share_v1, 2)}/${f(w.cpu_share_v2, 2)}`, w.budget ? `${f(w.budget.period_s, 0)} s (x${f(w.budget.factor, 2)})` : '-']));
     console.log(`load average ${r.loadavg_start.join(' ')} at the start, ${r.loadavg_end.join(' ')} at the end`);
   }
   if (results.fp) {
