@@ -66,7 +66,7 @@ false flags over same-code redeploys. A table, and every value as JSON.
                           (fast schedule, 3 s warm-up); figures mean nothing
  flag (the default schedule and anomaly.regression defaults from the deploy on):
   --sizes LIST            % of CPU added in walkNested (default: 5,10,30,100)
-  --busy F                share of each 10 ms the apps work (default: 0.4)
+  --busy F                share of the time the apps work (default: 0.4)
   --baseline-samples N    v1's non-idle samples before the deploy (default: 6000)
   --cap-min M             minutes after the deploy before "not flagged" (default: 15)
  fp (a fast schedule; anomaly.regression defaults):
