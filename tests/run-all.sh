@@ -11,7 +11,7 @@
 #   tests/run-all.sh                           both builds
 #   ISOPROF_SKIP_SANITIZE=1 tests/run-all.sh   the plain build only
 #   ISOPROF_SKIP_FUZZ=1                        no libFuzzer stage
-#   ISOPROF_FUZZ_SECONDS=N                     seconds per fuzz target (10)
+#   ISOPROF_FUZZ_SECONDS=N                     seconds per fuzz target (5)
 #   ISOPROF_JOBS=N                             parallel build/test jobs (2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ later_builds() {
   fi
   if [ "$fuzz" = 1 ]; then
     run cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISOPROF_WERROR=ON -DCMAKE_C_COMPILER=clang \
-      -DISOPROF_FUZZ=ON -DISOPROF_FUZZ_SECONDS="${ISOPROF_FUZZ_SECONDS:-10}"
+      -DISOPROF_FUZZ=ON -DISOPROF_FUZZ_SECONDS="${ISOPROF_FUZZ_SECONDS:-5}"
     run cmake --build build-fuzz -j1
   fi
 }
@@ -81,7 +81,7 @@ if [ "$sanitize" = 1 ]; then
   run ctest --test-dir build-asan --output-on-failure -j"$jobs"
 fi
 if [ "$fuzz" = 1 ]; then
-  stage "libFuzzer targets, ${ISOPROF_FUZZ_SECONDS:-10} s each (build-fuzz/)"
+  stage "libFuzzer targets, ${ISOPROF_FUZZ_SECONDS:-5} s each (build-fuzz/)"
   run ctest --test-dir build-fuzz --output-on-failure -j"$jobs" -L fuzz
 fi
 stage "all passed"

@@ -582,6 +582,17 @@ function procRoot(pids = []) {
   return root;
 }
 
+// Are the binaries under test a sanitizer build's (ASan or UBSan linked
+// in)? Read once from isoprofd.
+let sanitizedBuildMemo = null;
+function sanitizedBuild() {
+  if (sanitizedBuildMemo === null) {
+    const bin = fs.readFileSync(ISOPROFD);
+    sanitizedBuildMemo = bin.includes('__asan_init') || bin.includes('__ubsan_handle');
+  }
+  return sanitizedBuildMemo;
+}
+
 // Is the process pid a sanitizer build's (ASan's runtime mapped)? Its
 // VmHWM then holds the shadow memory and the quarantine (freed blocks kept
 // from reuse), so a bound on its growth says nothing of the daemon's own.
@@ -590,7 +601,7 @@ function sanitized(pid) {
 }
 
 module.exports = {
-  procRoot, sanitized, ROOT, NO_SYSTEM_CONFIG, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
+  procRoot, sanitized, sanitizedBuild, ROOT, NO_SYSTEM_CONFIG, ISOPROFD, ISOPROF, WORKLOADS, WORKERD_COMPAT_DATE, tmpdir, sleep, freePort, portOpen, track, stop,
   cleanup, getJson, waitFor, waitInspector, runtimes, runtimeBinary, startNode, startDeno, startWorkerd,
   loadLoop, connectWs, yamlConfig, parseLogfmt, startDaemon, stopDaemon, assertNoSanitizer, cli, cliAsync, windows, anomalies, status,
   exportTo, storeCheck, goPprof, parsePprofTop, pprofTop, parsePprofRaw, pprofRaw, encodePprof,
