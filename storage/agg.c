@@ -363,12 +363,7 @@ int store_aggs(struct store *s, const char *worker, store_agg_cb cb, void *arg)
             break;
     }
     mdb_cursor_close(c);
-    mdb_txn_abort(txn);
-    if (rc == MDB_NOTFOUND)
-        rc = 0;
-    if (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE)
-        rc = store_err(rc);
-    return rc;
+    return store_walk_end(txn, rc);
 }
 
 int store_agg_charge_txn(struct store *s, MDB_txn *txn, uint64_t *n, uint64_t *bytes)

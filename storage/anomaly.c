@@ -1088,12 +1088,7 @@ int store_anomalies(struct store *s, const struct store_anomaly_filter *f, store
     }
     if (c)
         mdb_cursor_close(c);
-    mdb_txn_abort(txn);
-    if (rc == MDB_NOTFOUND)
-        rc = 0;
-    if (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE)
-        rc = store_err(rc);
-    return rc;
+    return store_walk_end(txn, rc);
 }
 
 struct check_ctx {

@@ -399,6 +399,10 @@ static inline void store_outbox_key(uint8_t key[STORE_OUTBOX_KEY_LEN], unsigned 
 
 /* The one place LMDB return codes become project codes (0 stays 0). */
 int store_err(int mdb_rc);
+/* The end of a read-only walk: txn aborted, MDB_NOTFOUND (the walk ran
+ * out) as 0, an LMDB code mapped by store_err, anything else (a callback's
+ * own value, a project code) as it is. */
+int store_walk_end(MDB_txn *txn, int rc);
 /* Begin a read txn; a read-only handle adopts a map the writer grew. */
 int store_txn_read(struct store *s, MDB_txn **txn);
 int store_meta_get_u64(struct store *s, MDB_txn *txn, const char *name, uint64_t *v);

@@ -70,6 +70,14 @@ int store_err(int rc)
     }
 }
 
+int store_walk_end(MDB_txn *txn, int rc)
+{
+    mdb_txn_abort(txn);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    return rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE ? store_err(rc) : rc;
+}
+
 int store_map_find(int fd, uint64_t size, const uint8_t **lo, const uint8_t **hi)
 {
     struct stat st;
