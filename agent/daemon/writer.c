@@ -164,6 +164,7 @@ struct writer {
     uint64_t retry_ms;
     int retry_armed;
     size_t solo_left; /* after a permanent error: store this many one by one */
+    int orphans_said; /* a window's orphan samples have been warned of once */
 };
 
 /* Errors a retry cannot cure: the record itself is unacceptable. */
@@ -921,10 +922,18 @@ static void put_on_done(uv_work_t *req, int status)
             a->n.windows_stored_cpu++;
         log_info("window stored",
                  "worker=%s version=%s isolate=%u runtime=%s type=%s samples=%U bytes=%U id=%s "
-                 "anomaly=%s truncated_frames=%U",
+                 "anomaly=%s truncated_frames=%U orphan_samples=%U",
                  j->worker, j->version, j->isolate, j->runtime, store_type_name(j->type),
                  j->res.samples, j->stored_size, id, store_anomaly_name(j->anomaly),
-                 j->res.truncated);
+                 j->res.truncated, j->res.orphans);
+        if (j->res.orphans && !w->orphans_said) {
+            /* Once a daemon's life: each window's "window stored" line counts
+             * them (orphan_samples=). */
+            w->orphans_said = 1;
+            log_warn("samples left out: they name no node of the profile's tree",
+                     "worker=%s isolate=%u type=%s count=%U id=%s", j->worker, j->isolate,
+                     store_type_name(j->type), j->res.orphans, id);
+        }
         deploy_done(a, j->worker, j->version, &j->dres);
         job_done(w, j, 0, NULL);
         job_free(w, j);

@@ -119,6 +119,7 @@ struct pprof_result {
     uint64_t truncated;     /* frames folded into a (truncated) frame; 0: no stack was cut */
     uint64_t mapped;        /* Locations the mapper mapped */
     uint64_t unmapped;      /* Locations it could not map (it returned 0) */
+    uint64_t orphans;       /* samples naming a node the profile's tree does not hold: left out */
 };
 
 /*
@@ -154,8 +155,7 @@ struct pprof_result {
  * Rejected with ISOPROF_EPROFILE and *why: a missing nodes/startTime/
  * endTime, a value of the wrong type, a node without id or callFrame, a
  * duplicate node id, a child id that is unknown or referenced twice, no root
- * or several, a cycle, a sample naming an unknown node, samples and
- * timeDeltas of different lengths, sum(hitCount) > samples.length, endTime
+ * or several, a cycle, samples and timeDeltas of different lengths, endTime
  * before startTime, times that overflow, more nodes than the cap, more
  * samples than PPROF_MAX_SAMPLES (or PPROF_MAX_KEPT_SAMPLES of them before
  * the nodes), nesting deeper than PPROF_MAX_DEPTH. A CDP error reply gives
@@ -166,6 +166,11 @@ struct pprof_result {
  * frames nearest the root and ends in a PPROF_TRUNCATED_FRAME frame that
  * carries the values of everything deeper; the profile then has a comment saying
  * so, and out->truncated counts the frames folded.
+ *
+ * A sample naming a node the tree does not hold is left out and counted in
+ * out->orphans. The totals follow hitCount; sum(hitCount) and
+ * samples.length are not held to each other (Node 20 reports more hits
+ * than samples under load).
  *
  * o: borrowed; NULL means all defaults. out: filled on success only; the
  * caller owns out->pprof. why: see the top of this file. Any thread.
@@ -191,10 +196,12 @@ int pprof_from_cpu_json(const char *json, size_t len, const struct pprof_cpu_opt
  * (Deno's heap urls are file:// too).
  *
  * Rejected (ISOPROF_EPROFILE, *why): no head, wrong types, a node without id
- * or callFrame, a duplicate node id, a sample naming an unknown node, more
- * nodes than the cap, more than PPROF_MAX_KEPT_SAMPLES samples, tree depth
- * past PPROF_MAX_DEPTH; other errors, stacks and output cap as for CPU. out->samples = number of
- * samples[]; start_ns = end_ns = time_ns. Any thread.
+ * or callFrame, a duplicate node id, more nodes than the cap, more than
+ * PPROF_MAX_KEPT_SAMPLES samples, tree depth past PPROF_MAX_DEPTH; other
+ * errors, stacks and output cap as for CPU. A sample naming a node the tree
+ * does not hold (Node 20 in a worker thread has sent one) is left out and
+ * counted in out->orphans. out->samples = the samples[] kept; start_ns =
+ * end_ns = time_ns. Any thread.
  */
 int pprof_from_heap_json(const char *json, size_t len, const struct pprof_heap_opts *o,
                          struct pprof_result *out, char **why);

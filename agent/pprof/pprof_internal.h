@@ -209,6 +209,7 @@ struct jp {
     uint32_t *pend; /* CPU samples seen before the index; heap (nodeId, size lo, size hi) */
     size_t np, pcap;
     uint64_t nsamples, ndeltas;
+    uint64_t orphans; /* samples naming a node the tree does not hold */
     bool have_nodes, have_start, have_end, have_samples, have_deltas, have_head;
     int64_t start, end;
     int64_t hs_size; /* heap sample being read */

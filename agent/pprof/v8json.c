@@ -442,8 +442,7 @@ static int j_scalar(struct jp *p, enum jtype t, const char *s, size_t n)
             return v8_fail(p, ISOPROF_EPROFILE, "more than %zu samples", PPROF_MAX_SAMPLES);
         if (p->indexed) {
             if (v8_id_find(p, (uint32_t)v) == NONE)
-                return v8_fail(p, ISOPROF_EPROFILE, "samples[%" PRIu64 "]: node %u is unknown",
-                               p->nsamples, (uint32_t)v);
+                p->orphans++;
         } else {
             if (p->np >= PPROF_MAX_KEPT_SAMPLES)
                 return v8_fail(p, ISOPROF_EPROFILE, "more than %zu samples before the nodes",

@@ -180,7 +180,15 @@ async function measureConfig(ctx, spec, { seconds, schedule, slice }) {
     if (d.exitCode !== null) throw new Error(`isoprofd exited: ${d.err.slice(-1500)}`);
     st = status(ctx.bin, sock);
     return attachedCount(st) >= t.isolates;
-  }, 60000, `isoprofd to attach ${t.isolates} isolates`).catch((e) => { ctx.log(`${spec}: ${e.message}; measuring anyway (${attachedCount(st)} attached)`); });
+  }, 60000, `isoprofd to attach ${t.isolates} isolates`).catch((e) => {
+    // What the daemon saw, so a run that could not attach says why.
+    const states = st && Array.isArray(st.targets)
+      ? st.targets.map((x) => `${x.worker || x.endpoint || '?'}:${x.state}`).join(', ')
+      : 'no /status answer';
+    ctx.log(`${spec}: ${e.message}; measuring anyway (${attachedCount(st)} attached). Targets: ${states.slice(0, 1500)}`);
+    const tail = d.err.split('\n').filter(Boolean).slice(-10).join('\n  ');
+    if (tail) ctx.log(`${spec}: isoprofd said:\n  ${tail}`);
+  });
   const attachS = (Date.now() - tStart) / 1000;
   const attached = attachedCount(st);
   const cpuAttach = common.procCpu(d.pid);

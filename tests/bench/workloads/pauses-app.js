@@ -122,7 +122,10 @@ function query(from, to) {
   // A gap still open (no tick since it began) counts up to now.
   const now = mono();
   if (lastEnd < to && now - lastEnd > max) { max = now - lastEnd; at = lastEnd; }
-  return { max, at, n, big: big.reverse(), oldest: ringStart[lo & (RING - 1)] };
+  // The ring covers from the end of the tick before its oldest entry (the
+  // detector's start until it wraps): the oldest gap begins there. Its
+  // start time would not do, as the app says ready before its first tick.
+  return { max, at, n, big: big.reverse(), oldest: ticks ? ringEnd[lo & (RING - 1)] : lastEnd };
 }
 
 let buf = '';

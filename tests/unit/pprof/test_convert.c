@@ -535,6 +535,31 @@ TEST(cpu_more_hits_than_samples)
     pprof_buf_free(&r.pprof);
 }
 
+/* A sample naming a node the tree does not hold, after the nodes or
+ * before them: counted in orphans, the window kept. */
+TEST(cpu_orphan_samples)
+{
+    static const char *const json[] = {
+        "{\"startTime\":0,\"endTime\":10,\"nodes\":[{\"id\":1,\"callFrame\":{},\"children\":[2]},"
+        "{\"id\":2,\"callFrame\":{\"functionName\":\"hot\"},\"hitCount\":2}],"
+        "\"samples\":[2,9,2],\"timeDeltas\":[1,1,1]}",
+        "{\"startTime\":0,\"endTime\":10,\"samples\":[9,2,2],\"timeDeltas\":[1,1,1],"
+        "\"nodes\":[{\"id\":1,\"callFrame\":{},\"children\":[2]},"
+        "{\"id\":2,\"callFrame\":{\"functionName\":\"hot\"},\"hitCount\":2}]}",
+    };
+    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(json); i++) {
+        struct pprof_result r;
+        Profile *p = convert_cpu(json[i], NULL, &r);
+        REQUIRE(p != NULL);
+        CHECK_EQ_INT(r.orphans, 1);
+        CHECK_EQ_INT(r.samples, 2);
+        REQUIRE(p->n_sample == 1);
+        CHECK_EQ_INT(p->sample[0]->value[0], 2);
+        perftools__profiles__profile__free_unpacked(p, NULL);
+        pprof_buf_free(&r.pprof);
+    }
+}
+
 TEST(cpu_long_string_cut)
 {
     size_t n = 10000;
@@ -624,10 +649,6 @@ static const struct bad bad_cpu[] = {
      ISOPROF_EPROFILE, "cycle"},
     {"{\"nodes\":[{\"id\":1,\"callFrame\":{}},{\"id\":2,\"callFrame\":{}}]" T "}", ISOPROF_EPROFILE,
      "several roots"},
-    {"{\"nodes\":[" ROOT "," N2 "],\"samples\":[1,2,9],\"timeDeltas\":[1,1,1]" T "}",
-     ISOPROF_EPROFILE, "samples[2]: node 9 is unknown"},
-    {"{\"samples\":[1,9],\"timeDeltas\":[1,1],\"nodes\":[" ROOT "," N2 "]" T "}", ISOPROF_EPROFILE,
-     "samples[1]: node 9 is unknown"},
     {"{\"nodes\":[" ROOT "," N2 "],\"samples\":[1,2],\"timeDeltas\":[1]" T "}", ISOPROF_EPROFILE,
      "2 samples but 1 timeDeltas"},
     {"{\"nodes\":[" ROOT "," N2 "],\"samples\":[1,2]" T "}", ISOPROF_EPROFILE,
@@ -653,7 +674,7 @@ TEST(cpu_hostile)
 {
     for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(bad_cpu); i++) {
         const struct bad *b = &bad_cpu[i];
-        struct pprof_result r = {{(uint8_t *)1, 7}, 0, 0, 0, 0, 0, 0};
+        struct pprof_result r = {{(uint8_t *)1, 7}, 0, 0, 0, 0, 0, 0, 0};
         char *why = NULL;
         int rc = pprof_from_cpu_json(b->json, strlen(b->json), NULL, &r, &why);
         if (rc != b->err || why == NULL || strstr(why, b->why) == NULL) {
@@ -1028,8 +1049,6 @@ static const struct bad bad_heap[] = {
     {"{\"samples\":[]}", ISOPROF_EPROFILE, "no heap profile"},
     {"{\"id\":1,\"result\":{\"profile\":{\"head\":[]}}}", ISOPROF_EPROFILE, "\"head\" is an array"},
     {"{\"head\":" HN(1, HN(1, "")) ",\"samples\":[]}", ISOPROF_EPROFILE, "duplicate node id 1"},
-    {"{\"head\":" HN(1, HN(2, "")) ",\"samples\":[{\"size\":1,\"nodeId\":3}]}", ISOPROF_EPROFILE,
-     "samples[0]: node 3 is unknown"},
     {"{\"head\":" HN(1, "") ",\"samples\":[{\"size\":1}]}", ISOPROF_EPROFILE, "needs \"nodeId\""},
     {"{\"head\":" HN(1, "") ",\"samples\":[{\"size\":-1,\"nodeId\":1}]}", ISOPROF_EPROFILE,
      "\"size\" is -1"},
@@ -1065,6 +1084,28 @@ TEST(heap_hostile)
     CHECK_EQ_INT(pprof_from_heap_json(json, strlen(json), &o, &r, NULL), ISOPROF_EPROFILE);
     o.max_nodes = 3;
     CHECK_EQ_INT(pprof_from_heap_json(json, strlen(json), &o, &r, NULL), 0);
+    pprof_buf_free(&r.pprof);
+}
+
+/* Node 20's sampling heap profiler in a worker thread once named a node
+ * its tree did not hold: that sample is left out and counted, the others
+ * kept. */
+TEST(heap_orphan_samples)
+{
+    const char *json = "{\"head\":" HN(1, HN(2, "")) ",\"samples\":[{\"size\":100,\"nodeId\":2,"
+                       "\"ordinal\":1},{\"size\":7,\"nodeId\":25,\"ordinal\":2},{\"size\":50,"
+                       "\"nodeId\":2,\"ordinal\":3}]}";
+    struct pprof_result r;
+    char *why = NULL;
+    REQUIRE(pprof_from_heap_json(json, strlen(json), NULL, &r, &why) == 0);
+    CHECK(why == NULL);
+    CHECK_EQ_INT(r.orphans, 1);
+    CHECK_EQ_INT(r.samples, 2);
+    Profile *p = decode(&r.pprof);
+    REQUIRE(p != NULL && p->n_sample == 1);
+    CHECK_EQ_INT(p->sample[0]->value[0], 2);
+    CHECK_EQ_INT(p->sample[0]->value[1], 150);
+    perftools__profiles__profile__free_unpacked(p, NULL);
     pprof_buf_free(&r.pprof);
 }
 
@@ -1107,6 +1148,7 @@ int main(void)
     RUN(cpu_stack_order);
     RUN(cpu_utf8_replaced);
     RUN(cpu_more_hits_than_samples);
+    RUN(cpu_orphan_samples);
     RUN(cpu_long_string_cut);
     RUN(cpu_hostile);
     RUN(cpu_node_cap);
@@ -1120,6 +1162,7 @@ int main(void)
     RUN(heap_deep_ok);
     RUN(heap_too_deep);
     RUN(heap_hostile);
+    RUN(heap_orphan_samples);
     RUN(heap_self_size_only);
     RUN(cpu_mapper);
     RUN(heap_mapper);
