@@ -27,10 +27,11 @@
 //           takes its heap profile, in the app's own thread.
 //   budget  the cost budget (sampling.budget) against today's fixed
 //           schedule. Three app sizes (200, 20000 and 200000 functions)
-//           one after another; for each, two copies of the app, one
-//           profiled by an isoprofd with pause_share 100% (the fixed
-//           schedule: nothing stretched, nothing deferred), the other by
-//           one with the default budget, both at the same time.
+//           one after another; for each, copies of the app (the cells),
+//           one profiled by an isoprofd with pause_share 100% and cold
+//           windows (the fixed schedule: nothing stretched, nothing
+//           deferred), the others by isoprofds with the default budget,
+//           cold windows and the shipped mode (auto), all at the same time.
 //           Concurrently rather than interleaved: the plan is state the
 //           daemon learns from its first windows, and for a costly app its
 //           periods are tens of minutes, so short alternating segments
@@ -100,6 +101,13 @@
 //   --pauses-budget-seconds S     budget: how long each pair runs (240; quick 40),
 //                                 S x K seconds of real time
 //   --pauses-budget-funcs LIST    budget: the app sizes (200,20000,200000)
+//   --pauses-budget-cells LIST    budget: the cells run side by side, each on its own
+//                                 copy of the app (fixed,budget-cold,budget; quick
+//                                 fixed,budget): fixed = pause_share 100 %, cold
+//                                 windows; budget-cold = the default budget, cold
+//                                 windows; budget = the defaults as shipped
+//                                 (sampling.cpu.mode auto); budget-warm = the
+//                                 default budget, warm windows
 //   --pauses-budget-ready S       budget: how long an app may take to start (600;
 //                                 two 200k apps take about a minute here)
 //   --pauses-warm-funcs LIST      warm: the app sizes (200,20000,200000; quick 200 and
@@ -579,16 +587,26 @@ function daemonDefaults(bin) {
 
 // A cell's config at scale k: every period and duration / k, pause_share
 // x k (100 % for the fixed schedule), max_pause as it is (a stall).
-function budgetConfig(def, k, fixed, store, port) {
+// The cells of the budget part: the share (fixed: 100 %) and the window
+// mode each runs (null: the daemon's default).
+const BUDGET_CELLS = {
+  fixed: { fixed: true, mode: 'cold' },
+  'budget-cold': { fixed: false, mode: 'cold' },
+  budget: { fixed: false, mode: null },
+  'budget-warm': { fixed: false, mode: 'warm' },
+};
+
+function budgetConfig(def, k, cell, store, port) {
   const d = (ns) => `${Math.max(1, Math.round(ns / k / 1000))}us`;
-  const share = fixed ? 1 : Math.min(1, def.pause_share * k);
+  const share = cell.fixed ? 1 : Math.min(1, def.pause_share * k);
+  const mode = cell.mode ? `, mode: ${cell.mode}` : '';
   return [
     `store: {path: ${JSON.stringify(store)}}`,
     // memory_limit far above the app's heap: no memory episode, whose heap
     // windows the budget does not defer.
     `targets: [{inspector: "127.0.0.1:${port}", worker: "budget", memory_limit: 64GiB}]`,
     'sampling:',
-    `  cpu: {duration: ${d(def.duration_ns)}, period: ${d(def.period_ns)}}`,
+    `  cpu: {duration: ${d(def.duration_ns)}, period: ${d(def.period_ns)}${mode}}`,
     `  heap: {period: ${d(def.heap_period_ns)}}`,
     `  budget: {pause_share: ${+(share * 100).toFixed(4)}%, max_pause: ${Math.round(def.max_pause_ns / 1000)}us, max_duration: ${d(def.max_duration_ns)}}`,
     'anomaly: {latency: {listen: ""}}',
@@ -642,10 +660,10 @@ function startCell(name, app, bin, o, root) {
   const dir = path.join(root, name);
   fs.mkdirSync(dir);
   const store = path.join(dir, 'store');
-  const cfgText = budgetConfig(o.def, o.scale, name === 'fixed', store, app.port);
+  const cfgText = budgetConfig(o.def, o.scale, BUDGET_CELLS[name], store, app.port);
   fs.writeFileSync(path.join(dir, 'c.yaml'), cfgText);
   const cell = {
-    name, app, config: cfgText, sock: path.join(store, 'control.sock'), quiet: app.quiet,
+    name, app, config: cfgText, mode: BUDGET_CELLS[name].mode, sock: path.join(store, 'control.sock'), quiet: app.quiet,
     pending: [], events: [], clusters: [], log: [], logDropped: 0, prev: null, first: null,
     polls: 0, pollErrors: 0, done: false,
   };
@@ -744,11 +762,19 @@ async function finishCells(cells) {
     try {
       const st = JSON.parse(await control(c.sock, '/status'));
       const t = (st.targets || []).find((x) => x.worker === 'budget' && x.thread === 'main') || (st.targets || [])[0];
-      c.status = { budget: t ? t.budget : null, counters: st.counters, uptime_s: st.uptime_s, anomaly: t ? t.anomaly : null };
+      c.status = { budget: t ? t.budget : null, cpu_mode: t ? t.cpu_mode : null, counters: st.counters, uptime_s: st.uptime_s, anomaly: t ? t.anomaly : null };
     } catch (e) {
       c.status = { error: String(e.message || e) };
     }
     await attribute(c, 0);
+    // Every gap of the run, whatever caused it: what the attribution to
+    // counted calls cannot see (a warm cell's keep-alive start and
+    // rotations, GC) shows here.
+    try {
+      c.whole = await stallIn(c.app, c.t0, c.t1);
+    } catch (e) {
+      c.whole = { error: String(e.message || e) };
+    }
     await common.stop(c.d);
   }
 }
@@ -777,7 +803,23 @@ function cellFigures(c, k) {
     };
   }
   const periodS = b.period_ms * k / 1000, durS = b.duration_ms * k / 1000, heapS = b.heap_period_ms * k / 1000;
+  // All the run's gaps over 2 ms (the app's ring), less the mean gap: the
+  // share of wall time stalled and the stalls over 40 ms, per real hour.
+  let all = null;
+  if (c.whole && !c.whole.error) {
+    const gaps = c.whole.big.map(([, g]) => Math.max(0, g - c.quiet.mean_gap_ms));
+    const over = gaps.filter((g) => g > 40);
+    all = {
+      share: gaps.reduce((s, g) => s + g, 0) / (wallS * 1000),
+      over_40ms: over.length, over_40ms_per_hour: over.length / (wallS / 3600) / k,
+      longest_ms: gaps.length ? Math.max(...gaps) : 0,
+    };
+  }
+  const cpuMode = c.status && c.status.cpu_mode ? c.status.cpu_mode : null;
   return {
+    all_gaps: all ?? { error: c.whole ? c.whole.error : 'not measured' },
+    cpu_mode: cpuMode ? { mode: cpuMode.mode, configured: cpuMode.configured, why: cpuMode.why, warm_windows: cpuMode.warm_windows, rotations: cpuMode.rotations } : null,
+    mode_configured: c.mode || 'default',
     wall_s: +wallS.toFixed(1),
     scale: k,
     in_target: {
@@ -807,17 +849,17 @@ async function budgetPart(ctx, o) {
   for (const funcs of o.funcs) {
     const name = funcs >= 1000 ? `${Math.round(funcs / 1000)}k fns` : `${funcs} fns`;
     const env = { FUNCS: String(funcs) };
-    ctx.log(`budget: starting two ${funcs}-function apps (up to ${o.readyMs / 1000} s)`);
+    ctx.log(`budget: starting ${o.cells.length} ${funcs}-function apps (up to ${o.readyMs / 1000} s)`);
     const t0 = Date.now();
-    const apps = await Promise.all([startApp(env, true, o.readyMs), startApp(env, true, o.readyMs)]);
+    const apps = await Promise.all(o.cells.map(() => startApp(env, true, o.readyMs)));
     const res = { funcs, ready_s: +((Date.now() - t0) / 1000).toFixed(1) };
     try {
       const quiet = await Promise.all(apps.map(quietLoop));
       apps.forEach((a, i) => { a.quiet = quiet[i]; });
       const root = common.tmpdir('pauses-budget');
-      // Both schedules at once, each on its own copy of the app.
-      const cells = [startCell('fixed', apps[0], ctx.bin, o, root), startCell('budget', apps[1], ctx.bin, o, root)];
-      ctx.log(`budget: ${name}: fixed and budget side by side for ${o.seconds} s (scale ${o.scale}: ${(o.seconds * o.scale / 60).toFixed(0)} min of real time)`);
+      // Every cell at once, each on its own copy of the app.
+      const cells = o.cells.map((cn, i) => startCell(cn, apps[i], ctx.bin, o, root));
+      ctx.log(`budget: ${name}: ${o.cells.join(', ')} side by side for ${o.seconds} s (scale ${o.scale}: ${(o.seconds * o.scale / 60).toFixed(0)} min of real time)`);
       const end = Date.now() + o.seconds * 1000;
       while (Date.now() < end) {
         await sleep(Math.min(60000, end - Date.now()));
@@ -827,7 +869,8 @@ async function budgetPart(ctx, o) {
             const st = JSON.parse(await control(c.sock, '/status'));
             const t = st.targets && st.targets[0];
             const b = t && t.budget;
-            say.push(b ? `${c.name} factor ${b.factor} cpu ${b.pauses.start.count} heap ${b.pauses.heap.count} deferred ${b.deferred}` : `${c.name} not attached`);
+            const m = t && t.cpu_mode ? ` ${t.cpu_mode.mode}` : '';
+            say.push(b ? `${c.name}${m} factor ${b.factor} cpu ${b.pauses.start.count} heap ${b.pauses.heap.count} deferred ${b.deferred}` : `${c.name} not attached`);
           } catch (e) { say.push(`${c.name} ${e.message}`); }
         }
         ctx.log(`budget: ${name}: ${Math.round((o.seconds * 1000 - (end - Date.now())) / 1000)} s: ${say.join('; ')}`);
@@ -844,6 +887,7 @@ async function budgetPart(ctx, o) {
     }
     out.apps[name] = res;
   }
+  out.cells = o.cells;
   return out;
 }
 
@@ -851,18 +895,27 @@ async function budgetPart(ctx, o) {
 function budgetTables(b) {
   const pct = (x) => (Number.isFinite(x) ? `${(x * 100).toPrecision(3)}%` : '-');
   const num = (x, d = 1) => common.fx(x, d);
-  const ratio = (x, y) => (Number.isFinite(x) && Number.isFinite(y) && x > 0 ? common.fx(y / x, 2) : '-');
+  const names = b.cells || ['fixed', 'budget'];
+  const others = names.filter((n) => n !== 'fixed');
   const side = [];
   const calls = [];
   const rows = [];
   for (const [name, a] of Object.entries(b.apps)) {
-    if (!a.fixed || !a.budget) continue;
-    const F = a.fixed.figures, B = a.budget.figures;
-    const line = (what, get, fmt) => { const x = get(F), y = get(B); side.push([name, what, fmt(x), fmt(y), ratio(x, y)]); };
-    line('stall share, in target', (f) => f.in_target.share / f.scale, pct);
+    const cells = names.filter((n) => a[n]);
+    if (!cells.length) continue;
+    const fig = (n) => a[n].figures;
+    const line = (what, get, fmt) => {
+      const xs = cells.map((n) => get(fig(n)));
+      side.push([name, what, ...xs.map(fmt)]);
+    };
+    line('window mode (auto: what it chose)', (f) => (f.cpu_mode ? `${f.cpu_mode.mode}${f.mode_configured === 'default' ? ` (${f.cpu_mode.configured})` : ''}` : f.mode_configured), String);
+    line('stall share, in target (counted calls)', (f) => f.in_target.share / f.scale, pct);
+    line('stall share, in target (every gap)', (f) => (f.all_gaps.share === undefined ? NaN : f.all_gaps.share / f.scale), pct);
+    line('stalls over 40 ms per hour (every gap)', (f) => f.all_gaps.over_40ms_per_hour, num);
     line('stall share, daemon (spent_share)', (f) => f.daemon.spent_share, pct);
     line('stall share, daemon\'s plan', (f) => f.daemon.planned_share, pct);
-    line('longest stall in target, ms', (f) => f.in_target.longest_ms, num);
+    line('longest stall in target, ms (counted calls)', (f) => f.in_target.longest_ms, num);
+    line('longest gap in target, ms (every gap)', (f) => f.all_gaps.longest_ms, num);
     line('CPU windows/h, run', (f) => f.windows.cpu_per_hour, num);
     line('CPU windows/h, plan', (f) => f.windows.cpu_per_hour_plan, num);
     line('heap windows/h, run', (f) => f.windows.heap_per_hour, num);
@@ -871,27 +924,31 @@ function budgetTables(b) {
     line('CPU seconds recorded/h, plan', (f) => f.windows.cpu_seconds_per_hour_plan, (x) => num(x, 0));
     line('plan factor', (f) => f.daemon.factor, (x) => num(x, 2));
     line('windows deferred (run)', (f) => f.daemon.deferred, (x) => num(x, 0));
-    const flags = (f) => [f.daemon.limited ? 'limited' : 'not limited', ...(f.daemon.over_max_pause || []).map((c) => `${c} over max_pause`),
-      ...(f.daemon.duration_capped ? ['duration capped'] : [])].join(', ');
-    side.push([name, 'plan flags', flags(F), flags(B), '']);
-    const quiet = (f) => `${num(f.in_target.quiet_longest_100ms.p50)} / ${num(f.in_target.quiet_longest_100ms.max)}`;
-    side.push([name, 'no call: longest gap in 100 ms, p50 / max ms', quiet(F), quiet(B), '']);
-    for (const [sched, f] of [['fixed', F], ['budget', B]]) {
+    line('plan flags', (f) => [f.daemon.limited ? 'limited' : 'not limited', ...(f.daemon.over_max_pause || []).map((c) => `${c} over max_pause`),
+      ...(f.daemon.duration_capped ? ['duration capped'] : [])].join(', '), String);
+    line('no call: longest gap in 100 ms, p50 / max ms', (f) => `${num(f.in_target.quiet_longest_100ms.p50)} / ${num(f.in_target.quiet_longest_100ms.max)}`, String);
+    for (const sched of cells) {
+      const f = fig(sched);
       for (const call of CALLS) {
         const p = f.per_call[call];
         calls.push([name, sched, call, `${p.n}/${p.of}`, num(p.stall.p50), num(p.stall.max), num(p.rtt.p50), num(p.rtt.max),
           num(p.rtt_over_stall_p50s, 2), p.status ? num(p.status.p50_ms) : '-', p.status ? num(p.status.max_ms) : '-']);
       }
     }
-    const r = (call) => common.fx(B.per_call[call].rtt_over_stall_p50s, 2);
-    rows.push([`pause budget vs fixed schedule, ${name} (scale ${b.scale})`,
-      `stall share ${pct(F.in_target.share / F.scale)} -> ${pct(B.in_target.share / B.scale)}, CPU windows/h ${num(F.windows.cpu_per_hour)} -> ${num(B.windows.cpu_per_hour)} (plan ${num(B.windows.cpu_per_hour_plan)}), heap/h ${num(F.windows.heap_per_hour)} -> ${num(B.windows.heap_per_hour)}`, '', '']);
-    rows.push([`round trip / in-target stall, ${name} (budget)`, `start ${r('start')}, stop ${r('stop')}, heap ${r('heap')}`, '', '']);
+    if (!a.fixed) continue;
+    const F = fig('fixed');
+    for (const o of others.filter((n) => a[n])) {
+      const B = fig(o);
+      const r = (call) => common.fx(B.per_call[call].rtt_over_stall_p50s, 2);
+      const mode = B.cpu_mode ? ` ${B.cpu_mode.mode}` : '';
+      rows.push([`${o}${mode} vs fixed schedule, ${name} (scale ${b.scale})`,
+        `stall share ${pct(F.in_target.share / F.scale)} -> ${pct(B.in_target.share / B.scale)}, CPU windows/h ${num(F.windows.cpu_per_hour)} -> ${num(B.windows.cpu_per_hour)} (plan ${num(B.windows.cpu_per_hour_plan)}), heap/h ${num(F.windows.heap_per_hour)} -> ${num(B.windows.heap_per_hour)}, stalls > 40 ms/h ${num(F.all_gaps.over_40ms_per_hour)} -> ${num(B.all_gaps.over_40ms_per_hour)}`, '', '']);
+      rows.push([`round trip / in-target stall, ${name} (${o})`, `start ${r('start')}, stop ${r('stop')}, heap ${r('heap')}`, '', '']);
+    }
   }
-  return { side, calls, rows };
+  return { side, calls, rows, header: ['app', 'figure (real time)', ...names] };
 }
 
-const BUDGET_SIDE = ['app', 'figure (real time)', 'fixed', 'budget', 'budget/fixed'];
 const BUDGET_CALLS = ['app', 'schedule', 'call', 'n/calls', 'in-target stall p50 ms', 'max', 'round trip p50 ms', 'max', 'rtt/stall (p50s)', 'status p50', 'status max'];
 
 // --- the section --------------------------------------------------------
@@ -952,10 +1009,13 @@ async function measure(ctx) {
       seconds: parseFloat(ctx.opt('pauses-budget-seconds', quick ? '40' : '240')),
       funcs: String(ctx.opt('pauses-budget-funcs', '200,20000,200000')).split(',').map((x) => parseInt(x, 10)).filter((x) => x > 0),
       readyMs: parseFloat(ctx.opt('pauses-budget-ready', '600')) * 1000,
+      cells: String(ctx.opt('pauses-budget-cells', quick ? 'fixed,budget' : 'fixed,budget-cold,budget')).split(',').map((x) => x.trim()).filter(Boolean),
       pollMs: 50,
       settleMs: 15000,
       def: daemonDefaults(ctx.bin),
     };
+    for (const c of o.cells) if (!BUDGET_CELLS[c]) throw new Error(`--pauses-budget-cells: unknown cell '${c}' (${Object.keys(BUDGET_CELLS).join(', ')})`);
+    if (new Set(o.cells).size !== o.cells.length || !o.cells.length) throw new Error('--pauses-budget-cells: each cell once, at least one');
     data.budget = await budgetPart(ctx, o);
   }
   if (has('snapshot')) {
@@ -1033,10 +1093,10 @@ function printDetail(r) {
   }
   if (r.budget) {
     const b = r.budget;
-    process.stdout.write(`\nThe pause budget (defaults) against the fixed schedule (pause_share 100%), side by side, ${b.seconds} s a pair ` +
+    process.stdout.write(`\nThe pause budget (defaults) against the fixed schedule (pause_share 100%, cold windows), side by side, ${b.seconds} s a run ` +
       `at scale ${b.scale}: periods and durations / ${b.scale}, pause_share x ${b.scale}; shares and rates below are converted back to real time ` +
       `(/ ${b.scale}), stalls are absolute. In-target stall = the longest tick gap of the call's span less the app's mean gap.\n`);
-    common.printTable(BUDGET_SIDE, b.side);
+    common.printTable(b.header, b.side);
     process.stdout.write(`\nPer call: in-target stall (the app's clock) against the daemon's round trip for the same calls (n = calls alone in their span / all), ` +
       'and the daemon\'s own /status p50 and max (its latest 64).\n');
     common.printTable(BUDGET_CALLS, b.calls);
@@ -1063,7 +1123,7 @@ async function run(ctx) {
   // Node 20 has WebSocket only behind a flag: measure in a child that has it.
   const opts = {};
   for (const k of ['pauses-reps', 'pauses-window', 'pauses-intervals', 'pauses-funcs', 'pauses-parts',
-    'pauses-budget-scale', 'pauses-budget-seconds', 'pauses-budget-funcs', 'pauses-budget-ready',
+    'pauses-budget-scale', 'pauses-budget-seconds', 'pauses-budget-funcs', 'pauses-budget-ready', 'pauses-budget-cells',
     'pauses-snapshot-mib', 'pauses-snapshot-reps', 'pauses-warm-funcs', 'pauses-warm-reps', 'pauses-warm-window']) {
     const v = ctx.opt(k, undefined);
     if (v !== undefined) opts[k] = v;
