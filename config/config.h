@@ -21,8 +21,8 @@
  *   anomaly.memory.{threshold, heap_period}, anomaly.{cpu_interval,
  *   cooldown, retention}, anomaly.latency.{listen, window, factor, min,
  *   min_count, worker_tag, version_tag}, anomaly.regression.{enabled,
- *   min_samples, min_delta, min_ratio, alpha, max_versions, extra_windows,
- *   max_functions, warmup}
+ *   min_samples, min_windows, min_delta, min_ratio, alpha, max_versions,
+ *   extra_windows, max_functions, warmup}
  *   upload.{url, api, timeout, max_profile_size, host, tenant_id,
  *   bearer_token_file}, upload.batch.{max_profiles, max_bytes, max_delay},
  *   upload.tls.{ca_file, insecure_skip_verify}, upload.basic_auth.{username,
@@ -64,9 +64,9 @@
 
 /* The limits of an on-demand window (POST /profile, `isoprof profile`):
  * the CLI, the control socket and the daemon check against these. */
-#define CFG_OD_SECONDS_MAX 3600u                /* --seconds 1..3600 */
-#define CFG_OD_INTERVAL_MIN_NS 100000ull        /* --interval 100us.. */
-#define CFG_OD_INTERVAL_MAX_NS 1000000000ull    /* ..1s */
+#define CFG_OD_SECONDS_MAX 3600u             /* --seconds 1..3600 */
+#define CFG_OD_INTERVAL_MIN_NS 100000ull     /* --interval 100us.. */
+#define CFG_OD_INTERVAL_MAX_NS 1000000000ull /* ..1s */
 
 /* Where the packaged service's control socket is (its unit's
  * RuntimeDirectory=isoprof): the last place a client looks. */
@@ -166,7 +166,7 @@ struct cfg {
     uint64_t source_maps_cache;    /* bytes of parsed source maps, all targets */
     uint64_t source_maps_max_file; /* larger map files are refused */
     double source_maps_cpu;        /* each target's share of a core for its lookups */
-    struct cfg_target *targets; /* ntargets entries; NULL when ntargets is 0 */
+    struct cfg_target *targets;    /* ntargets entries; NULL when ntargets is 0 */
     size_t ntargets;
     struct {
         uint64_t interval_ns; /* /json/list polls; also the /proc scan's period */
@@ -195,8 +195,8 @@ struct cfg {
     struct {
         struct {
             uint64_t duration_ns, period_ns, interval_ns; /* period_ns >= duration_ns */
-            double jitter;           /* share of the period, 0..0.5 */
-            uint32_t max_concurrent; /* 1..1024 */
+            double jitter;                                /* share of the period, 0..0.5 */
+            uint32_t max_concurrent;                      /* 1..1024 */
             enum cfg_cpu_mode mode;
         } cpu;
         struct {
@@ -214,12 +214,12 @@ struct cfg {
     } sampling;
     struct {
         struct {
-            double threshold; /* share of memory_limit, 0.01..1 */
+            double threshold;        /* share of memory_limit, 0.01..1 */
             uint64_t heap_period_ns; /* the first step of an episode's heap windows */
             double max_share;        /* of an episode's time its heap windows may stall */
             struct {
-                int enabled;                     /* memory_growth on */
-                uint64_t window_ns, horizon_ns;  /* the fit's span; how far it looks ahead */
+                int enabled;                    /* memory_growth on */
+                uint64_t window_ns, horizon_ns; /* the fit's span; how far it looks ahead */
             } growth;
             int snapshot;               /* take a heap snapshot once per episode */
             uint64_t snapshot_max_heap; /* bytes of used heap above which it is skipped */
@@ -240,14 +240,15 @@ struct cfg {
          * before it. All reloadable; a change applies from the next window. */
         struct {
             int enabled;
-            uint32_t min_samples;    /* non-idle samples each side needs */
-            double min_delta;        /* least change of a function's share, absolute */
-            double min_ratio;        /* least relative change of its share (> 1) */
-            double alpha;            /* family-wise error of one comparison */
-            uint32_t max_versions;   /* aggregates kept per worker */
-            uint32_t extra_windows;  /* extra CPU windows a new version may take */
-            uint32_t max_functions;  /* functions one aggregate keeps */
-            uint64_t warmup_ns;      /* windows this soon after an attach are not folded */
+            uint32_t min_samples;   /* non-idle samples each side needs */
+            uint32_t min_windows;   /* windows each side needs (their spread is judged) */
+            double min_delta;       /* least change of a function's share, absolute */
+            double min_ratio;       /* least relative change of its share (> 1) */
+            double alpha;           /* family-wise error of one comparison */
+            uint32_t max_versions;  /* aggregates kept per worker */
+            uint32_t extra_windows; /* extra CPU windows a new version may take */
+            uint32_t max_functions; /* functions one aggregate keeps */
+            uint64_t warmup_ns;     /* windows this soon after an attach are not folded */
         } regression;
     } anomaly;
     struct {

@@ -768,6 +768,16 @@ const struct cfg_option cfg_options[] = {
      .offset = G(anomaly.regression.min_samples),
      .help = "non-idle CPU samples each version needs before it is judged (one busy 10 s window "
              "at 10 ms)"},
+    {.name = "anomaly.regression.min_windows",
+     .type = CFG_T_COUNT,
+     .scope = CFG_SCOPE_GLOBAL,
+     .def = "3",
+     .min = 2,
+     .max = 1000,
+     .reloadable = 1,
+     .offset = G(anomaly.regression.min_windows),
+     .help = "CPU windows each version needs before it is judged: how much a function's share "
+             "moves from window to window is measured, not assumed"},
     {.name = "anomaly.regression.min_delta",
      .type = CFG_T_FRACTION,
      .scope = CFG_SCOPE_GLOBAL,

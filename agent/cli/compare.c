@@ -53,6 +53,7 @@ static int params_of(const struct cli *c, struct regress_params *p, uint32_t *ma
         return EXIT_USAGE;
     }
     p->min_samples = cfg->anomaly.regression.min_samples;
+    p->min_windows = cfg->anomaly.regression.min_windows;
     p->min_delta = cfg->anomaly.regression.min_delta;
     p->min_ratio = cfg->anomaly.regression.min_ratio;
     p->alpha = cfg->anomaly.regression.alpha;
@@ -141,6 +142,8 @@ static void json_change(FILE *f, const struct regress_change *ch)
     json_num(f, ratio_of(ch)); /* null: infinite, a side without it */
     fputs(",\"z\":", f);
     json_num(f, ch->z);
+    fputs(",\"dispersion\":", f);
+    json_num(f, ch->dispersion);
     fputs(",\"p\":", f);
     json_num(f, ch->p);
     fputs(",\"p_adj\":", f);
@@ -194,12 +197,14 @@ static void print_json(const struct cli *c, const struct store_agg *ib, const st
     json_side(stdout, c->from, ib, b, r->cpu_before);
     fputs(",\"to\":", stdout);
     json_side(stdout, c->to, ia, a, r->cpu_after);
-    fprintf(stdout, ",\"verdict\":\"%s\",\"judged\":%s,\"regressions\":%zu,\"tested\":%" PRIu32,
-            verdict_of(r), r->judged ? "true" : "false", r->regressions, r->tested);
+    fprintf(stdout,
+            ",\"verdict\":\"%s\",\"judged\":%s,\"regressions\":%zu,\"tested\":%" PRIu32
+            ",\"df\":%" PRIu32,
+            verdict_of(r), r->judged ? "true" : "false", r->regressions, r->tested, r->df);
     fprintf(stdout,
             ",\"params\":{\"alpha\":%g,\"min_delta\":%g,\"min_ratio\":%g,"
-            "\"min_samples\":%" PRIu64 ",\"caller_z\":%g}",
-            p->alpha, p->min_delta, p->min_ratio, p->min_samples, p->caller_z);
+            "\"min_samples\":%" PRIu64 ",\"min_windows\":%" PRIu64 ",\"caller_z\":%g}",
+            p->alpha, p->min_delta, p->min_ratio, p->min_samples, p->min_windows, p->caller_z);
     fputs(",\"grown\":[", stdout);
     for (size_t i = 0; i < r->ngrown; i++) {
         if (i)
@@ -234,8 +239,8 @@ static void print_changes(const char *title, const struct regress_change *c, siz
         printf("  (none)\n");
         return;
     }
-    printf("  %8s %8s %9s %7s %8s %9s  %-18s %s\n", "BEFORE", "AFTER", "DELTA", "RATIO", "Z",
-           "P_ADJ", "FLAGS", "FUNCTION");
+    printf("  %8s %8s %9s %7s %8s %6s %9s  %-18s %s\n", "BEFORE", "AFTER", "DELTA", "RATIO", "Z",
+           "DISP", "P_ADJ", "FLAGS", "FUNCTION");
     for (size_t i = 0; i < n; i++) {
         const struct regress_change *ch = &c[i];
         char ratio[16], flags[64], padj[16];
@@ -249,9 +254,9 @@ static void print_changes(const char *title, const struct regress_change *c, siz
         else
             snprintf(padj, sizeof(padj), "%.2g", ch->p_adj);
         flags_text(ch, flags, sizeof(flags));
-        printf("  %7.2f%% %7.2f%% %+7.2fpt %7s %8.2f %9s  %-18s %s", 100.0 * ch->share_before,
+        printf("  %7.2f%% %7.2f%% %+7.2fpt %7s %8.2f %6.2f %9s  %-18s %s", 100.0 * ch->share_before,
                100.0 * ch->share_after, 100.0 * (ch->share_after - ch->share_before), ratio, ch->z,
-               padj, flags, *ch->name ? ch->name : "(anonymous)");
+               ch->dispersion, padj, flags, *ch->name ? ch->name : "(anonymous)");
         if (ch->file && *ch->file)
             printf(" %s", ch->file);
         putchar('\n');
@@ -270,16 +275,23 @@ static void print_text(const struct cli *c, const struct store_agg *ib, const st
     printf("\n");
     if (!r->judged)
         printf("verdict: not judged: each version needs %" PRIu64
-               " non-idle samples (anomaly.regression.min_samples)\n",
-               p->min_samples);
+               " non-idle samples (anomaly.regression.min_samples) in %" PRIu64
+               " windows (anomaly.regression.min_windows)\n",
+               p->min_samples, p->min_windows);
     else if (r->regressions)
         printf("verdict: REGRESSION: %zu function%s grew in %s\n", r->regressions,
                r->regressions == 1 ? "" : "s", c->to);
     else
         printf("verdict: no regression\n");
     printf("  (%" PRIu32 " functions compared; alpha %g, min_delta %.2gpt, min_ratio %.2f; a "
-           "share is of the non-idle samples)\n",
+           "share is of the non-idle samples; ",
            r->tested, p->alpha, 100.0 * p->min_delta, p->min_ratio);
+    if (r->df > 0)
+        printf("DISP: how many times the binomial variance a share has, from the spread of "
+               "its windows, %" PRIu32 " degrees of freedom)\n",
+               r->df);
+    else
+        printf("binomial tests: an aggregate keeps no windows)\n");
     if (!r->judged)
         return;
     print_changes("GROWN", r->grown, r->ngrown);

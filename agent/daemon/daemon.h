@@ -159,22 +159,22 @@ struct target {
     int heap_restart_logged;
     int mem_inflight;
     struct memacc mem_cpu,
-        mem_heap;      /* polls in the running CPU window / since the last heap window */
-    struct memwatch mw; /* its limit, memory episodes and their evidence (anomaly.c drives it) */
+        mem_heap;         /* polls in the running CPU window / since the last heap window */
+    struct memwatch mw;   /* its limit, memory episodes and their evidence (anomaly.c drives it) */
     uint64_t limit_probe; /* the limit job asked for it (anomaly.c), 0: none out */
     struct od_req *snap_od; /* an on-demand snapshot waiting to start (a reference) */
     /* wall start of the last window stored, per type (writer.c); 0: none yet */
     uint64_t last_cpu_ns, last_heap_ns;
     /* warm windows (warm.h decides, keepalive.c drives) */
     struct warm warm;
-    int win_warm;              /* the open CPU window started warm */
-    uint64_t ka_seen;          /* the keep-alive whose consoleProfileStarted came */
-    uint64_t ka_sent_ns;       /* its call in flight was sent (its stall) */
-    int ka_logged_want;        /* the choice last logged */
+    int win_warm;        /* the open CPU window started warm */
+    uint64_t ka_seen;    /* the keep-alive whose consoleProfileStarted came */
+    uint64_t ka_sent_ns; /* its call in flight was sent (its stall) */
+    int ka_logged_want;  /* the choice last logged */
     enum warm_why ka_logged_why;
-    uint32_t proc_pid;         /* its process, as the limit job found it (0: unknown) */
-    uint64_t ka_probe;         /* the sampler probe out (its seq), 0: none */
-    uint32_t ka_tid;           /* the sampler thread last read, its CPU and when */
+    uint32_t proc_pid; /* its process, as the limit job found it (0: unknown) */
+    uint64_t ka_probe; /* the sampler probe out (its seq), 0: none */
+    uint32_t ka_tid;   /* the sampler thread last read, its CPU and when */
     uint64_t ka_tid_cpu_ns, ka_tid_mono_ns;
     struct target *next; /* a->targets */
 };
@@ -195,9 +195,9 @@ struct agent {
     int upl_restarting;           /* a reload closes the uploader; the new one starts after */
     long upl_last_code;
     int upl_last_err;
-    uint64_t upl_expired_run; /* uplink.c: windows expired since the server last took a batch */
-    int upl_skew_logged;      /* uplink.c: the clock skew error was logged */
-    struct endpoint *endpoints;         /* polled, in config order */
+    uint64_t upl_expired_run;   /* uplink.c: windows expired since the server last took a batch */
+    int upl_skew_logged;        /* uplink.c: the clock skew error was logged */
+    struct endpoint *endpoints; /* polled, in config order */
     struct endpoint *retired_endpoints; /* dropped by a reload; freed at exit */
     struct endpoint *found_endpoints;   /* found on the host by procs.c */
     struct endpoint *found_retired;     /* found ones gone; freed once nothing points to them */
@@ -294,8 +294,7 @@ int snapshot_on_event(struct target *t, const char *session, const char *method,
 void keepalive_tick(struct target *t);
 /* A console-profile event on t's session (session: a worker's, or NULL):
  * 1 if it was one (consumed). */
-int keepalive_on_event(struct target *t, const char *session, const char *method,
-                       yajl_val params);
+int keepalive_on_event(struct target *t, const char *session, const char *method, yajl_val params);
 /* The same for an event too big to parse (data borrowed): 1 if it was a
  * console profile's end (the caller frees data). */
 int keepalive_on_big_event(struct target *t, const char *method, const char *data, size_t len);
@@ -548,6 +547,7 @@ struct deploy_result {
     int err;                           /* a step failed (what names it) */
     const char *what;                  /* static */
     uint64_t busy, base_busy;          /* non-idle samples of the version and its baseline */
+    uint64_t windows;                  /* the version's windows in its aggregate (0: not kept) */
     char base[STORE_VERSION_MAX + 1];  /* the baseline version; "": none (its first) */
     uint64_t agg_bytes;                /* what its aggregate takes in the store */
     uint32_t dropped;                  /* the worker's aggregates the bound dropped */

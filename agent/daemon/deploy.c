@@ -10,13 +10,15 @@
  * batch's store_put committed its windows), deploy_store() takes one
  * pair's windows, each already made into an aggregate of its own on the
  * conversion stage (regress_agg_add_pprof: the names and files as stored,
- * after source maps), and:
+ * after source maps; closed as one window, regress_agg_end_window, so
+ * the spread of each share across windows is kept too), and:
  *   1. merges them into the pair's stored aggregate and writes it back
  *      (store_agg_put; at most anomaly.regression.max_versions a worker);
  *   2. finds the baseline: of the worker's other versions, the one first
  *      seen last before this one was (the version a deploy replaced, or
  *      the one a canary runs beside). The oldest version has none;
- *   3. once both have min_samples non-idle samples, compares them
+ *   3. once both have min_samples non-idle samples in min_windows
+ *      windows, compares them
  *      (regress_compare) and records, updates or clears the pair's
  *      version_regression: one record per (worker, version, baseline),
  *      found again in the store, so at most one however often it is
@@ -31,10 +33,11 @@
  * logged and counted, the pair's record is remembered (struct deploy_pair)
  * so that its later windows are pinned to it and carry anomaly=
  * version_regression to the uploader (deploy_meta), and a version that has
- * a judged baseline but not yet min_samples gets extra windows on its
- * isolates: win_extra_cpu, the planned window brought forward at
- * anomaly.cpu_interval, through the pause budget and the slots like any
- * scheduled window, at most anomaly.regression.extra_windows a version.
+ * a judged baseline but not yet min_samples (or min_windows) gets extra
+ * windows on its isolates: win_extra_cpu, the planned window brought
+ * forward at anomaly.cpu_interval, through the pause budget and the slots
+ * like any scheduled window, at most anomaly.regression.extra_windows a
+ * version.
  *
  * Which windows are folded: scheduled, extra and those of a flagged
  * version; not on-demand windows, nor those taken for another anomaly
@@ -248,6 +251,7 @@ void deploy_store(struct store *s, struct deploy_fold *f)
         goto out;
     }
     r->busy = info.busy;
+    r->windows = a->wbusy == info.busy ? a->windows : 0;
     r->dropped = (uint32_t)dropped;
     r->agg_bytes = info.stored_size;
 
@@ -436,6 +440,7 @@ void deploy_meta(struct agent *a, const struct target *t, struct writer_meta *m)
     m->deploy.fold = 1;
     regress_params_default(&m->deploy.p);
     m->deploy.p.min_samples = c->anomaly.regression.min_samples;
+    m->deploy.p.min_windows = c->anomaly.regression.min_windows;
     m->deploy.p.min_delta = c->anomaly.regression.min_delta;
     m->deploy.p.min_ratio = c->anomaly.regression.min_ratio;
     m->deploy.p.alpha = c->anomaly.regression.alpha;
@@ -450,7 +455,7 @@ void deploy_meta(struct agent *a, const struct target *t, struct writer_meta *m)
 }
 
 /* The isolates of worker/version that can take a window: extra ones, until
- * the pair has min_samples or its allowance is spent. */
+ * the pair has min_samples in min_windows or its allowance is spent. */
 static void ask_extra(struct agent *a, struct deploy_pair *p, const struct deploy_result *r)
 {
     const struct cfg *c = a->cfg;
@@ -467,10 +472,10 @@ static void ask_extra(struct agent *a, struct deploy_pair *p, const struct deplo
         a->n.regression_extra_windows++;
         log_info("extra window for a new version",
                  "worker=%s version=%s thread=%s isolate=%u baseline=%s busy=%U min_samples=%U "
-                 "extra=%u of=%u",
+                 "windows=%U min_windows=%u extra=%u of=%u",
                  p->worker, p->version, t->thread, t->isolate, r->base, r->busy,
-                 (uint64_t)c->anomaly.regression.min_samples, p->extra,
-                 c->anomaly.regression.extra_windows);
+                 (uint64_t)c->anomaly.regression.min_samples, r->windows,
+                 c->anomaly.regression.min_windows, p->extra, c->anomaly.regression.extra_windows);
     }
 }
 
@@ -519,15 +524,19 @@ void deploy_done(struct agent *a, const char *worker, const char *version,
                  worker, version, r->base, r->busy, r->base_busy, r->anomaly);
     }
     log_debug("version aggregate",
-              "worker=%s version=%s busy=%U bytes=%U baseline=%s baseline_busy=%U judged=%d "
-              "regressions=%U grown=%U shrunk=%U flagged=%d compare_ms=%f",
-              worker, version, r->busy, r->agg_bytes, r->base, r->base_busy, r->judged,
+              "worker=%s version=%s busy=%U windows=%U bytes=%U baseline=%s baseline_busy=%U "
+              "judged=%d regressions=%U grown=%U shrunk=%U flagged=%d compare_ms=%f",
+              worker, version, r->busy, r->windows, r->agg_bytes, r->base, r->base_busy, r->judged,
               (uint64_t)r->regressions, (uint64_t)r->grown, (uint64_t)r->shrunk, r->flagged,
               (double)r->compare_ns / 1e6);
     const struct cfg *c = a->cfg;
+    /* Not judged for want of samples, or of windows to tell the samples'
+     * spread (an old aggregate keeps none: windows 0 then, and samples
+     * decide). */
     if (c->anomaly.regression.enabled && !a->stopping && r->base[0] != '\0' &&
         r->base_busy >= c->anomaly.regression.min_samples &&
-        r->busy < c->anomaly.regression.min_samples)
+        (r->busy < c->anomaly.regression.min_samples ||
+         (r->windows > 0 && r->windows < c->anomaly.regression.min_windows)))
         ask_extra(a, p, r);
 }
 

@@ -472,6 +472,8 @@ static void fold_window(struct writer_job *j)
     int rc = regress_agg_new(j->deploy.max_fns, &j->agg);
     if (rc == 0)
         rc = regress_agg_add_pprof(j->agg, j->res.pprof.data, j->res.pprof.len, &why);
+    if (rc == 0)
+        rc = regress_agg_end_window(j->agg); /* one window: its share's spread is judged */
     isoprof_free(why);
     if (rc != 0) {
         regress_agg_free(j->agg);

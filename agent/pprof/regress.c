@@ -38,6 +38,10 @@
  * - caller_z 3: a change of inlining passes the caller check about once in
  *   a thousand; added work in a function under a caller at 30 % passes it
  *   from ~1,000 samples.
+ * - min_windows 3: the fewest windows from which a side's spread says
+ *   anything (2 degrees of freedom); a baseline that ran a while has many
+ *   more, and they carry the estimate. A new version reaches it with its
+ *   extra windows, as it reaches min_samples.
  */
 #include "regress.h"
 
@@ -696,6 +700,26 @@ int regress_agg_tree(const struct regress_agg *a, struct pprof_tree *t, int set)
 
 /* --- merging --- */
 
+int regress_agg_end_window(struct regress_agg *a)
+{
+    if (a == NULL)
+        return -EINVAL;
+    if (a->err != 0)
+        return a->err;
+    if (a->windows != 0 || a->wbusy != 0)
+        return -EINVAL;
+    uint64_t n = regress_agg_busy(a);
+    if (n == 0)
+        return 0;
+    a->windows = 1;
+    a->wbusy = n;
+    for (uint32_t i = 0; i < a->nfns; i++) {
+        double x = (double)a->fns[i].cum;
+        a->fns[i].sq = x * x / (double)n;
+    }
+    return 0;
+}
+
 int regress_agg_merge(struct regress_agg *dst, const struct regress_agg *src)
 {
     if (dst->err != 0)
@@ -728,6 +752,7 @@ int regress_agg_merge(struct regress_agg *dst, const struct regress_agg *src)
         d->cum += s->cum;
         d->self += s->self;
         d->err += s->err;
+        d->sq += s->sq;
         d->stamp = mark;
         map[i] = (uint32_t)idx;
     }
@@ -753,6 +778,8 @@ int regress_agg_merge(struct regress_agg *dst, const struct regress_agg *src)
     dst->folded += src->folded;
     dst->fold_max += src->fold_max;
     dst->edges_dropped += src->edges_dropped;
+    dst->windows += src->windows;
+    dst->wbusy += src->wbusy;
     if (dst->nfns > dst->max_fns && fold(dst, fold_keep(dst)) != 0)
         return dst->err;
     edges_trim(dst);
@@ -775,6 +802,14 @@ static void put_varint(struct isoprof_buf *b, uint64_t v)
     isoprof_buf_append(b, t, n);
 }
 
+/* sq in 1/1024ths (it is at most the function's cum: no overflow below
+ * 2^54 samples). */
+#define SQ_ONE 1024.0
+static uint64_t sq_fixed(double sq)
+{
+    return sq > 0 ? (uint64_t)llround(sq * SQ_ONE) : 0;
+}
+
 static void put_str(struct isoprof_buf *b, const char *s)
 {
     size_t n = strlen(s);
@@ -792,8 +827,8 @@ int regress_agg_encode(const struct regress_agg *a, uint8_t **out, size_t *len)
     isoprof_buf_init(&b, ENC_MAX);
     isoprof_buf_append(&b, enc_magic, sizeof(enc_magic));
     isoprof_buf_putc(&b, REGRESS_VERSION);
-    const uint64_t head[] = {a->samples,    a->idle,   a->timed_ns, a->cpu_ns,
-                             a->other_self, a->folded, a->fold_max, a->edges_dropped};
+    const uint64_t head[] = {a->samples, a->idle,     a->timed_ns,      a->cpu_ns,  a->other_self,
+                             a->folded,  a->fold_max, a->edges_dropped, a->windows, a->wbusy};
     for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(head); i++)
         put_varint(&b, head[i]);
     put_varint(&b, a->nfiles);
@@ -807,6 +842,7 @@ int regress_agg_encode(const struct regress_agg *a, uint8_t **out, size_t *len)
         put_varint(&b, f->cum);
         put_varint(&b, f->self);
         put_varint(&b, f->err);
+        put_varint(&b, sq_fixed(f->sq));
     }
     put_varint(&b, a->nedges);
     for (uint32_t i = 0; i < a->nedges; i++) {
@@ -858,13 +894,16 @@ static const char *get_str(struct rd *r, size_t *n)
     return s;
 }
 
-static int decode(struct regress_agg *a, struct rd *r)
+static int decode(struct regress_agg *a, struct rd *r, int version)
 {
-    uint64_t head[8];
-    for (size_t i = 0; i < ISOPROF_ARRAY_SIZE(head); i++)
+    uint64_t head[10] = {0};
+    size_t nhead = version >= 2 ? 10 : 8;
+    for (size_t i = 0; i < nhead; i++)
         head[i] = get_varint(r);
     if (r->bad)
         return ISOPROF_ECORRUPT;
+    a->windows = head[8];
+    a->wbusy = head[9];
     a->samples = head[0];
     a->idle = head[1];
     a->timed_ns = head[2];
@@ -873,7 +912,8 @@ static int decode(struct regress_agg *a, struct rd *r)
     a->folded = head[5];
     a->fold_max = head[6];
     a->edges_dropped = head[7];
-    if (a->idle > a->samples || a->cpu_ns > a->timed_ns || a->other_self > a->samples - a->idle)
+    if (a->idle > a->samples || a->cpu_ns > a->timed_ns || a->other_self > a->samples - a->idle ||
+        a->wbusy > a->samples - a->idle || a->windows > a->wbusy)
         return ISOPROF_ECORRUPT;
     uint64_t busy = a->samples - a->idle, selfs = a->other_self;
 
@@ -906,8 +946,10 @@ static int decode(struct regress_agg *a, struct rd *r)
         const char *s = get_str(r, &n);
         uint64_t file = get_varint(r), cum = get_varint(r), self = get_varint(r);
         uint64_t err = get_varint(r);
+        uint64_t sq = version >= 2 ? get_varint(r) : 0;
+        /* sq <= cum: each window's x^2 / n is at most its x. */
         if (s == NULL || r->bad || file >= a->nfiles || self > cum || cum > busy ||
-            self > busy - selfs)
+            self > busy - selfs || sq > sq_fixed((double)cum) + 1)
             return ISOPROF_ECORRUPT;
         selfs += self;
         if (fn_find(a, s, n, (uint32_t)file) >= 0)
@@ -918,6 +960,7 @@ static int decode(struct regress_agg *a, struct rd *r)
         a->fns[idx].cum = cum;
         a->fns[idx].self = self;
         a->fns[idx].err = err;
+        a->fns[idx].sq = (double)sq / SQ_ONE;
     }
     uint64_t nedges = get_varint(r);
     if (r->bad || nedges > (uint64_t)(r->end - r->p) / 3 || nedges > 4ull * REGRESS_MAX_FNS)
@@ -946,13 +989,14 @@ int regress_agg_decode(const void *buf, size_t len, uint32_t max_fns, struct reg
     const uint8_t *b = buf;
     if (len < sizeof(enc_magic) + 1 || memcmp(b, enc_magic, sizeof(enc_magic)) != 0)
         return ISOPROF_ECORRUPT;
-    if (b[sizeof(enc_magic)] != REGRESS_VERSION)
+    int version = b[sizeof(enc_magic)];
+    if (version != 1 && version != REGRESS_VERSION)
         return ISOPROF_ESCHEMA;
     struct regress_agg *a;
     if (regress_agg_new(REGRESS_MAX_FNS, &a) != 0)
         return -ENOMEM;
     struct rd r = {b + sizeof(enc_magic) + 1, b + len, 0};
-    int rc = decode(a, &r);
+    int rc = decode(a, &r, version);
     if (rc == 0) {
         a->max_fns = clamp_max(max_fns);
         if (a->nfns > a->max_fns)
@@ -976,6 +1020,7 @@ void regress_params_default(struct regress_params *p)
     p->min_ratio = REGRESS_MIN_RATIO;
     p->min_samples = REGRESS_MIN_SAMPLES;
     p->caller_z = REGRESS_CALLER_Z;
+    p->min_windows = REGRESS_MIN_WINDOWS;
 }
 
 /* The pooled two-proportion z of x2/n2 against x1/n1 (> 0: grew). */
@@ -984,6 +1029,50 @@ static double z_pooled(double x1, double n1, double x2, double n2)
     double p = (x1 + x2) / (n1 + n2);
     double se = sqrt(p * (1 - p) * (1 / n1 + 1 / n2));
     return se > 0 ? (x2 / n2 - x1 / n1) / se : 0;
+}
+
+/* --- dispersion --- */
+
+/* Does a account for its windows: every non-idle sample in a closed one? */
+static int accounted(const struct regress_agg *a)
+{
+    return a->windows > 0 && a->wbusy == regress_agg_busy(a);
+}
+
+/* One comparison's constants: the sides, their sizes, which account for
+ * windows, and the dispersions' degrees of freedom. */
+struct cmp_ctx {
+    const struct regress_agg *base, *cand;
+    double n1, n2;
+    int acc1, acc2;
+    double df;
+};
+
+/* A side's Pearson chi-square of function idx: its windows' counts around
+ * its share there, sum((x - n p)^2 / (n p (1 - p))) = (sq - x p) /
+ * (p (1 - p)) with x its samples and p its share. 0 where the side keeps
+ * no windows, or the function is absent there or in every sample. */
+static double chi2_of(const struct regress_agg *a, int acc, long idx)
+{
+    if (!acc || idx < 0)
+        return 0;
+    double n = (double)regress_agg_busy(a), x = (double)a->fns[idx].cum;
+    double p = x / n;
+    if (p <= 0 || p >= 1)
+        return 0;
+    double c = (a->fns[idx].sq - x * p) / (p * (1 - p));
+    return c > 0 ? c : 0;
+}
+
+/* The dispersion of a function (ib in base, ic in cand, -1: absent): its
+ * chi-square over both sides per degree of freedom, at least 1; 1 when no
+ * side keeps windows. */
+static double dispersion(const struct cmp_ctx *c, long ib, long ic)
+{
+    if (c->df <= 0)
+        return 1;
+    double d = (chi2_of(c->base, c->acc1, ib) + chi2_of(c->cand, c->acc2, ic)) / c->df;
+    return d > 1 ? d : 1;
 }
 
 /* The share of what else the CPU did that a function took over going from
@@ -1014,8 +1103,9 @@ static long find_in(const struct regress_agg *a, const struct regress_agg *from,
  * `from` to `to`? g is the function's rest_growth. *caller and *cz say
  * which caller was checked and its z. 1: yes, or no caller; 0: no.
  */
-static int caller_grew(const struct regress_agg *from, const struct regress_agg *to, long idx,
-                       double g, double caller_z, unsigned depth, const char **caller, double *cz)
+static int caller_grew(const struct cmp_ctx *c, const struct regress_agg *from,
+                       const struct regress_agg *to, long idx, double g, double caller_z,
+                       unsigned depth, const char **caller, double *cz)
 {
     long best = -1;
     uint64_t most = 0;
@@ -1037,7 +1127,9 @@ static int caller_grew(const struct regress_agg *from, const struct regress_agg 
         x1 = n1;
     double p1 = x1 / n1, p2 = x2 / n2;
     double w = (double)most / (double)to->fns[idx].cum;
-    double z = z_pooled(x1, n1, x2, n2), gc = rest_growth(p1, p2);
+    /* The dispersion is the same read either way: base and cand by index. */
+    double disp = to == c->cand ? dispersion(c, fb, best) : dispersion(c, best, fb);
+    double z = z_pooled(x1, n1, x2, n2) / sqrt(disp), gc = rest_growth(p1, p2);
     if (depth == 0) {
         *caller = to->fns[best].name;
         *cz = z;
@@ -1046,7 +1138,7 @@ static int caller_grew(const struct regress_agg *from, const struct regress_agg 
         return 0;
     /* A caller that itself appeared may have been inlined in turn. */
     if (p1 <= 0.5 * p2 && depth < 16)
-        return caller_grew(from, to, best, gc, caller_z, depth + 1, caller, cz);
+        return caller_grew(c, from, to, best, gc, caller_z, depth + 1, caller, cz);
     return 1;
 }
 
@@ -1054,7 +1146,7 @@ static int caller_grew(const struct regress_agg *from, const struct regress_agg 
 struct trial {
     long ib, ic;   /* indexes in base and cand, -1: absent */
     double x1, x2; /* the counts tested (bounds where folded) */
-    double z, p, p_adj;
+    double z, disp, p, p_adj;
     int grew;   /* the direction tested */
     int bound;  /* a count is a bound */
     int listed; /* passed every criterion */
@@ -1082,9 +1174,10 @@ static int by_delta(const void *x, const void *y)
 
 /* The z-test of one function, each direction at the bound least
  * favourable to it. */
-static void trial_test(struct trial *k, const struct regress_agg *base,
-                       const struct regress_agg *cand, double n1, double n2)
+static void trial_test(struct trial *k, const struct cmp_ctx *c)
 {
+    const struct regress_agg *base = c->base, *cand = c->cand;
+    double n1 = c->n1, n2 = c->n2;
     double x1 = count_in(base, k->ib, 0), x2 = count_in(cand, k->ic, 0);
     k->grew = x2 / n2 > x1 / n1;
     if (k->grew) {
@@ -1098,17 +1191,19 @@ static void trial_test(struct trial *k, const struct regress_agg *base,
     }
     k->x1 = x1;
     k->x2 = x2;
-    k->z = z_pooled(x1, n1, x2, n2);
+    k->disp = dispersion(c, k->ib, k->ic);
+    k->z = z_pooled(x1, n1, x2, n2) / sqrt(k->disp);
     if ((k->grew && k->z < 0) || (!k->grew && k->z > 0))
         k->z = 0; /* the bound covers the change */
     k->p = erfc(fabs(k->z) / sqrt(2.0));
 }
 
 /* Fill ch from k; the caller check decides F_INLINED. */
-static void change_fill(struct regress_change *ch, const struct trial *k,
-                        const struct regress_agg *base, const struct regress_agg *cand, double n1,
-                        double n2, const struct regress_params *prm)
+static void change_fill(struct regress_change *ch, const struct trial *k, const struct cmp_ctx *c,
+                        const struct regress_params *prm)
 {
+    const struct regress_agg *base = c->base, *cand = c->cand;
+    double n1 = c->n1, n2 = c->n2;
     const struct regress_agg *at = k->ib >= 0 ? base : cand;
     const struct regress_fn *f = &at->fns[k->ib >= 0 ? k->ib : k->ic];
     double s1 = k->x1 / n1, s2 = k->x2 / n2;
@@ -1124,6 +1219,7 @@ static void change_fill(struct regress_change *ch, const struct trial *k,
         .share_before = s1,
         .share_after = s2,
         .z = k->z,
+        .dispersion = k->disp,
         .p = k->p,
         .p_adj = k->p_adj,
     };
@@ -1131,12 +1227,12 @@ static void change_fill(struct regress_change *ch, const struct trial *k,
         ch->flags |= REGRESS_F_VM;
     int moved;
     if (k->grew) {
-        moved = caller_grew(base, cand, k->ic, rest_growth(s1, s2), prm->caller_z, 0, &ch->caller,
-                            &ch->caller_z);
+        moved = caller_grew(c, base, cand, k->ic, rest_growth(s1, s2), prm->caller_z, 0,
+                            &ch->caller, &ch->caller_z);
     } else {
         /* A shrink is a growth read backwards: from cand to base. */
-        moved = caller_grew(cand, base, k->ib, rest_growth(s2, s1), prm->caller_z, 0, &ch->caller,
-                            &ch->caller_z);
+        moved = caller_grew(c, cand, base, k->ib, rest_growth(s2, s1), prm->caller_z, 0,
+                            &ch->caller, &ch->caller_z);
         ch->caller_z = -ch->caller_z;
     }
     if (!moved)
@@ -1161,8 +1257,23 @@ int regress_compare(const struct regress_agg *base, const struct regress_agg *ca
     uint64_t least = prm->min_samples > 0 ? prm->min_samples : 1;
     if (out->busy_before < least || out->busy_after < least)
         return 0;
+    struct cmp_ctx c = {.base = base,
+                        .cand = cand,
+                        .n1 = (double)out->busy_before,
+                        .n2 = (double)out->busy_after,
+                        .acc1 = accounted(base),
+                        .acc2 = accounted(cand)};
+    out->windows_before = c.acc1 ? base->windows : 0;
+    out->windows_after = c.acc2 ? cand->windows : 0;
+    if ((c.acc1 && base->windows < prm->min_windows) ||
+        (c.acc2 && cand->windows < prm->min_windows))
+        return 0;
     out->judged = 1;
-    double n1 = (double)out->busy_before, n2 = (double)out->busy_after;
+    c.df = (double)(c.acc1 ? base->windows - 1 : 0) + (double)(c.acc2 ? cand->windows - 1 : 0);
+    if (c.df > UINT32_MAX)
+        c.df = UINT32_MAX;
+    out->df = (uint32_t)c.df;
+    double n1 = c.n1, n2 = c.n2;
 
     size_t cap = (size_t)base->nfns + cand->nfns + 1;
     struct trial *t = isoprof_malloc(cap * sizeof(*t));
@@ -1179,7 +1290,7 @@ int regress_compare(const struct regress_agg *base, const struct regress_agg *ca
         if (find_in(base, cand, i) < 0)
             t[m++] = (struct trial){.ib = -1, .ic = i};
     for (size_t i = 0; i < m; i++) {
-        trial_test(&t[i], base, cand, n1, n2);
+        trial_test(&t[i], &c);
         byp[i] = &t[i];
     }
     out->tested = (uint32_t)m;
@@ -1223,7 +1334,7 @@ int regress_compare(const struct regress_agg *base, const struct regress_agg *ca
             continue;
         struct regress_change *ch =
             k->grew ? &out->grown[out->ngrown++] : &out->shrunk[out->nshrunk++];
-        change_fill(ch, k, base, cand, n1, n2, prm);
+        change_fill(ch, k, &c, prm);
         if (k->grew && !(ch->flags & (REGRESS_F_INLINED | REGRESS_F_VM)))
             out->regressions++;
     }

@@ -36,10 +36,30 @@
  * never invent one. Edges beyond their bound are dropped (they only choose
  * callers).
  *
+ * Windows. Samples are not independent draws: a window's share of a
+ * function moves with that window's traffic, its garbage collections and
+ * what V8 was compiling, by more than the samples' own noise. Measured on
+ * real Node (bench_deploy.js), a binomial test of the merged counts
+ * flagged 19 of 100 same-code redeploys, 14 of them "(garbage collector)".
+ * So an aggregate also keeps what its windows say of that spread: the
+ * number of windows closed into it (regress_agg_end_window), their
+ * non-idle samples, and per function the sum over its windows of x^2 / n
+ * (x its samples in the window, n the window's non-idle samples). From
+ * these the comparison takes each function's Pearson chi-square around
+ * its share on each side, and from their sum over the two sides'
+ * degrees of freedom (windows - 1 each) its dispersion: how many times
+ * the binomial variance its share really has, at least 1. The p-value is
+ * the normal's still: Student's t with the few degrees of freedom of two
+ * young versions would need a z of 100 to pass Holm over hundreds of
+ * functions, and a baseline usually has many windows.
+ *
  * The comparison (regress_compare). For each function in either
  * aggregate, its cumulative share of non-idle samples before (baseline) and
- * after (candidate) is compared with a pooled two-proportion z-test,
- * two-sided, and the p-values of all the functions compared are adjusted
+ * after (candidate) is compared with a pooled two-proportion z-test whose
+ * variance is scaled by the function's dispersion (1, the binomial, when
+ * neither side accounts for its windows: an aggregate of an older
+ * encoding, or samples added outside a window), two-sided, and the
+ * p-values of all the functions compared are adjusted
  * with Holm's step-down method: it controls the chance of any false flag in
  * a comparison (what "must not flag the same code redeployed" asks) under
  * any dependence between the tests (a caller's and its callee's shares are
@@ -48,8 +68,9 @@
  * its share moved by at least min_delta (absolute) and by a factor of at
  * least min_ratio (after / before for growth, before / after for
  * shrinking; a function absent on one side has an infinite ratio), and
- * both aggregates have at least min_samples non-idle samples (else nothing
- * is judged).
+ * both aggregates have at least min_samples non-idle samples and each side
+ * that accounts for its windows at least min_windows of them (else
+ * nothing is judged).
  *
  * Inlining. V8 may fold a callee into its caller in one process and not
  * in the next: the callee's samples then carry the caller's frame only.
@@ -65,7 +86,8 @@
  * caller). Added work grows every frame above it by the same amount of that
  * measure; a change of inlining moves none of them. A caller that itself
  * appeared (at most half its share before) is checked the same way, up the
- * chain. A growth that fails is listed with REGRESS_F_INLINED and is not a
+ * chain (the caller's z scaled by its own dispersion). A growth that fails
+ * is listed with REGRESS_F_INLINED and is not a
  * regression; a shrink whose caller did not shrink is marked the same way.
  * A function with no caller (the bottom of its stacks) needs no check.
  * "(program)" is listed but never a regression (REGRESS_F_VM): after a
@@ -82,8 +104,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The encoding's version (regress_agg_encode). */
-#define REGRESS_VERSION 1
+/* The encoding's version (regress_agg_encode); decode reads version 1
+ * too (no windows: such an aggregate is judged by the binomial test). */
+#define REGRESS_VERSION 2
 /* A longer function name or file is cut there (on a UTF-8 boundary). */
 #define REGRESS_NAME_MAX 1024
 /* Bounds on max_fns: an aggregate keeps at least REGRESS_MIN_FNS. */
@@ -106,6 +129,7 @@ struct regress_fn {
     uint64_t cum;   /* samples with it in the stack */
     uint64_t self;  /* samples with it as the leaf */
     uint64_t err;   /* samples it may have lost to folding (0: exact) */
+    double sq;      /* sum over the windows of (its samples there)^2 / (their non-idle samples) */
     uint64_t stamp; /* the last sample that counted it (internal) */
 };
 
@@ -126,6 +150,8 @@ struct regress_agg {
     uint64_t other_self; /* self samples of functions folded into "(other)" */
     uint64_t folded;     /* functions folded into "(other)" so far */
     uint64_t fold_max;   /* the most samples a folded function may have had */
+    uint64_t windows;    /* windows closed into it (regress_agg_end_window, merged) */
+    uint64_t wbusy;      /* their non-idle samples: == busy when every sample is in one */
     uint32_t max_fns;
     struct regress_fn *fns;
     uint32_t nfns, capfns;
@@ -163,8 +189,19 @@ int regress_agg_add(struct regress_agg *a, const struct regress_frame *frames, s
                     uint64_t count, uint64_t dt_ns);
 
 /*
+ * regress_agg_end_window - a, which holds one window's samples and no
+ * window yet, becomes one window: windows 1 (0 if none of its samples is
+ * non-idle), wbusy its non-idle samples, each function's sq its count
+ * squared over them. Errors: -EINVAL (a already holds windows), the
+ * sticky error.
+ */
+int regress_agg_end_window(struct regress_agg *a);
+
+/*
  * regress_agg_merge - add every count of src (borrowed, unchanged) to dst:
- * the aggregate of both sets of samples, then folded to dst's bound.
+ * the aggregate of both sets of samples (windows, wbusy and sq added too:
+ * samples src holds outside any window stay outside), then folded to dst's
+ * bound (a folded function's sq goes with it).
  * Errors: -ENOMEM (sticky on dst), or dst's or src's sticky error.
  */
 int regress_agg_merge(struct regress_agg *dst, const struct regress_agg *src);
@@ -212,15 +249,16 @@ static inline uint64_t regress_agg_busy(const struct regress_agg *a)
 
 /*
  * regress_agg_encode - a as bytes, for the store: "IPRG", the version
- * byte, then LEB128 varints (counts, the file table, the functions, the
- * edges). *out (*len bytes) is owned by the caller (isoprof_free).
- * Errors: the sticky error, -ENOMEM, ISOPROF_ETOOBIG (over 256 MiB).
+ * byte, then LEB128 varints (counts, windows and wbusy, the file table,
+ * the functions with sq in 1/1024ths, the edges). *out (*len bytes) is owned by the caller
+ * (isoprof_free). Errors: the sticky error, -ENOMEM, ISOPROF_ETOOBIG (over 256 MiB).
  *
  * regress_agg_decode - the aggregate of buf[0..len) (borrowed), folded to
  * max_fns as regress_agg_new clamps it. Every count, length and index is
  * checked against the bytes left and against each other (a function's self
- * at most its cum, its cum at most the non-idle samples; an edge's count at
- * most its ends'; no name twice; nothing after the end). Errors:
+ * at most its cum, its cum at most the non-idle samples, its sq at most its
+ * cum; wbusy at most the non-idle samples; an edge's count at most its
+ * ends'; no name twice; nothing after the end). Errors:
  * ISOPROF_ECORRUPT (not this encoding, cut short, inconsistent),
  * ISOPROF_ESCHEMA (another version), -EINVAL (buf NULL with len > 0),
  * -ENOMEM. *out is NULL on error.
@@ -235,6 +273,7 @@ struct regress_params {
     double min_ratio;     /* least relative change of share (1.10: +10 %) */
     uint64_t min_samples; /* least non-idle samples on each side */
     double caller_z;      /* least one-sided z of a grown function's caller's growth */
+    uint64_t min_windows; /* least windows on each side that accounts for its windows */
 };
 /* The defaults (regress.c says why). */
 #define REGRESS_ALPHA 0.0001
@@ -242,6 +281,7 @@ struct regress_params {
 #define REGRESS_MIN_RATIO 1.10
 #define REGRESS_MIN_SAMPLES 1000
 #define REGRESS_CALLER_Z 3.0
+#define REGRESS_MIN_WINDOWS 3
 void regress_params_default(struct regress_params *p);
 
 enum regress_kind { REGRESS_GROWN = 1, REGRESS_SHRUNK = 2 };
@@ -259,6 +299,7 @@ struct regress_change {
     uint64_t self_before, self_after;
     double share_before, share_after; /* of non-idle samples */
     double z;                         /* pooled two-proportion z, > 0 when the share grew */
+    double dispersion;                /* the variance's factor over the binomial (>= 1) */
     double p;                         /* two-sided */
     double p_adj;                     /* Holm-adjusted over tested */
     const char *caller;               /* the main caller checked (borrowed; NULL: none) */
@@ -267,8 +308,10 @@ struct regress_change {
 
 /* A comparison's outcome. */
 struct regress_result {
-    int judged; /* 0: a side has fewer than min_samples non-idle samples */
+    int judged; /* 0: a side has fewer than min_samples non-idle samples or min_windows */
     uint64_t busy_before, busy_after;
+    uint64_t windows_before, windows_after; /* 0: that side does not account for windows */
+    uint32_t df; /* the dispersions' degrees of freedom: windows less one a side (0: binomial) */
     double cpu_before, cpu_after; /* cpu_ns / timed_ns per side (-1: unknown) */
     uint32_t tested;              /* functions compared (Holm's m) */
     struct regress_change *grown; /* by share delta, largest first; owned (regress_result_free) */

@@ -32,7 +32,15 @@
  *    comparison as the daemon makes it (the baseline read and decoded,
  *    regress_compare), median of 15, in a store in $TMPDIR (default /tmp).
  *
- *   bench_regress --section 4     runs one section only (1 to 4)
+ * 5. Windows against the binomial test, side by side on the same draws:
+ *    each window's stack weights moved by up to +-J (0, 30 and 60 %: a
+ *    window's traffic and collections), a baseline of 30 windows of 1,000
+ *    samples; R same-code redeploys judged after each of 60 windows (false
+ *    flags within the hour), and +10 % / +30 % in formatRow and walkNested
+ *    (windows to the flag, median of N seeds), each judged twice: with the
+ *    windows' spread (as the daemon keeps them) and as merged counts.
+ *
+ *   bench_regress --section 4     runs one section only (1 to 5)
  *
  * It measures; it asserts nothing.
  */
@@ -70,6 +78,23 @@ static int cmp_u64(const void *x, const void *y)
 {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return a < b ? -1 : a > b;
+}
+
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* A median of windows, and how many runs never flagged. */
+static void fmt_windows(char *out, size_t cap, int median, unsigned never, unsigned of)
+{
+    if (median >= 1000)
+        snprintf(out, cap, "never (%u/%u)", never, of);
+    else if (never)
+        snprintf(out, cap, "%d (%u never)", median, never);
+    else
+        snprintf(out, cap, "%d", median);
 }
 
 static int cmp_dbl(const void *x, const void *y)
@@ -466,6 +491,105 @@ static void section_store(void)
     rmdir(dir);
 }
 
+/* A baseline of 30 windows and a new version's windows, one at a time
+ * to max_w, judged after each from its min_windows-th on, both ways: with
+ * the windows (w) and as merged counts (b, the binomial). hit_*: the
+ * window that first flagged fn (any regression when fn is NULL); 0: none. */
+static void windowed_run(const struct prog *base, const struct prog *cand, double jitter,
+                         const char *fn, int max_w, uint64_t seed, int *hit_w, int *hit_b)
+{
+    struct isoprof_rng r;
+    isoprof_rng_seed(&r, seed);
+    struct regress_agg *a = agg_new(), *b = agg_new(), *a1 = agg_new(), *b1 = agg_new();
+    for (int i = 0; i < 30; i++)
+        draw_window(base, &r, 1000, jitter, a);
+    if (regress_agg_merge(a1, a) != 0)
+        abort();
+    a1->wbusy = 0; /* the same counts, no windows */
+    *hit_w = *hit_b = 0;
+    for (int w = 1; w <= max_w && !(*hit_w && *hit_b); w++) {
+        struct regress_agg *one = agg_new();
+        draw_window(cand, &r, 1000, jitter, one);
+        if (regress_agg_merge(b, one) != 0 || regress_agg_merge(b1, one) != 0)
+            abort();
+        regress_agg_free(one);
+        b1->wbusy = 0;
+        struct regress_result res;
+        for (int k = 0; k < 2; k++) {
+            int *hit = k ? hit_b : hit_w;
+            if (*hit)
+                continue;
+            if (regress_compare(k ? a1 : a, k ? b1 : b, NULL, &res) != 0)
+                abort();
+            if (res.judged && (fn ? flagged(&res, fn) : res.regressions > 0))
+                *hit = w;
+            regress_result_free(&res);
+        }
+    }
+    regress_agg_free(a);
+    regress_agg_free(b);
+    regress_agg_free(a1);
+    regress_agg_free(b1);
+}
+
+static void section_windows(unsigned seeds, unsigned runs)
+{
+    static const double js[] = {0, 0.3, 0.6};
+    static struct prog plain, grown;
+    prog_service(&plain, 0);
+    printf("5. windows' spread against the binomial test (baseline 30 windows of 1,000 samples; "
+           "each stack's weight moved by up to +-J a window):\n");
+    printf("   %-6s %-34s %14s %14s\n", "J", "", "windows", "binomial");
+    int *hw = calloc(seeds > runs ? seeds : runs, sizeof(int));
+    int *hb = calloc(seeds > runs ? seeds : runs, sizeof(int));
+    for (size_t j = 0; j < 3; j++) {
+        unsigned fw = 0, fb = 0;
+        for (unsigned i = 0; i < runs; i++) {
+            windowed_run(&plain, &plain, js[j], NULL, 60, 5000 + i, &hw[i], &hb[i]);
+            fw += hw[i] != 0;
+            fb += hb[i] != 0;
+        }
+        char w[32], b[32];
+        snprintf(w, sizeof(w), "%u of %u", fw, runs);
+        snprintf(b, sizeof(b), "%u of %u", fb, runs);
+        printf("   %3.0f%%   %-34s %14s %14s\n", js[j] * 100, "same code flagged within 60 windows",
+               w, b);
+        static const struct {
+            const char *stack, *fn;
+            double x;
+        } g[] = {
+            {"formatRow;render;handleRequest;processTicks;(root)", "formatRow", 0.10},
+            {"formatRow;render;handleRequest;processTicks;(root)", "formatRow", 0.30},
+            {"walkNested;replacer;serialize;handleRequest;processTicks;(root)", "walkNested", 0.10},
+            {"walkNested;replacer;serialize;handleRequest;processTicks;(root)", "walkNested", 0.30},
+        };
+        for (size_t k = 0; k < ISOPROF_ARRAY_SIZE(g); k++) {
+            prog_grown(&grown, g[k].stack, g[k].x);
+            unsigned mw = 0, mb = 0;
+            for (unsigned s = 0; s < seeds; s++) {
+                windowed_run(&plain, &grown, js[j], g[k].fn, 60, 9000 + s, &hw[s], &hb[s]);
+                mw += hw[s] == 0;
+                mb += hb[s] == 0;
+                if (hw[s] == 0)
+                    hw[s] = 1000; /* never: sorts last */
+                if (hb[s] == 0)
+                    hb[s] = 1000;
+            }
+            qsort(hw, seeds, sizeof(int), cmp_int);
+            qsort(hb, seeds, sizeof(int), cmp_int);
+            char label[64];
+            snprintf(label, sizeof(label), "+%.0f%% %s: windows to the flag", g[k].x * 100,
+                     g[k].fn);
+            char w2[32], b2[32];
+            fmt_windows(w2, sizeof(w2), hw[seeds / 2], mw, seeds);
+            fmt_windows(b2, sizeof(b2), hb[seeds / 2], mb, seeds);
+            printf("   %3.0f%%   %-34s %14s %14s\n", js[j] * 100, label, w2, b2);
+        }
+    }
+    free(hw);
+    free(hb);
+}
+
 int main(int argc, char **argv)
 {
     unsigned seeds = 51, pairs = 5000, runs = 300, section = 0;
@@ -482,9 +606,9 @@ int main(int argc, char **argv)
     if (seeds == 0)
         seeds = 1;
     printf("defaults: alpha %g (Holm), min_delta %.2f, min_ratio %.2f, min_samples %d non-idle, "
-           "caller_z %.1f\n",
+           "caller_z %.1f, min_windows %d\n",
            REGRESS_ALPHA, REGRESS_MIN_DELTA, REGRESS_MIN_RATIO, REGRESS_MIN_SAMPLES,
-           REGRESS_CALLER_Z);
+           REGRESS_CALLER_Z, REGRESS_MIN_WINDOWS);
     if (section == 0 || section == 1)
         section_samples(seeds);
     if (section == 0 || section == 2)
@@ -493,5 +617,7 @@ int main(int argc, char **argv)
         section_size();
     if (section == 0 || section == 4)
         section_store();
+    if (section == 0 || section == 5)
+        section_windows(seeds, runs > 100 ? 100 : runs);
     return 0;
 }

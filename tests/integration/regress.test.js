@@ -8,7 +8,7 @@
 //
 // Short on purpose (the suite's wall time): 2 s windows at 1 ms every 3 s
 // give ~1,200 busy samples a window, so each version is judged from its
-// first window or two; every wait is on a condition.
+// third window (min_windows); every wait is on a condition.
 'use strict';
 const { test, after } = require('node:test');
 const assert = require('node:assert');
@@ -37,8 +37,10 @@ test('a deploy that makes the replacer walk subtrees is flagged, naming walkNest
   });
   const d = await L.startDaemon(config(ledger1.port, same1.port, 'v1'), { dir });
   const agg = (worker, version, busy, from = 0) => d.waitLog((l) => l.msg === 'version aggregate' &&
-    l.worker === worker && l.version === version && Number(l.busy) >= busy, 90000, `${worker} ${version} at ${busy} busy samples`, from);
-  // v1 runs until each worker's aggregate holds a few windows' worth.
+    l.worker === worker && l.version === version && Number(l.busy) >= busy && Number(l.windows) >= 3,
+  90000, `${worker} ${version} at ${busy} busy samples in 3 windows`, from);
+  // v1 runs until each worker's aggregate holds a few windows' worth (a
+  // version is judged from anomaly.regression.min_windows, 3, windows).
   await Promise.all([agg('ledger', 'v1', 2500), agg('same', 'v1', 2500)]);
 
   // The deploy: new processes, the config reloaded with the new label.

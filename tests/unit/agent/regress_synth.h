@@ -10,7 +10,11 @@
  * stack drawn from the weights (multinomial noise) with the caller's seeded
  * generator, so every run sees the same numbers. "+X % of CPU" in a
  * function (prog_grown) adds a stack under it whose weight is X times the
- * program's non-idle weight.
+ * program's non-idle weight. draw_window() takes one window: its own
+ * aggregate, closed (regress_agg_end_window) and merged, with each
+ * stack's weight moved by up to +-jitter in that window alone (a window's
+ * traffic, its garbage collections: what makes real shares spread more
+ * than the samples' noise).
  */
 #ifndef ISOPROF_TESTS_REGRESS_SYNTH_H
 #define ISOPROF_TESTS_REGRESS_SYNTH_H
@@ -150,6 +154,26 @@ static void draw(const struct prog *p, struct isoprof_rng *r, uint64_t n, struct
         if (regress_agg_add(a, f, p->s[i].depth, counts[i], counts[i] * 10000000ull) != 0)
             abort();
     }
+}
+
+/* One window of n samples of p into a: each stack's weight times a factor
+ * drawn in [1 - jitter, 1 + jitter] for this window, the samples drawn
+ * into an aggregate of their own, closed as a window and merged. */
+static inline void draw_window(const struct prog *p, struct isoprof_rng *r, uint64_t n,
+                               double jitter, struct regress_agg *a)
+{
+    static struct prog w;
+    w = *p;
+    for (size_t i = 0; i < w.n; i++)
+        w.s[i].w *= 1 + jitter * (2 * isoprof_rng_unit(r) - 1);
+    prog_finish(&w);
+    struct regress_agg *win = NULL;
+    if (regress_agg_new(a->max_fns, &win) != 0)
+        abort();
+    draw(&w, r, n, win);
+    if (regress_agg_end_window(win) != 0 || regress_agg_merge(a, win) != 0)
+        abort();
+    regress_agg_free(win);
 }
 
 #endif
