@@ -177,13 +177,14 @@ test('warm windows refused (console.profile replaced) or disturbed (another clie
 
 test('auto: warm for the app whose cold windows cost more than the sampler, cold for the small one; isoprof status says which and why', { timeout: 240000 }, async () => {
   const dir = L.tmpdir();
-  const big = await L.startNode(MANY, { env: { FUNCS: '100000' } });
+  const big = await L.startNode(MANY, { env: { FUNCS: '200000' } });
   const small = await L.startNode(MANY, { env: { FUNCS: '200' } });
   const store = path.join(dir, 'store');
   const sock = path.join(dir, 'control.sock');
   // 1 s of every 6 s at 1 ms: the sampler would cost ~64 ms/s x 5 s = 320 ms
-  // a period; 100,000 functions cost more to start and stop cold (seconds
-  // on a busy machine), 200 much less (5-120 ms).
+  // a period; 200,000 functions cost twice that or more to start and stop
+  // cold (660 ms on a quiet machine, seconds on a busy one; 100,000 cost
+  // 255 ms on a quiet one, under the sampler), 200 much less (5-120 ms).
   const text = L.yamlConfig({
     store, targets: [{ port: big.port, worker: 'big' }, { port: small.port, worker: 'small' }],
     duration: '1s', period: '6s', interval: '1ms', heap: '{period: 1h}', extra: `control: {socket: ${JSON.stringify(sock)}}\n`, mode: 'auto',
