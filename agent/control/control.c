@@ -4,8 +4,8 @@
  * isoprofd answers HTTP/1.1 on a Unix socket (control.socket; `isoprof
  * status|profile|metrics` and `curl --unix-socket` are its clients):
  *
- *   GET  /status    report_status(): JSON
- *   GET  /metrics   report_metrics(): Prometheus text format 0.0.4
+ *   GET  /status    the daemon's status page (ctl_host.status): JSON
+ *   GET  /metrics   its metrics (ctl_host.metrics): Prometheus text 0.0.4
  *   POST /profile?worker=W[&version=V][&isolate=I][&thread=T]
  *        &type=cpu|heap|snapshot[&seconds=N][&interval=DUR][&all=1]
  *                   one on-demand window (ondemand.c); the gzip'd pprof is
@@ -70,7 +70,6 @@
  * connections' included.
  */
 #include "control_internal.h"
-#include "daemon.h"
 #include "log.h"
 
 #include "base.h"
@@ -194,7 +193,7 @@ void ctl_conn_close(struct ctl_conn *c)
         return;
     c->st = C_CLOSING;
     if (c->waiter != NULL) {
-        ondemand_cancel(c->waiter);
+        c->ctl->host.cancel(c->waiter);
         c->waiter = NULL;
     }
     c->od_pending = 0;
@@ -396,7 +395,7 @@ static void conn_on_write(uv_write_t *req, int status)
 void ctl_conn_respond(struct ctl_conn *c, int status, const char *ctype, char *body, size_t len,
                       const char *extra, int close)
 {
-    struct agent *a = c->ctl->a;
+    struct control *ctl = c->ctl;
     if (c->st == C_CLOSING || c->st == C_WRITING || c->st == C_LINGER) {
         isoprof_free(body);
         return;
@@ -406,9 +405,9 @@ void ctl_conn_respond(struct ctl_conn *c, int status, const char *ctype, char *b
         len = 0;
         close = 1;
     }
-    a->n.control_requests++;
+    ctl->n.requests++;
     if (status >= 400)
-        a->n.control_errors++;
+        ctl->n.errors++;
     if (!c->req.keep_alive || c->ctl->stopping)
         close = 1;
     c->close_after = c->close_after || close;
@@ -481,14 +480,14 @@ void ctl_listener_on_connection(uv_stream_t *server, int status)
     }
     c->ctl = ctl;
     c->l = l;
-    int rc = l->metrics_only ? uv_tcp_init(ctl->a->loop, &c->h.tcp)
-                             : uv_pipe_init(ctl->a->loop, &c->h.pipe, 0);
+    int rc = l->metrics_only ? uv_tcp_init(ctl->host.loop, &c->h.tcp)
+                             : uv_pipe_init(ctl->host.loop, &c->h.pipe, 0);
     if (rc != 0) {
         isoprof_free(c);
         return;
     }
     c->h.handle.data = c;
-    uv_timer_init(ctl->a->loop, &c->timer);
+    uv_timer_init(ctl->host.loop, &c->timer);
     c->timer.data = c;
     c->closes = 2;
     ctl->closes++;
@@ -502,14 +501,14 @@ void ctl_listener_on_connection(uv_stream_t *server, int status)
         return;
     }
     if (ctl->stopping) {
-        ctl->a->n.control_rejected_connections++;
+        ctl->n.rejected_connections++;
         ctl_conn_close(c);
         return;
     }
     if (l->nconns >= CTL_MAX_CONNS) {
         /* Make room: the newcomer is about to send its request. */
         struct ctl_conn *victim = conn_victim(l);
-        ctl->a->n.control_rejected_connections++;
+        ctl->n.rejected_connections++;
         if (victim == NULL) {
             ctl_conn_close(c);
             return;

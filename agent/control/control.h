@@ -1,12 +1,21 @@
 /*
- * control.h - the control socket's request parsing (control.c), apart from
- * any socket: the HTTP/1.1 request reader with its bounds, the split of
- * the request target, and the query of POST /profile. control.c drives
- * them from its connections; tests/fuzz/fuzz_control.c from bytes.
+ * control.h - the control socket (isoprof_control), a client of the
+ * daemon.
  *
- * Nothing here allocates, logs or touches the loop: each call reads its
- * arguments and writes the struct it is given. Any thread may call them
- * on its own structs.
+ * Two parts:
+ *  - the socket: control_start/control_stop and the counters it keeps.
+ *    What it serves comes from the daemon through struct ctl_host, filled
+ *    by the composition root (agent_run): the bodies of GET /status and
+ *    GET /metrics, and the on-demand entry points of POST /profile.
+ *    Control reads nothing else of the daemon's and writes nothing of it;
+ *    it links no daemon code (the daemon links it).
+ *  - the request parsing, apart from any socket: the HTTP/1.1 request
+ *    reader with its bounds, the split of the request target, and the
+ *    query of POST /profile. control.c drives them from its connections;
+ *    tests/fuzz/fuzz_control.c from bytes. Nothing of this part
+ *    allocates, logs or touches the loop: each call reads its arguments
+ *    and writes the struct it is given. Any thread may call them on its
+ *    own structs.
  */
 #ifndef ISOPROF_AGENT_CONTROL_H
 #define ISOPROF_AGENT_CONTROL_H
@@ -16,6 +25,7 @@
 #include <http_parser.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #define CTL_HEAD_MAX 16384 /* request line + headers: 431 past it */
 #define CTL_BODY_MAX 4096  /* request body: 413 past it */
@@ -80,5 +90,69 @@ struct ctl_profile_req {
  */
 int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct ctl_profile_req *r,
                       char *why, size_t cap);
+
+/* --- the socket --- */
+
+/* How a POST /profile the daemon could not start is answered: status
+ * (400-599) and why, the error body's message; for a 409 because the
+ * worker has several isolates, their ids (the body's "isolates"). */
+#define CTL_REFUSAL_ISOLATES 64
+struct ctl_refusal {
+    int status;
+    char why[3 * CTL_LABEL_MAX + 200]; /* worker, version and thread named; cut when sent */
+    uint32_t isolates[CTL_REFUSAL_ISOLATES];
+    size_t nisolates; /* of them listed; the why says how many there are */
+};
+
+/* An on-demand window ended: err 0 and the gzip'd pprof (gz, len; the
+ * callee owns it), or an error (why: a message for the client, or NULL). */
+typedef void (*ctl_profile_cb)(int err, const char *why, uint8_t *gz, size_t len, void *arg);
+
+/*
+ * What the daemon offers the control socket. Every call is made on the
+ * loop thread with arg; none of them calls back into control except
+ * through cb.
+ *   status, metrics  a page's body (allocated, *len its bytes), or NULL
+ *                    when out of memory
+ *   profile          start the window r asks for; cb(cbarg) answers it,
+ *                    perhaps before profile returns. 0 with *ticket the
+ *                    handle to cancel it by while cb has not run; else
+ *                    ref says how to refuse it and cb is never called
+ *   cancel           the client went: cb is not called for ticket (the
+ *                    window itself is still taken and stored)
+ *   interval_ns      the default sampling interval of a CPU window
+ */
+struct ctl_host {
+    uv_loop_t *loop;
+    void *arg;
+    char *(*status)(void *arg, size_t *len);
+    char *(*metrics)(void *arg, size_t *len);
+    int (*profile)(void *arg, const struct ctl_profile_req *r, ctl_profile_cb cb, void *cbarg,
+                   void **ticket, struct ctl_refusal *ref);
+    void (*cancel)(void *ticket);
+    uint64_t (*interval_ns)(void *arg);
+};
+
+/* What the socket counted since it started; only growing. */
+struct ctl_counters {
+    uint64_t requests;             /* answers sent */
+    uint64_t errors;               /* of them with a status of 400 and up */
+    uint64_t rejected_connections; /* refused or evicted at the connection limit */
+};
+
+struct control;
+
+/*
+ * control_start - listen on cfg's control.socket (else the automatic path
+ * by the store's; cfg_control_socket_path) and, when metrics.listen is
+ * set, on that loopback address. host is copied; cfg is read during the
+ * call only. 0 with *out, or an error, logged with why.
+ */
+int control_start(const struct ctl_host *host, const struct cfg *cfg, struct control **out);
+/* Close the listeners and every connection (a client waiting for a window
+ * gets a 503 first); ctl is freed once the loop closed its last handle.
+ * NULL-safe. */
+void control_stop(struct control *ctl);
+void control_counters(const struct control *ctl, struct ctl_counters *out);
 
 #endif

@@ -86,14 +86,15 @@ struct ctl_conn {
     char head[640];
     char *body; /* owned while written */
     int close_after;
-    /* an on-demand window being waited for */
-    struct od_waiter *waiter;
-    int od_pending; /* between ondemand_start and the callback */
+    /* an on-demand window being waited for: the host's ticket */
+    void *waiter;
+    int od_pending; /* between host.profile and the callback */
     struct ctl_conn *prev, *next;
 };
 
 struct control {
-    struct agent *a;
+    struct ctl_host host; /* the daemon's side */
+    struct ctl_counters n;
     struct ctl_listener sock, metrics;
     struct ctl_conn *conns;
     unsigned closes; /* listener and connection closes still to come */

@@ -6,7 +6,6 @@
 #include "control_internal.h"
 
 #include "control.h"
-#include "daemon.h"
 #include "log.h"
 
 #include "base.h"
@@ -224,9 +223,8 @@ static int metrics_addr(const char *listen, struct sockaddr_storage *ss)
     return -EINVAL;
 }
 
-static int listen_metrics(struct control *ctl)
+static int listen_metrics(struct control *ctl, const char *listen)
 {
-    const char *listen = ctl->a->cfg->metrics.listen;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     if (metrics_addr(listen, &ss) != 0) {
@@ -234,7 +232,7 @@ static int listen_metrics(struct control *ctl)
         return -EINVAL;
     }
     struct ctl_listener *l = &ctl->metrics;
-    int rc = uv_tcp_init(ctl->a->loop, &l->h.tcp);
+    int rc = uv_tcp_init(ctl->host.loop, &l->h.tcp);
     if (rc != 0)
         return rc;
     l->open = 1;
@@ -259,7 +257,7 @@ static void control_close(struct control *ctl)
             /* Its window may still be merged in the pool after the loop is
              * told to stop: say why now. A short answer goes out at once
              * (uv_write tries the socket first), before the close. */
-            ondemand_cancel(c->waiter);
+            ctl->host.cancel(c->waiter);
             c->waiter = NULL;
             ctl_conn_error(c, 503, 1, "isoprofd is stopping");
         }
@@ -283,13 +281,13 @@ static void control_close(struct control *ctl)
     ctl_maybe_free(ctl);
 }
 
-int control_start(struct agent *a)
+int control_start(const struct ctl_host *host, const struct cfg *cfg, struct control **out)
 {
-    const struct cfg *cfg = a->cfg;
+    *out = NULL;
     struct control *ctl = isoprof_calloc(1, sizeof(*ctl));
     if (ctl == NULL)
         return -ENOMEM;
-    ctl->a = a;
+    ctl->host = *host;
     ctl->sock.ctl = ctl->metrics.ctl = ctl;
     ctl->metrics.metrics_only = 1;
     /* control.socket, else the automatic path (the rule isoprof shares) */
@@ -345,7 +343,7 @@ int control_start(struct agent *a)
     ctl->dev = st.st_dev;
     ctl->ino = st.st_ino;
     struct ctl_listener *l = &ctl->sock;
-    rc = uv_pipe_init(a->loop, &l->h.pipe, 0);
+    rc = uv_pipe_init(ctl->host.loop, &l->h.pipe, 0);
     if (rc != 0) {
         close(fd);
         goto fail;
@@ -368,13 +366,13 @@ int control_start(struct agent *a)
         goto fail;
     }
     if (cfg->metrics.listen != NULL && cfg->metrics.listen[0] != '\0') {
-        rc = listen_metrics(ctl);
+        rc = listen_metrics(ctl, cfg->metrics.listen);
         if (rc != 0)
             goto fail;
     }
     log_info("control socket listening", "path=%s mode=%s group=%s", ctl->path,
              gid != (gid_t)-1 ? "0660" : "0600", gid != (gid_t)-1 ? group : "");
-    a->control = ctl;
+    *out = ctl;
     return 0;
 
 fail:
@@ -385,11 +383,13 @@ fail:
     return rc;
 }
 
-void control_stop(struct agent *a)
+void control_stop(struct control *ctl)
 {
-    struct control *ctl = a->control;
-    if (ctl == NULL)
-        return;
-    a->control = NULL;
-    control_close(ctl);
+    if (ctl != NULL)
+        control_close(ctl);
+}
+
+void control_counters(const struct control *ctl, struct ctl_counters *out)
+{
+    *out = ctl->n;
 }

@@ -5,7 +5,7 @@
  * target drives it as it is.
  */
 #include "control_internal.h"
-#include "daemon.h"
+#include "store.h"
 
 #include "control.h"
 
@@ -249,7 +249,7 @@ int ctl_profile_parse(const char *q, size_t qlen, uint64_t interval_ns, struct c
     memset(r, 0, sizeof(*r));
     r->seconds = CTL_SECONDS_DEFAULT;
     r->interval_ns = interval_ns;
-    snprintf(r->thread, sizeof(r->thread), "%s", TARGET_THREAD_MAIN);
+    snprintf(r->thread, sizeof(r->thread), "%s", STORE_THREAD_MAIN);
     if (cap > 0)
         why[0] = '\0';
     const char *p = q, *end = q + qlen;

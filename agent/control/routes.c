@@ -1,13 +1,12 @@
 /*
  * routes.c - what the control socket answers: a complete request is
  * dispatched by its path and method to GET /status, GET /metrics (the
- * bodies are report.c's) or POST /profile, which starts an on-demand
- * window (ondemand.c) and answers when it ends.
+ * daemon's bodies, struct ctl_host) or POST /profile, which asks the
+ * daemon for an on-demand window and answers when it ends.
  */
 #include "control_internal.h"
 
 #include "control.h"
-#include "daemon.h"
 #include "log.h"
 
 #include "base.h"
@@ -44,13 +43,41 @@ static void conn_on_profile(int err, const char *why, uint8_t *gz, size_t len, v
     ctl_conn_error(c, status, 0, "%s", why);
 }
 
+/* A POST /profile the daemon refused: its error body, with the isolates
+ * to choose from when it lists them. */
+static void refuse(struct ctl_conn *c, const struct ctl_refusal *ref)
+{
+    int status = ref->status >= 400 && ref->status <= 599 ? ref->status : 500;
+    if (ref->nisolates == 0) {
+        ctl_conn_error(c, status, 0, "%s", ref->why[0] ? ref->why : "the window was refused");
+        return;
+    }
+    size_t n = ref->nisolates < CTL_REFUSAL_ISOLATES ? ref->nisolates : CTL_REFUSAL_ISOLATES;
+    /* The cap holds the message escaped and n ids of 10 digits and a comma. */
+    struct isoprof_buf b;
+    isoprof_buf_init(&b, CTL_JSON_STR_MAX(sizeof(ref->why)) + 32 + 11 * n);
+    isoprof_buf_puts(&b, "{\"error\":");
+    isoprof_json_str(&b, ref->why);
+    isoprof_buf_puts(&b, ",\"isolates\":[");
+    for (size_t i = 0; i < n; i++)
+        isoprof_buf_printf(&b, "%s%" PRIu32, i ? "," : "", ref->isolates[i]);
+    isoprof_buf_puts(&b, "]}\n");
+    char *body;
+    size_t blen;
+    if (isoprof_buf_take(&b, &body, &blen) != 0) {
+        ctl_conn_error(c, 500, 0, "out of memory");
+        return;
+    }
+    ctl_conn_respond(c, status, CT_JSON, body, blen, NULL, 0);
+}
+
 static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
 {
-    struct agent *a = c->ctl->a;
+    struct control *ctl = c->ctl;
     struct ctl_profile_req r;
     char why[CTL_LABEL_MAX + 100];
     unsigned waiting = 0;
-    for (const struct ctl_conn *o = c->ctl->conns; o; o = o->next)
+    for (const struct ctl_conn *o = ctl->conns; o; o = o->next)
         waiting += o->l == c->l && o->waiter != NULL;
     if (waiting >= CTL_WAITING_MAX) {
         ctl_conn_error(c, 503, 0,
@@ -59,120 +86,23 @@ static void route_profile(struct ctl_conn *c, const char *q, size_t qlen)
                        waiting);
         return;
     }
-    if (ctl_profile_parse(q, qlen, a->cfg->sampling.cpu.interval_ns, &r, why, sizeof(why)) != 0) {
+    if (ctl_profile_parse(q, qlen, ctl->host.interval_ns(ctl->host.arg), &r, why, sizeof(why)) !=
+        0) {
         ctl_conn_error(c, 400, 0, "%s", why);
         return;
     }
-    size_t nworker = 0, nmatch = 0, nready = 0;
-    for (struct target *t = a->targets; t; t = t->next) {
-        if (t->removing || t->worker == NULL || strcmp(t->worker, r.worker) != 0)
-            continue;
-        nworker++;
-        if (r.has_version && (t->version == NULL || strcmp(t->version, r.version) != 0))
-            continue;
-        if (r.has_isolate && t->isolate != r.isolate)
-            continue;
-        /* an isolate named by id needs no thread; else the main thread by default */
-        if ((r.has_thread || !r.has_isolate) && strcmp(t->thread, r.thread) != 0)
-            continue;
-        nmatch++;
-        if (t->state == TARGET_READY)
-            nready++;
-    }
-    if (nworker == 0) {
-        ctl_conn_error(c, 404, 0, "unknown worker %s", r.worker);
-        return;
-    }
-    if (nmatch == 0) {
-        if (r.has_thread && !r.has_isolate)
-            ctl_conn_error(c, 404, 0, "worker %s has no thread %s%s%s", r.worker, r.thread,
-                           r.has_version ? " in version " : "", r.has_version ? r.version : "");
-        else if (r.has_isolate)
-            ctl_conn_error(c, 404, 0, "worker %s has no isolate %" PRIu32 "%s%s", r.worker,
-                           r.isolate, r.has_version ? " of version " : "",
-                           r.has_version ? r.version : "");
-        else
-            ctl_conn_error(c, 404, 0, "worker %s has no version %s", r.worker, r.version);
-        return;
-    }
-    if (nready == 0) {
-        ctl_conn_error(c, 503, 0, "target not attached: worker %s is connecting or backing off",
-                       r.worker);
-        return;
-    }
-    struct target **ts = isoprof_calloc(nready, sizeof(*ts));
-    if (ts == NULL) {
-        ctl_conn_error(c, 500, 0, "out of memory");
-        return;
-    }
-    size_t n = 0;
-    for (struct target *t = a->targets; t && n < nready; t = t->next) {
-        if (t->removing || t->worker == NULL || strcmp(t->worker, r.worker) != 0 ||
-            (r.has_version && (t->version == NULL || strcmp(t->version, r.version) != 0)) ||
-            (r.has_isolate && t->isolate != r.isolate) ||
-            ((r.has_thread || !r.has_isolate) && strcmp(t->thread, r.thread) != 0) ||
-            t->state != TARGET_READY)
-            continue;
-        ts[n++] = t;
-    }
-    if (n > 1 && (!r.all || r.type == STORE_TYPE_SNAPSHOT)) {
-        char msg[CTL_LABEL_MAX + 200];
-        if (r.type == STORE_TYPE_SNAPSHOT)
-            snprintf(msg, sizeof(msg),
-                     "worker %s has %zu attached isolates: a heap snapshot is of one, name it "
-                     "with isolate=ID",
-                     r.worker, n);
-        else
-            snprintf(msg, sizeof(msg),
-                     "worker %s has %zu attached isolates: name one with isolate=ID, or ask for "
-                     "all=1 (one merged profile)",
-                     r.worker, n);
-        /* The cap holds the message escaped and n ids of 10 digits and a comma. */
-        struct isoprof_buf b;
-        isoprof_buf_init(&b, CTL_JSON_STR_MAX(sizeof(msg)) + 32 + 11 * n);
-        isoprof_buf_puts(&b, "{\"error\":");
-        isoprof_json_str(&b, msg);
-        isoprof_buf_puts(&b, ",\"isolates\":[");
-        for (size_t i = 0; i < n; i++)
-            isoprof_buf_printf(&b, "%s%" PRIu32, i ? "," : "", ts[i]->isolate);
-        isoprof_buf_puts(&b, "]}\n");
-        isoprof_free(ts);
-        char *body;
-        size_t blen;
-        if (isoprof_buf_take(&b, &body, &blen) != 0) {
-            ctl_conn_error(c, 500, 0, "out of memory");
-            return;
-        }
-        ctl_conn_respond(c, 409, CT_JSON, body, blen, NULL, 0);
-        return;
-    }
-    struct od_waiter *w = NULL;
+    struct ctl_refusal ref = {0};
+    void *ticket = NULL;
     c->od_pending = 1;
-    /* The answer may come before ondemand_start returns (a window that
-     * failed at once): od_pending tells. */
-    int rc = ondemand_start(a, (struct target *const *)ts, n, r.type, r.seconds * 1000000000ull,
-                            r.interval_ns, conn_on_profile, c, &w);
-    isoprof_free(ts);
-    if (rc != 0) {
+    /* The answer may come before profile returns (a window that failed at
+     * once): od_pending tells. */
+    if (ctl->host.profile(ctl->host.arg, &r, conn_on_profile, c, &ticket, &ref) != 0) {
         c->od_pending = 0;
-        if (rc == -ESHUTDOWN)
-            ctl_conn_error(c, 503, 0, "isoprofd is stopping");
-        else if (rc == -EAGAIN)
-            ctl_conn_error(c, 503, 0, "target not attached: worker %s is not ready for a %s window",
-                           r.worker, store_type_name(r.type));
-        else if (rc == -EBUSY)
-            ctl_conn_error(c, 409, 0,
-                           "worker %s: too many on-demand windows already queued for this isolate; "
-                           "ask again when one has ended",
-                           r.worker);
-        else if (rc == -EINVAL)
-            ctl_conn_error(c, 400, 0, "the window asked for is not valid");
-        else
-            ctl_conn_error(c, 500, 0, "%s", isoprof_strerror(rc));
+        refuse(c, &ref);
         return;
     }
     if (c->od_pending)
-        c->waiter = w; /* answered later, unless the client goes first */
+        c->waiter = ticket; /* answered later, unless the client goes first */
 }
 
 /* --- routes --- */
@@ -184,9 +114,9 @@ static int path_is(const char *path, size_t len, const char *want)
 
 static void route_page(struct ctl_conn *c, int status_page)
 {
-    struct agent *a = c->ctl->a;
+    const struct ctl_host *h = &c->ctl->host;
     size_t len = 0;
-    char *body = status_page ? report_status(a, &len) : report_metrics(a, &len);
+    char *body = status_page ? h->status(h->arg, &len) : h->metrics(h->arg, &len);
     if (body == NULL) {
         ctl_conn_error(c, 500, 1, "out of memory building the page");
         return;

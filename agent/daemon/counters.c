@@ -10,6 +10,8 @@
  */
 #include "counters.h"
 #include "daemon.h"
+#include "report.h"
+#include "snapshot.h"
 #include "log.h"
 
 #include <inttypes.h>

@@ -9,7 +9,20 @@
  * answered by then are given up (and counted) so the process exits in
  * time. A second signal skips the wait.
  */
+#include "control.h"
 #include "daemon.h"
+#include "anomaly.h"
+#include "deploy.h"
+#include "discover.h"
+#include "keepalive.h"
+#include "ondemand.h"
+#include "procs.h"
+#include "report.h"
+#include "snapshot.h"
+#include "target.h"
+#include "threads.h"
+#include "uplink.h"
+#include "writer.h"
 #include "agent.h"
 #include "log.h"
 
@@ -41,7 +54,9 @@ static void agent_close_all(struct agent *a)
     }
     discover_close(a);
     anomaly_stop(a);
-    control_stop(a);
+    report_control_counters(a); /* the socket's last figures, for the exit log */
+    control_stop(a->control);
+    a->control = NULL;
     report_stop(a);
     if (a->upl != NULL) {
         agent_upload_stats(a, &a->upl_base); /* its totals outlive it, as at a reload */
@@ -111,6 +126,47 @@ static void agent_on_window_written(struct agent *a, const struct writer_done *d
 static const struct writer_hooks agent_writer_hooks = {
     .window_done = agent_on_window_written,
     .idle = agent_on_writer_idle,
+    .retained = snapshot_retained,
+};
+
+static const struct target_ops agent_target_ops = {
+    .anomaly =
+        {
+            .attached = anomaly_attached,
+            .gone = anomaly_target_gone,
+            .memory = anomaly_memory,
+            .heap_cost = anomaly_heap_cost,
+        },
+    .keepalive =
+        {
+            .tick = keepalive_tick,
+            .on_event = keepalive_on_event,
+            .on_big_event = keepalive_on_big_event,
+            .window_start = keepalive_window_start,
+            .window_cost = keepalive_window_cost,
+            .window_end = keepalive_window_end,
+            .detached = keepalive_detached,
+        },
+    .snapshot =
+        {
+            .busy = snapshot_busy,
+            .on_event = snapshot_on_event,
+            .on_big_event = snapshot_on_big_event,
+        },
+    .threads =
+        {
+            .enable = threads_enable,
+            .tick = threads_tick,
+            .on_event = threads_on_event,
+            .worker_error = threads_worker_error,
+            .drop = threads_drop,
+            .release = threads_release,
+            .unlink = threads_unlink,
+            .parent_gone = threads_parent_gone,
+        },
+    .submit = writer_submit,
+    .window_done = ondemand_window_done,
+    .check_drained = agent_check_drained,
 };
 
 static const struct win_ops agent_win_ops = {
@@ -448,18 +504,60 @@ static int agent_store_open(struct agent *a, const struct cfg *cfg)
     return rc;
 }
 
+/* --- the control socket's side of the daemon (struct ctl_host) --- */
+
+static char *host_status(void *arg, size_t *len)
+{
+    return report_status(arg, len);
+}
+
+static char *host_metrics(void *arg, size_t *len)
+{
+    return report_metrics(arg, len);
+}
+
+static int host_profile(void *arg, const struct ctl_profile_req *r, ctl_profile_cb cb, void *cbarg,
+                        void **ticket, struct ctl_refusal *ref)
+{
+    struct od_waiter *w = NULL;
+    int rc = ondemand_request(arg, r, cb, cbarg, &w, ref);
+    *ticket = w;
+    return rc;
+}
+
+static void host_cancel(void *ticket)
+{
+    ondemand_cancel(ticket);
+}
+
+static uint64_t host_interval_ns(void *arg)
+{
+    const struct agent *a = arg;
+    return a->cfg->sampling.cpu.interval_ns;
+}
+
 int agent_run(struct cfg *cfg)
 {
     struct agent *a = isoprof_calloc(1, sizeof(*a));
     if (a == NULL)
         return -ENOMEM;
+    struct ctl_host host = {
+        .arg = a,
+        .status = host_status,
+        .metrics = host_metrics,
+        .profile = host_profile,
+        .cancel = host_cancel,
+        .interval_ns = host_interval_ns,
+    };
     int rc;
     uv_loop_t loop;
     a->cfg = a->cfg_boot = cfg;
+    a->tops = &agent_target_ops;
     a->msg_budget.limit = AGENT_MSG_BUDGET;
     a->msg_budget.reserve = AGENT_MSG_RESERVE;
     a->start_mono_ns = isoprof_now_mono_ns();
     a->loop = &loop;
+    host.loop = &loop;
     isoprof_rng_init(&a->rng);
     win_sched_init(&a->wins, cfg, &agent_win_ops, &a->rng, &a->n);
     agent_log_set_level(cfg->log.level);
@@ -489,7 +587,7 @@ int agent_run(struct cfg *cfg)
     rc = report_start(a);
     if (rc != 0)
         goto fail_report;
-    rc = control_start(a);
+    rc = control_start(&host, cfg, &a->control);
     if (rc != 0)
         goto fail_control;
     rc = discover_start(a);
@@ -544,7 +642,8 @@ int agent_run(struct cfg *cfg)
 
 fail_discover:
     discover_close(a);
-    control_stop(a);
+    control_stop(a->control);
+    a->control = NULL;
 fail_control:
     report_stop(a);
 fail_report:

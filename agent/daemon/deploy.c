@@ -49,6 +49,9 @@
  * against 2.5 % steady, enough to be flagged against the version before).
  */
 #include "daemon.h"
+#include "deploy.h"
+#include "target.h"
+#include "writer.h"
 #include "log.h"
 #include "regress.h"
 

@@ -11,6 +11,10 @@
  * the config names, never to a host a target advertises.
  */
 #include "daemon.h"
+#include "discover.h"
+#include "procs.h"
+#include "target.h"
+#include "threads.h"
 #include "log.h"
 
 #include "base.h"

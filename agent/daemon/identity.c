@@ -27,6 +27,7 @@
  * identity_isolate is a pure function of its inputs (the unit test's).
  */
 #include "daemon.h"
+#include "identity.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -35,6 +35,9 @@
  * one poll.
  */
 #include "daemon.h"
+#include "keepalive.h"
+#include "snapshot.h"
+#include "target.h"
 #include "log.h"
 #include "warm.h"
 
@@ -69,20 +72,20 @@ static struct target *ka_target(struct target *t, const char *session)
 
 static void ka_log_choice(struct target *t)
 {
-    if (t->warm.want == t->ka_logged_want && t->warm.why == t->ka_logged_why)
+    if (t->ka.warm.want == t->ka.logged_want && t->ka.warm.why == t->ka.logged_why)
         return;
-    t->ka_logged_want = t->warm.want;
-    t->ka_logged_why = t->warm.why;
+    t->ka.logged_want = t->ka.warm.want;
+    t->ka.logged_why = t->ka.warm.why;
     uint64_t cold, sampler;
-    warm_costs(&t->warm, t->a->cfg, &cold, &sampler);
+    warm_costs(&t->ka.warm, t->a->cfg, &cold, &sampler);
     /* Cold by the config is the default: said at debug only. */
     enum cfg_log_level lvl =
         t->a->cfg->sampling.cpu.mode == CFG_CPU_COLD ? CFG_LOG_DEBUG : CFG_LOG_INFO;
     agent_log(lvl, "cpu mode",
               "worker=%s thread=%s isolate=%u mode=%s configured=%s why=%s cold_ms=%f "
               "sampler_ms=%f",
-              t->worker, t->thread, t->isolate, t->warm.want ? "warm" : "cold",
-              cfg_cpu_mode_names[t->a->cfg->sampling.cpu.mode], warm_why_name(t->warm.why),
+              t->worker, t->thread, t->isolate, t->ka.warm.want ? "warm" : "cold",
+              cfg_cpu_mode_names[t->a->cfg->sampling.cpu.mode], warm_why_name(t->ka.warm.why),
               (double)cold / 1e6, (double)sampler / 1e6);
 }
 
@@ -100,37 +103,37 @@ static void ka_on_reply(struct target *t, struct cdp_reply *r)
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY)
         return; /* the session ended: warm_detached already */
     uint64_t now = isoprof_now_mono_ns();
-    enum warm_state st = t->warm.st;
+    enum warm_state st = t->ka.warm.st;
     int ok = r->status == 0;
-    int started = ok && t->ka_seen == t->warm.seq;
-    if (ok && t->ka_sent_ns != 0)
-        win_pause(&t->w, now, WIN_CALL_START, now - t->ka_sent_ns);
-    t->ka_sent_ns = 0;
-    warm_answered(&t->warm, now, ok, started);
+    int started = ok && t->ka.seen == t->ka.warm.seq;
+    if (ok && t->ka.sent_ns != 0)
+        win_pause(&t->w, now, WIN_CALL_START, now - t->ka.sent_ns);
+    t->ka.sent_ns = 0;
+    warm_answered(&t->ka.warm, now, ok, started);
     if (st == WARM_ROTATING && !started) {
         /* The previous keep-alive may still run (the new one did not
          * start before its end): end it, so no profile is left to grow. */
         char prev[96], params[192];
-        ka_title(t, t->warm.seq - 1, prev, sizeof(prev));
+        ka_title(t, t->ka.warm.seq - 1, prev, sizeof(prev));
         snprintf(params, sizeof(params),
                  "{\"expression\":\"console.profileEnd(\\\"%s\\\")\",\"silent\":true}", prev);
         (void)target_call(t, "Runtime.evaluate", params, KA_TIMEOUT_MS, 0, ka_on_ignored);
     }
     if (st == WARM_ENDING) {
         log_info("warm windows off", "worker=%s thread=%s isolate=%u why=%s", t->worker, t->thread,
-                 t->isolate, warm_why_name(t->warm.why));
+                 t->isolate, warm_why_name(t->ka.warm.why));
     } else if (started) {
         agent_log(st == WARM_STARTING ? CFG_LOG_INFO : CFG_LOG_DEBUG,
                   st == WARM_STARTING ? "warm windows on" : "keep-alive rotated",
                   "worker=%s thread=%s isolate=%u interval_ns=%U", t->worker, t->thread, t->isolate,
-                  t->warm.interval_ns);
+                  t->ka.warm.interval_ns);
     } else {
         log_warn("warm windows refused, windows stay cold",
                  "worker=%s thread=%s isolate=%u err=%s "
                  "why=%s retry_s=%U",
                  t->worker, t->thread, t->isolate, ok ? "no console profile started" : "failed",
                  r->error_message ? r->error_message : (ok ? "" : isoprof_strerror(r->status)),
-                 (t->warm.retry_ns - now) / 1000000000u);
+                 (t->ka.warm.retry_ns - now) / 1000000000u);
     }
     ka_log_choice(t);
 }
@@ -194,24 +197,24 @@ static void ka_probe_done(uv_work_t *req, int status)
     struct ka_probe_job *j = container_of(req, struct ka_probe_job, req);
     uint64_t now = isoprof_now_mono_ns();
     for (struct target *t = j->a->targets; t; t = t->next) {
-        if (t->ka_probe != j->seq)
+        if (t->ka.probe != j->seq)
             continue;
-        t->ka_probe = 0;
+        t->ka.probe = 0;
         if (status != 0 || t->removing || t->state != TARGET_READY)
             break;
         /* The profiler's interval now: the keep-alive's, or the window's. */
-        uint64_t iv = t->warm.st == WARM_ON     ? t->warm.interval_ns
+        uint64_t iv = t->ka.warm.st == WARM_ON     ? t->ka.warm.interval_ns
                       : t->w.cpu == WIN_RUNNING ? t->w.tags.interval_ns
                                                 : 0;
-        if (j->tid != 0 && j->tid == t->ka_tid && iv != 0 && j->cpu_ns >= t->ka_tid_cpu_ns &&
-            now - t->ka_tid_mono_ns >= 500000000ull) {
-            uint64_t per_s = (uint64_t)((double)(j->cpu_ns - t->ka_tid_cpu_ns) * 1e9 /
-                                        (double)(now - t->ka_tid_mono_ns));
-            warm_sampler_measured(&t->warm, per_s, iv);
+        if (j->tid != 0 && j->tid == t->ka.tid && iv != 0 && j->cpu_ns >= t->ka.tid_cpu_ns &&
+            now - t->ka.tid_mono_ns >= 500000000ull) {
+            uint64_t per_s = (uint64_t)((double)(j->cpu_ns - t->ka.tid_cpu_ns) * 1e9 /
+                                        (double)(now - t->ka.tid_mono_ns));
+            warm_sampler_measured(&t->ka.warm, per_s, iv);
         }
-        t->ka_tid = j->tid;
-        t->ka_tid_cpu_ns = j->cpu_ns;
-        t->ka_tid_mono_ns = now;
+        t->ka.tid = j->tid;
+        t->ka.tid_cpu_ns = j->cpu_ns;
+        t->ka.tid_mono_ns = now;
         break;
     }
     isoprof_free(j);
@@ -220,10 +223,10 @@ static void ka_probe_done(uv_work_t *req, int status)
 static void ka_probe(struct target *t)
 {
     uint32_t pid = t->ep->pid ? t->ep->pid : t->title_pid ? t->title_pid : t->proc_pid;
-    int sampling = t->warm.st == WARM_ON || t->w.cpu == WIN_RUNNING;
-    if (t->parent != NULL || t->nworkers > 0 || pid == 0 || t->ka_probe != 0 || !sampling) {
+    int sampling = t->ka.warm.st == WARM_ON || t->w.cpu == WIN_RUNNING;
+    if (t->parent != NULL || t->thr.nworkers > 0 || pid == 0 || t->ka.probe != 0 || !sampling) {
         if (!sampling)
-            t->ka_tid = 0; /* the thread ends with the profile */
+            t->ka.tid = 0; /* the thread ends with the profile */
         return;
     }
     struct ka_probe_job *j = isoprof_calloc(1, sizeof(*j));
@@ -236,7 +239,7 @@ static void ka_probe(struct target *t)
         isoprof_free(j);
         return;
     }
-    t->ka_probe = j->seq;
+    t->ka.probe = j->seq;
 }
 
 void keepalive_tick(struct target *t)
@@ -253,13 +256,13 @@ void keepalive_tick(struct target *t)
         (t->w.cpu == WIN_RUNNING && t->w.tags.interval_ns != a->cfg->sampling.cpu.interval_ns);
     if (a->cfg->sampling.cpu.mode != CFG_CPU_COLD)
         ka_probe(t);
-    enum warm_act act = warm_next(&t->warm, a->cfg, now, open);
+    enum warm_act act = warm_next(&t->ka.warm, a->cfg, now, open);
     ka_log_choice(t);
     if (act == WARM_ACT_NONE)
         return;
     char cur[96], next[96], expr[256];
-    ka_title(t, t->warm.seq, cur, sizeof(cur));
-    ka_title(t, t->warm.seq + 1, next, sizeof(next));
+    ka_title(t, t->ka.warm.seq, cur, sizeof(cur));
+    ka_title(t, t->ka.warm.seq + 1, next, sizeof(next));
     if (act == WARM_ACT_START)
         snprintf(expr, sizeof(expr), "console.profile(\\\"%s\\\")", next);
     else if (act == WARM_ACT_ROTATE)
@@ -283,19 +286,19 @@ void keepalive_tick(struct target *t)
                 target_call(t, "Profiler.setSamplingInterval", ip, KA_TIMEOUT_MS, 0, ka_on_ignored);
         }
         if (rc == 0)
-            warm_sent(&t->warm, act, now, iv);
+            warm_sent(&t->ka.warm, act, now, iv);
     } else {
-        warm_sent(&t->warm, act, now, 0);
+        warm_sent(&t->ka.warm, act, now, 0);
     }
     if (rc == 0) {
-        t->ka_sent_ns = now;
+        t->ka.sent_ns = now;
         rc = target_call(t, "Runtime.evaluate", params, KA_TIMEOUT_MS, 0, ka_on_reply);
     }
     if (rc != 0) {
         log_warn("keep-alive call not sent", "worker=%s isolate=%u err=%e", t->worker, t->isolate,
                  rc);
-        t->ka_sent_ns = 0;
-        warm_answered(&t->warm, now, 0, 0);
+        t->ka.sent_ns = 0;
+        warm_answered(&t->ka.warm, now, 0, 0);
     }
 }
 
@@ -303,10 +306,10 @@ void keepalive_tick(struct target *t)
 static void ka_disturbed(struct target *t, const char *what, const char *title)
 {
     uint64_t now = isoprof_now_mono_ns();
-    warm_disturbed(&t->warm, now);
+    warm_disturbed(&t->ka.warm, now);
     log_warn("warm windows disturbed, windows stay cold",
              "worker=%s thread=%s isolate=%u what=%s title=%s retry_s=%U", t->worker, t->thread,
-             t->isolate, what, title, (t->warm.retry_ns - now) / 1000000000u);
+             t->isolate, what, title, (t->ka.warm.retry_ns - now) / 1000000000u);
     ka_log_choice(t);
     keepalive_tick(t); /* ends ours if it still runs */
 }
@@ -315,10 +318,10 @@ static void ka_disturbed(struct target *t, const char *what, const char *title)
 static void ka_console_event(struct target *t, int started, const char *title)
 {
     char cur[96], mine[96];
-    ka_title(t, t->warm.seq, cur, sizeof(cur));
+    ka_title(t, t->ka.warm.seq, cur, sizeof(cur));
     if (started) {
         if (strcmp(title, cur) == 0) {
-            t->ka_seen = t->warm.seq;
+            t->ka.seen = t->ka.warm.seq;
             return;
         }
         /* One of ours, an earlier one (a late event), is not another client. */
@@ -329,7 +332,7 @@ static void ka_console_event(struct target *t, int started, const char *title)
         return;
     }
     /* Ours ended while we did not ask (a rotation or an end ends it). */
-    if (strcmp(title, cur) == 0 && t->warm.st == WARM_ON)
+    if (strcmp(title, cur) == 0 && t->ka.warm.st == WARM_ON)
         ka_disturbed(t, "the keep-alive was ended by another client", title);
 }
 
@@ -353,7 +356,7 @@ int keepalive_on_big_event(struct target *t, const char *method, const char *dat
     /* Too big to parse on the loop: only whether it is our keep-alive's
      * end matters, and its title is a string no profile holds otherwise. */
     char title[96], quoted[100];
-    ka_title(t, t->warm.seq, title, sizeof(title));
+    ka_title(t, t->ka.warm.seq, title, sizeof(title));
     snprintf(quoted, sizeof(quoted), "\"%s\"", title);
     if (t->state == TARGET_READY && memmem(data, len, quoted, strlen(quoted)) != NULL)
         ka_console_event(t, 0, title);
@@ -362,22 +365,29 @@ int keepalive_on_big_event(struct target *t, const char *method, const char *dat
 
 void keepalive_window_start(struct target *t)
 {
-    t->win_warm = warm_is_on(&t->warm);
-    if (t->win_warm)
-        t->warm.warm_windows++;
+    t->ka.win_warm = warm_is_on(&t->ka.warm);
+    if (t->ka.win_warm)
+        t->ka.warm.warm_windows++;
 }
 
 void keepalive_window_cost(struct target *t, enum win_call call, uint64_t pause_ns)
 {
     /* Only a window cold from its start to its end tells what cold costs:
      * a keep-alive that started meanwhile made its stop warm. */
-    if (!t->win_warm && !warm_is_on(&t->warm) && t->warm.st == WARM_OFF)
-        warm_cold_cost(&t->warm, call == WIN_CALL_STOP, pause_ns);
+    if (!t->ka.win_warm && !warm_is_on(&t->ka.warm) && t->ka.warm.st == WARM_OFF)
+        warm_cold_cost(&t->ka.warm, call == WIN_CALL_STOP, pause_ns);
+}
+
+uint64_t keepalive_window_end(struct target *t)
+{
+    uint64_t iv = t->ka.win_warm ? t->ka.warm.interval_ns : 0;
+    t->ka.win_warm = 0;
+    return iv;
 }
 
 void keepalive_detached(struct target *t)
 {
-    warm_detached(&t->warm);
-    t->ka_sent_ns = 0;
-    t->win_warm = 0;
+    warm_detached(&t->ka.warm);
+    t->ka.sent_ns = 0;
+    t->ka.win_warm = 0;
 }

@@ -24,13 +24,18 @@
  * od_reqs' buffers (they are complete and no longer written) and writes
  * only its own fields.
  */
+#include "control.h"
 #include "daemon.h"
+#include "ondemand.h"
+#include "snapshot.h"
 #include "log.h"
 #include "pprof.h"
 
 #include "base.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 enum od_state { OD_WAITING, OD_DONE };
@@ -341,6 +346,115 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
     if (w->left == 0)
         waiter_finish(w);
     return 0;
+}
+
+/* t is one of the isolates r names (attached or not). */
+static int request_names(const struct ctl_profile_req *r, const struct target *t)
+{
+    if (t->removing || t->worker == NULL || strcmp(t->worker, r->worker) != 0)
+        return 0;
+    if (r->has_version && (t->version == NULL || strcmp(t->version, r->version) != 0))
+        return 0;
+    if (r->has_isolate && t->isolate != r->isolate)
+        return 0;
+    /* an isolate named by id needs no thread; else the main thread by default */
+    return !((r->has_thread || !r->has_isolate) && strcmp(t->thread, r->thread) != 0);
+}
+
+/* Why no isolate matched r, in ref. */
+static void request_unmatched(const struct ctl_profile_req *r, size_t nworker,
+                              struct ctl_refusal *ref)
+{
+    ref->status = 404;
+    if (nworker == 0)
+        snprintf(ref->why, sizeof(ref->why), "unknown worker %s", r->worker);
+    else if (r->has_thread && !r->has_isolate)
+        snprintf(ref->why, sizeof(ref->why), "worker %s has no thread %s%s%s", r->worker,
+                 r->thread, r->has_version ? " in version " : "", r->has_version ? r->version : "");
+    else if (r->has_isolate)
+        snprintf(ref->why, sizeof(ref->why), "worker %s has no isolate %" PRIu32 "%s%s", r->worker,
+                 r->isolate, r->has_version ? " of version " : "", r->has_version ? r->version : "");
+    else
+        snprintf(ref->why, sizeof(ref->why), "worker %s has no version %s", r->worker, r->version);
+}
+
+/* ondemand_start's error as the answer to r. */
+static void request_refused(const struct ctl_profile_req *r, int rc, struct ctl_refusal *ref)
+{
+    ref->status = 500;
+    if (rc == -ESHUTDOWN) {
+        ref->status = 503;
+        snprintf(ref->why, sizeof(ref->why), "isoprofd is stopping");
+    } else if (rc == -EAGAIN) {
+        ref->status = 503;
+        snprintf(ref->why, sizeof(ref->why), "target not attached: worker %s is not ready for a %s window",
+                 r->worker, store_type_name(r->type));
+    } else if (rc == -EBUSY) {
+        ref->status = 409;
+        snprintf(ref->why, sizeof(ref->why),
+                 "worker %s: too many on-demand windows already queued for this isolate; ask "
+                 "again when one has ended",
+                 r->worker);
+    } else if (rc == -EINVAL) {
+        ref->status = 400;
+        snprintf(ref->why, sizeof(ref->why), "the window asked for is not valid");
+    } else {
+        snprintf(ref->why, sizeof(ref->why), "%s", isoprof_strerror(rc));
+    }
+}
+
+int ondemand_request(struct agent *a, const struct ctl_profile_req *r, od_done_cb cb, void *arg,
+                     struct od_waiter **out, struct ctl_refusal *ref)
+{
+    size_t nworker = 0, nmatch = 0, nready = 0;
+    for (const struct target *t = a->targets; t; t = t->next) {
+        nworker += !t->removing && t->worker != NULL && strcmp(t->worker, r->worker) == 0;
+        if (!request_names(r, t))
+            continue;
+        nmatch++;
+        nready += t->state == TARGET_READY;
+    }
+    if (nmatch == 0) {
+        request_unmatched(r, nworker, ref);
+        return -ENOENT;
+    }
+    if (nready == 0) {
+        ref->status = 503;
+        snprintf(ref->why, sizeof(ref->why),
+                 "target not attached: worker %s is connecting or backing off", r->worker);
+        return -EAGAIN;
+    }
+    if (nready > 1 && (!r->all || r->type == STORE_TYPE_SNAPSHOT)) {
+        ref->status = 409;
+        snprintf(ref->why, sizeof(ref->why),
+                 r->type == STORE_TYPE_SNAPSHOT
+                     ? "worker %s has %zu attached isolates: a heap snapshot is of one, name it "
+                       "with isolate=ID"
+                     : "worker %s has %zu attached isolates: name one with isolate=ID, or ask "
+                       "for all=1 (one merged profile)",
+                 r->worker, nready);
+        for (const struct target *t = a->targets; t && ref->nisolates < CTL_REFUSAL_ISOLATES;
+             t = t->next)
+            if (request_names(r, t) && t->state == TARGET_READY)
+                ref->isolates[ref->nisolates++] = t->isolate;
+        return -EBUSY;
+    }
+    struct target **ts = isoprof_calloc(nready, sizeof(*ts));
+    if (ts == NULL) {
+        ref->status = 500;
+        snprintf(ref->why, sizeof(ref->why), "out of memory");
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    for (struct target *t = a->targets; t && n < nready; t = t->next)
+        if (request_names(r, t) && t->state == TARGET_READY)
+            ts[n++] = t;
+    int rc = ondemand_start(a, (struct target *const *)ts, n, r->type,
+                            r->seconds * 1000000000ull, r->interval_ns, cb, arg, out);
+    isoprof_free(ts);
+    if (rc != 0)
+        request_refused(r, rc, ref);
+    return rc;
 }
 
 void ondemand_cancel(struct od_waiter *w)

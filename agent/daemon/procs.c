@@ -28,6 +28,9 @@
  * PROCSCAN_MAX_PROCS and forgets the processes that exited.
  */
 #include "daemon.h"
+#include "discover.h"
+#include "procs.h"
+#include "target.h"
 #include "log.h"
 
 #include "base.h"

@@ -31,6 +31,12 @@
  * the daemon holds is lost.
  */
 #include "daemon.h"
+#include "deploy.h"
+#include "ondemand.h"
+#include "snapshot.h"
+#include "target.h"
+#include "threads.h"
+#include "writer.h"
 #include "heapsnap.h"
 #include "log.h"
 

@@ -32,6 +32,11 @@
  * session id; it has no connection, backoff or reattach of its own.
  */
 #include "daemon.h"
+#include "deploy.h"
+#include "discover.h"
+#include "identity.h"
+#include "target.h"
+#include "writer.h"
 #include "log.h"
 
 #include "base.h"
@@ -192,7 +197,7 @@ static void target_session_ended(struct target *t)
 {
     memset(t->call_sent_ns, 0, sizeof(t->call_sent_ns));
     win_detached(&t->w, isoprof_now_mono_ns());
-    keepalive_detached(t);
+    t->a->tops->keepalive.detached(t);
     uv_timer_stop(&t->mem_timer);
     uv_timer_stop(&t->hold_timer);
     t->mem_inflight = 0;
@@ -266,10 +271,10 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
     t->close_reason = NULL;
     t->cdp = NULL;
     uv_timer_stop(&t->timer);
-    threads_parent_gone(t, t->close_reason_was_ours == 0);
+    t->a->tops->threads.parent_gone(t, t->close_reason_was_ours == 0);
     target_session_ended(t);
     if (was_ready)
-        anomaly_target_gone(t, t->close_reason_was_ours == 0);
+        t->a->tops->anomaly.gone(t, t->close_reason_was_ours == 0);
     t->close_reason_was_ours = 0;
     if (!t->removing && !a->stopping) {
         a->n.sessions_dropped++;
@@ -298,11 +303,11 @@ static void target_on_event(struct cdp_session *s, const char *session, const ch
     struct target *t = arg;
     log_debug("cdp event", "worker=%s session=%s method=%s", t->worker, session ? session : "main",
               method);
-    if (snapshot_on_event(t, session, method, params))
+    if (t->a->tops->snapshot.on_event(t, session, method, params))
         return;
-    if (keepalive_on_event(t, session, method, params))
+    if (t->a->tops->keepalive.on_event(t, session, method, params))
         return;
-    threads_on_event(t, session, method, params);
+    t->a->tops->threads.on_event(t, session, method, params);
 }
 
 /* An event too big to parse on the loop: a heap snapshot's chunk, or
@@ -311,18 +316,20 @@ static int target_on_big_event(struct cdp_session *s, const char *method, char *
                                void *arg)
 {
     (void)s;
-    if (keepalive_on_big_event(arg, method, data, len)) {
+    struct target *t = arg;
+    if (t->a->tops->keepalive.on_big_event(t, method, data, len)) {
         ws_msg_free(data);
         return 1;
     }
-    return snapshot_on_big_event(arg, method, data, len);
+    return t->a->tops->snapshot.on_big_event(t, method, data, len);
 }
 
 static void target_on_worker_error(struct cdp_session *s, const char *session, const char *why,
                                    void *arg)
 {
     (void)s;
-    threads_worker_error(arg, session, why);
+    struct target *t = arg;
+    t->a->tops->threads.worker_error(t, session, why);
 }
 
 /* --- windows taken --- */
@@ -379,13 +386,13 @@ static void target_submit(struct target *t, uint8_t type, char *raw, size_t len,
     memacc_figures(mem, &m.mem);
     memacc_reset(mem);
     deploy_meta(a, t, &m);
-    int rc = writer_submit(a->writer, raw, len, &m);
+    int rc = a->tops->submit(a->writer, raw, len, &m);
     episode_unref(tags->pin);
     if (rc != 0) {
         a->n.windows_dropped++;
         log_error("window dropped", "worker=%s isolate=%u type=%s err=%e", t->worker, t->isolate,
                   type == STORE_TYPE_HEAP ? "heap" : "cpu", rc);
-        ondemand_window_done(od, rc, NULL, "the window could not be queued for storage");
+        t->a->tops->window_done(od, rc, NULL, "the window could not be queued for storage");
     }
     memset(tags, 0, sizeof(*tags));
 }
@@ -408,7 +415,7 @@ static int target_heap_step_ok(const struct target *t, const struct cdp_reply *r
 
 static void target_on_heap_started(struct target *t, struct cdp_reply *r)
 {
-    threads_release(t); /* started or not, a waiting worker goes on now */
+    t->a->tops->threads.release(t); /* started or not, a waiting worker goes on now */
     if (!target_heap_step_ok(t, r)) {
         if (r->status != ISOPROF_ECLOSED && t->state == TARGET_READY)
             win_heap_off(&t->w, r->status);
@@ -430,7 +437,7 @@ static void target_heap_start(struct target *t)
                     target_on_heap_started) != 0) {
         log_warn("heap sampling not started", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
                  "HeapProfiler.startSampling not sent");
-        threads_release(t);
+        t->a->tops->threads.release(t);
     }
 }
 
@@ -439,7 +446,7 @@ static void target_on_heap_enabled(struct target *t, struct cdp_reply *r)
     if (target_heap_step_ok(t, r))
         target_heap_start(t);
     else
-        threads_release(t);
+        t->a->tops->threads.release(t);
 }
 
 static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
@@ -452,11 +459,11 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
     t->call_sent_ns[WIN_CALL_HEAP] = 0;
     win_heap_done(&t->w, &tags);
     if (pause > 0 && tags.pin != NULL)
-        anomaly_heap_cost(t, tags.pin, pause);
+        t->a->tops->anomaly.heap_cost(t, tags.pin, pause);
     struct od_req *od = tags.od;
     if (r->status == ISOPROF_ECLOSED || t->state != TARGET_READY) {
         episode_unref(tags.pin);
-        ondemand_window_done(od, -ECONNRESET, NULL, "the target went away");
+        t->a->tops->window_done(od, -ECONNRESET, NULL, "the target went away");
         return;
     }
     if (r->status != 0 || r->raw == NULL) {
@@ -470,14 +477,14 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
                          "worker=%s isolate=%u why=%s", t->worker, t->isolate, why);
             t->heap_restart_logged = 1;
             target_heap_start(t);
-            ondemand_window_done(od, -EAGAIN, NULL,
+            t->a->tops->window_done(od, -EAGAIN, NULL,
                                  "another client had stopped the heap sampler; it was restarted, "
                                  "ask again");
         } else {
             a->n.windows_lost++;
             log_warn("window not taken", "worker=%s isolate=%u step=%s err=%e why=%s", t->worker,
                      t->isolate, "HeapProfiler.getSamplingProfile", r->status, why);
-            ondemand_window_done(od, r->status ? r->status : -EIO, NULL,
+            t->a->tops->window_done(od, r->status ? r->status : -EIO, NULL,
                                  "HeapProfiler.getSamplingProfile failed (see the daemon's log)");
         }
         episode_unref(tags.pin);
@@ -532,20 +539,20 @@ static void target_on_heap_usage(struct target *t, struct cdp_reply *r)
                     num_field(r->result, "backingStorageSize");
     log_debug("memory", "worker=%s isolate=%u used=%U", t->worker, t->isolate, used);
     if (used > 0)
-        anomaly_memory(t, used);
+        t->a->tops->anomaly.memory(t, used);
 }
 
 static void target_on_mem_timer(uv_timer_t *timer)
 {
     struct target *t = timer->data;
-    threads_tick(t);
-    keepalive_tick(t);
+    t->a->tops->threads.tick(t);
+    t->a->tops->keepalive.tick(t);
     /* No poll while V8 writes a snapshot: it could only time out. None
      * while a call whose stall is measured is out either: V8 would answer
      * it only after that call, and its reply, arriving next, would move
      * the arrival the kernel reports (ws_message_arrival_ns) past the
      * measured call's own when the loop reads both late. */
-    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || snapshot_busy(t) ||
+    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || t->a->tops->snapshot.busy(t) ||
         t->call_sent_ns[WIN_CALL_START] != 0 || t->call_sent_ns[WIN_CALL_STOP] != 0 ||
         t->call_sent_ns[WIN_CALL_HEAP] != 0)
         return;
@@ -563,7 +570,7 @@ static void target_on_enabled(struct target *t, struct cdp_reply *r)
         if (r->status == ISOPROF_ECLOSED || t->removing)
             return;
         if (t->parent) {
-            threads_drop(t, "Profiler.enable failed");
+            t->a->tops->threads.drop(t, "Profiler.enable failed");
         } else if (t->cdp) {
             t->close_reason = "Profiler.enable failed";
             cdp_close(t->cdp);
@@ -594,19 +601,19 @@ void target_attach_start(struct target *t)
     }
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
-    anomaly_attached(t);
+    t->a->tops->anomaly.attached(t);
     win_attached(&t->w, isoprof_now_mono_ns());
-    keepalive_tick(t);
+    t->a->tops->keepalive.tick(t);
     uint64_t poll_ms = a->cfg->sampling.memory_poll_ns / 1000000u;
     uv_timer_start(&t->mem_timer, target_on_mem_timer, poll_ms, poll_ms);
     if (target_call(t, "HeapProfiler.enable", NULL, TARGET_CALL_TIMEOUT_MS, 0,
                     target_on_heap_enabled) != 0) {
         log_warn("heap sampling not started", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
                  "HeapProfiler.enable not sent");
-        threads_release(t);
+        t->a->tops->threads.release(t);
     }
     if (t->parent == NULL)
-        threads_enable(t);
+        t->a->tops->threads.enable(t);
 }
 
 /* Profiler.enable on t's session: t is READY when it answers. */
@@ -755,7 +762,7 @@ struct target *target_alloc(struct agent *a, struct endpoint *ep, const char *id
     uv_timer_init(a->loop, &t->hold_timer);
     t->timer.data = t->win_timer.data = t->mem_timer.data = t->hold_timer.data = t;
     win_iso_init(&t->w, &a->wins, &ep->wins);
-    warm_init(&t->warm);
+    warm_init(&t->ka.warm);
     memacc_reset(&t->mem_cpu);
     memacc_reset(&t->mem_heap);
     return t;
@@ -806,14 +813,14 @@ void target_remove(struct target *t)
         return;
     int was_ready = t->state == TARGET_READY;
     if (t->parent == NULL)
-        threads_parent_gone(t, !t->a->stopping); /* its workers first */
+        t->a->tops->threads.parent_gone(t, !t->a->stopping); /* its workers first */
     else
-        threads_unlink(t); /* released, detached, its calls forgotten */
+        t->a->tops->threads.unlink(t); /* released, detached, its calls forgotten */
     t->removing = 1;
     uv_timer_stop(&t->timer);
     target_session_ended(t);
     if (was_ready && t->parent == NULL)
-        anomaly_target_gone(t, !t->a->stopping); /* it left /json/list */
+        t->a->tops->anomaly.gone(t, !t->a->stopping); /* it left /json/list */
     t->pending_closes += 4;
     uv_close((uv_handle_t *)&t->timer, target_on_timer_close);
     uv_close((uv_handle_t *)&t->win_timer, target_on_timer_close);
@@ -892,7 +899,7 @@ static void target_window_failed(struct target *t, const char *step, struct cdp_
     log_warn("window not taken", "worker=%s isolate=%u step=%s err=%s why=%s", t->worker,
              t->isolate, step, isoprof_strerror(r->status),
              r->error_message ? r->error_message : "");
-    if (r->status == ISOPROF_ETIMEDOUT && snapshot_busy(t)) {
+    if (r->status == ISOPROF_ETIMEDOUT && t->a->tops->snapshot.busy(t)) {
         /* V8 answers once it has written the heap snapshot it is taking:
          * not a stall, the session stays. */
     } else if (r->status == ISOPROF_ETIMEDOUT && t->parent != NULL && !t->removing) {
@@ -900,7 +907,7 @@ static void target_window_failed(struct target *t, const char *step, struct cdp_
          * the main thread and the other workers carry on. */
         log_warn("thread stalled", "worker=%s thread=%s isolate=%u step=%s", t->worker, t->thread,
                  t->isolate, step);
-        threads_drop(t, "stalled: a window's start or stop went unanswered");
+        t->a->tops->threads.drop(t, "stalled: a window's start or stop went unanswered");
     } else if (r->status == ISOPROF_ETIMEDOUT && t->cdp != NULL) {
         /* The target holds the window and answers nothing: drop the
          * session (which stops its profiler) and keep it away for a while,
@@ -920,14 +927,13 @@ static void target_on_stopped(struct target *t, struct cdp_reply *r)
     int ok = r->status == 0 && r->raw != NULL;
     struct win_tags tags;
     if (ok && t->w.cpu == WIN_STOPPING)
-        keepalive_window_cost(t, WIN_CALL_STOP, target_pause(t, WIN_CALL_STOP, r));
+        t->a->tops->keepalive.window_cost(t, WIN_CALL_STOP, target_pause(t, WIN_CALL_STOP, r));
     t->call_sent_ns[WIN_CALL_STOP] = 0;
-    int warm = t->win_warm;
-    t->win_warm = 0;
+    uint64_t warm_iv = t->a->tops->keepalive.window_end(t);
     if (win_cpu_stopped(&t->w, isoprof_now_mono_ns(), ok, &tags) != 0)
         return; /* the session went away first; already accounted */
-    if (warm && t->warm.interval_ns != 0)
-        tags.interval_ns = t->warm.interval_ns; /* the keep-alive's profiler sampled it */
+    if (warm_iv != 0)
+        tags.interval_ns = warm_iv; /* the keep-alive's profiler sampled it */
     if (!ok) {
         target_window_failed(t, "Profiler.stop", r);
         return;
@@ -964,10 +970,10 @@ static void target_on_started(struct target *t, struct cdp_reply *r)
         return;
     }
     uint64_t pause = target_pause(t, WIN_CALL_START, r);
-    keepalive_window_cost(t, WIN_CALL_START, pause);
+    t->a->tops->keepalive.window_cost(t, WIN_CALL_START, pause);
     log_debug("window started", "worker=%s isolate=%u interval_ns=%U start_us=%U warm=%d",
-              t->worker, t->isolate, t->win_warm ? t->warm.interval_ns : t->w.tags.interval_ns,
-              pause / 1000u, t->win_warm);
+              t->worker, t->isolate, t->ka.win_warm ? t->ka.warm.interval_ns : t->w.tags.interval_ns,
+              pause / 1000u, t->ka.win_warm);
     win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
 }
 
@@ -997,8 +1003,8 @@ int target_win_cpu_start(struct win_iso *w, uint64_t interval_ns)
     snprintf(params, sizeof(params), "{\"interval\":%llu}",
              (unsigned long long)(interval_ns / 1000u));
     memacc_reset(&t->mem_cpu);
-    keepalive_window_start(t);
-    if (t->win_warm) {
+    t->a->tops->keepalive.window_start(t);
+    if (t->ka.win_warm) {
         /* The keep-alive's profiler samples at its own interval, which V8
          * will not change while it runs: straight to the start. */
         t->call_sent_ns[WIN_CALL_START] = isoprof_now_mono_ns();

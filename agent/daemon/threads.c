@@ -62,6 +62,8 @@
  * 0.14 s since (tests/bench/bench_fairness.js, scenario announce).
  */
 #include "daemon.h"
+#include "target.h"
+#include "threads.h"
 #include "log.h"
 
 #include "base.h"
@@ -135,11 +137,11 @@ static int rate_ok(struct target *t, uint64_t now)
 {
     const uint64_t step = 1000000000ull / THREADS_ATTACH_PER_S;
     uint64_t burst = (uint64_t)t->ep->cfg->threads.max * step;
-    if (t->attach_tokens_ns < now)
-        t->attach_tokens_ns = now;
-    if (t->attach_tokens_ns - now >= burst)
+    if (t->thr.attach_tokens_ns < now)
+        t->thr.attach_tokens_ns = now;
+    if (t->thr.attach_tokens_ns - now >= burst)
         return 0;
-    t->attach_tokens_ns += step;
+    t->thr.attach_tokens_ns += step;
     return 1;
 }
 
@@ -218,7 +220,7 @@ static void on_threads_enabled(struct target *t, struct cdp_reply *r)
     if (r->status == ISOPROF_ECLOSED || t->removing)
         return;
     if (r->status != 0) {
-        t->threads_on = 0;
+        t->thr.on = 0;
         log_info("worker threads not watched", "worker=%s isolate=%u why=%s", t->worker, t->isolate,
                  r->error_message ? r->error_message : isoprof_strerror(r->status));
         return;
@@ -230,10 +232,10 @@ static void on_threads_enabled(struct target *t, struct cdp_reply *r)
  * up before the answer, and a fence must cover it. */
 void threads_enable(struct target *t)
 {
-    if (!threads_wanted(t) || t->threads_on || t->a->stopping)
+    if (!threads_wanted(t) || t->thr.on || t->a->stopping)
         return;
     if (t->ep->threads_off_until_ns > isoprof_now_mono_ns()) {
-        t->threads_capped = 1; /* threads_tick turns them on at the end of the cap */
+        t->thr.capped = 1; /* threads_tick turns them on at the end of the cap */
         return;
     }
     if (target_call(t, "NodeWorker.enable", "{\"waitForDebuggerOnStart\":true}",
@@ -242,7 +244,7 @@ void threads_enable(struct target *t)
                  "NodeWorker.enable not sent");
         return;
     }
-    t->threads_on = 1;
+    t->thr.on = 1;
 }
 
 static void on_fence_reply(struct target *t, struct cdp_reply *r)
@@ -254,14 +256,14 @@ static void on_fence_reply(struct target *t, struct cdp_reply *r)
 /* The fence of t is over; disable: NodeWorker.disable now. */
 static void fence_end(struct target *t, int disable)
 {
-    if (!t->fencing)
+    if (!t->thr.fencing)
         return;
-    t->fencing = 0;
+    t->thr.fencing = 0;
     uv_timer_stop(&t->hold_timer);
     t->a->threads_fences--;
     if (disable && t->cdp != NULL && !t->removing)
         target_call(t, "NodeWorker.disable", NULL, THREADS_CALL_TIMEOUT_MS, 0, on_fence_reply);
-    agent_check_drained(t->a);
+    t->a->tops->check_drained(t->a);
 }
 
 /* A reload turned threads off (threads_on 0, and not turned back on
@@ -270,19 +272,19 @@ static void fence_end(struct target *t, int disable)
 static void on_fence_timer(uv_timer_t *timer)
 {
     struct target *t = timer->data;
-    fence_end(t, !t->threads_on);
+    fence_end(t, !t->thr.on);
 }
 
 /* From now on no new worker of t waits; one told to wait before shows up
  * within THREADS_FENCE_MS and is let go (attached refuses it). */
 static void fence_start(struct target *t)
 {
-    if (t->fencing || t->cdp == NULL || t->removing)
+    if (t->thr.fencing || t->cdp == NULL || t->removing)
         return;
     if (target_call(t, "NodeWorker.enable", "{\"waitForDebuggerOnStart\":false}",
                     THREADS_CALL_TIMEOUT_MS, 0, on_fence_reply) != 0)
         return; /* nothing can be sent on that session */
-    t->fencing = 1;
+    t->thr.fencing = 1;
     t->a->threads_fences++;
     uv_timer_start(&t->hold_timer, on_fence_timer, THREADS_FENCE_MS, 0);
 }
@@ -290,7 +292,7 @@ static void fence_start(struct target *t)
 void threads_stop(struct agent *a)
 {
     for (struct target *t = a->targets; t; t = t->next)
-        if (t->parent == NULL && t->threads_on && !t->removing)
+        if (t->parent == NULL && t->thr.on && !t->removing)
             fence_start(t);
 }
 
@@ -302,12 +304,12 @@ void threads_reload(struct target *t)
         threads_enable(t);
         return;
     }
-    if (!t->threads_on)
+    if (!t->thr.on)
         return;
     for (struct target *k = t->a->targets; k; k = k->next)
         if (k->parent == t && !k->removing)
             target_remove(k); /* released and detached */
-    t->threads_on = 0;
+    t->thr.on = 0;
     fence_start(t); /* then NodeWorker.disable */
     log_info("worker threads no longer watched", "worker=%s isolate=%u", t->worker, t->isolate);
 }
@@ -316,13 +318,13 @@ void threads_reload(struct target *t)
  * and NodeWorker.disable. threads_tick turns them on again. */
 static void cap_off(struct target *t)
 {
-    t->threads_capped = 1;
-    if (!t->threads_on)
+    t->thr.capped = 1;
+    if (!t->thr.on)
         return;
     for (struct target *k = t->a->targets; k; k = k->next)
         if (k->parent == t && !k->removing)
             target_remove(k); /* released and detached */
-    t->threads_on = 0;
+    t->thr.on = 0;
     fence_start(t); /* then NodeWorker.disable */
 }
 
@@ -379,12 +381,12 @@ static int announce_ok(struct target *t, uint64_t now)
 
 void threads_tick(struct target *t)
 {
-    if (t->parent != NULL || !t->threads_capped || t->removing || t->fencing ||
+    if (t->parent != NULL || !t->thr.capped || t->removing || t->thr.fencing ||
         t->state != TARGET_READY || t->a->stopping)
         return;
     if (t->ep->threads_off_until_ns > isoprof_now_mono_ns())
         return;
-    t->threads_capped = 0;
+    t->thr.capped = 0;
     log_info("worker threads watched again", "worker=%s isolate=%u inspector=%s", t->worker,
              t->isolate, t->ep->cfg->inspector);
     threads_enable(t);
@@ -422,14 +424,14 @@ static void attached(struct target *t, yajl_val params)
         /* In the fence a worker told to wait before may show up: it is
          * released (NodeWorker.disable, next, detaches it). After the
          * fence Node announces nothing: nothing is sent. */
-        if (t->fencing && t->cdp != NULL)
+        if (t->thr.fencing && t->cdp != NULL)
             cdp_call_on(t->cdp, sid, "Runtime.runIfWaitingForDebugger", NULL,
                         THREADS_CALL_TIMEOUT_MS, 0, on_ignored, NULL);
         return;
     }
     const char *refuse = a->stopping                              ? "isoprofd is stopping"
-                         : !threads_wanted(t) || !t->threads_on   ? "worker threads are not watched"
-                         : t->nworkers >= t->ep->cfg->threads.max ? "threads.max workers attached"
+                         : !threads_wanted(t) || !t->thr.on   ? "worker threads are not watched"
+                         : t->thr.nworkers >= t->ep->cfg->threads.max ? "threads.max workers attached"
                          : !rate_ok(t, isoprof_now_mono_ns())     ? "the attach rate was exceeded"
                                                                   : NULL;
     if (refuse != NULL) {
@@ -454,10 +456,10 @@ static void attached(struct target *t, yajl_val params)
         return;
     }
     w->parent = t;
-    w->held = 1; /* an orphan of a client that went says it does not wait */
+    w->thr.held = 1; /* an orphan of a client that went says it does not wait */
     w->state = TARGET_CONNECTING;
     target_link(w);
-    t->nworkers++;
+    t->thr.nworkers++;
     log_debug("worker thread found", "worker=%s thread=%s session=%s waiting=%d", w->worker,
               w->thread, sid, waiting);
     uv_timer_start(&w->hold_timer, on_hold_timeout, THREADS_HOLD_MS, 0);
@@ -473,11 +475,11 @@ static void detached(struct target *t, yajl_val params)
     if (w == NULL)
         return; /* one the agent let go, or never knew */
     a->n.threads_detached++;
-    w->worker_gone = 1;
-    w->held = 0;
+    w->thr.gone = 1;
+    w->thr.held = 0;
     log_info("thread detached", "worker=%s thread=%s isolate=%u", w->worker, w->thread, w->isolate);
     if (w->state == TARGET_READY)
-        anomaly_target_gone(w, 1);
+        w->a->tops->anomaly.gone(w, 1);
     target_remove(w);
 }
 
@@ -517,9 +519,9 @@ static void on_released(struct target *w, struct cdp_reply *r)
 
 void threads_release(struct target *w)
 {
-    if (!w->held)
+    if (!w->thr.held)
         return;
-    w->held = 0;
+    w->thr.held = 0;
     uv_timer_stop(&w->hold_timer);
     if (target_call(w, "Runtime.runIfWaitingForDebugger", NULL, THREADS_CALL_TIMEOUT_MS, 0,
                     on_released) != 0)
@@ -532,12 +534,12 @@ void threads_unlink(struct target *w)
     if (t == NULL)
         return;
     uv_timer_stop(&w->hold_timer);
-    if (!w->worker_gone)
+    if (!w->thr.gone)
         let_go(t, w->session);
     if (t->cdp != NULL)
         cdp_forget(t->cdp, w->session);
-    w->held = 0;
-    t->nworkers--;
+    w->thr.held = 0;
+    t->thr.nworkers--;
     w->parent = NULL; /* the main thread may go first */
 }
 
@@ -546,11 +548,11 @@ void threads_parent_gone(struct target *t, int gone_by_itself)
     for (struct target *k = t->a->targets; k; k = k->next) {
         if (k->parent != t || k->removing)
             continue;
-        k->worker_gone = t->cdp == NULL; /* with the session gone, nothing can be sent */
+        k->thr.gone = t->cdp == NULL; /* with the session gone, nothing can be sent */
         if (k->state == TARGET_READY)
-            anomaly_target_gone(k, gone_by_itself);
+            k->a->tops->anomaly.gone(k, gone_by_itself);
         target_remove(k);
     }
-    t->threads_on = 0;
+    t->thr.on = 0;
     fence_end(t, 0); /* the session is going: nothing to disable */
 }

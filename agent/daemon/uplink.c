@@ -14,6 +14,7 @@
  * retry; the recovery is logged at info.
  */
 #include "daemon.h"
+#include "uplink.h"
 #include "log.h"
 #include "settings.h"
 

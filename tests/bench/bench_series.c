@@ -24,6 +24,8 @@
  * rule set, by type, and what a tenant's 5,000-series limit makes of it.
  */
 #include "daemon.h"
+#include "identity.h"
+#include "threads.h"
 #include "store.h"
 
 #include <inttypes.h>

@@ -16,6 +16,8 @@
 
 #include "base.h"
 #include "daemon.h"
+#include "discover.h"
+#include "target.h"
 
 #define CAP 8
 

@@ -11,6 +11,8 @@
 #include "../test.h"
 #include "base.h"
 #include "daemon.h"
+#include "deploy.h"
+#include "writer.h"
 #include "regress.h"
 #include "regress_synth.h"
 #include "store.h"

@@ -5,6 +5,7 @@
 #include "../test.h"
 #include "base.h"
 #include "daemon.h"
+#include "discover.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,8 @@
  */
 #include "../test.h"
 #include "daemon.h"
+#include "identity.h"
+#include "threads.h"
 #include "store.h"
 
 #include <string.h>

@@ -1,7 +1,8 @@
 /*
  * report.c - what the agent says about itself: the bodies of GET /status
  * (one compact JSON object) and GET /metrics (Prometheus text exposition
- * format 0.0.4). control.c serves them; this file only builds them.
+ * format 0.0.4). The control socket serves them (agent_run hands them to
+ * it as struct ctl_host's status and metrics); this file only builds them.
  *
  * Both pages are built on the loop thread from the agent's own state
  * (targets, schedule, counters, the uploader's totals), which the loop
@@ -27,7 +28,14 @@
  * U+FFFD, so the page is always valid JSON in valid UTF-8. Both pages are
  * capped at REPORT_MAX_BODY.
  */
+#include "control.h"
 #include "daemon.h"
+#include "snapshot.h"
+#include "anomaly.h"
+#include "procs.h"
+#include "report.h"
+#include "target.h"
+#include "uplink.h"
 #include "log.h"
 #include "statsd.h"
 
@@ -284,9 +292,21 @@ struct report_view {
     uint64_t lag_last_ms, lag_max_ms;
 };
 
+void report_control_counters(struct agent *a)
+{
+    if (a->control == NULL)
+        return;
+    struct ctl_counters c;
+    control_counters(a->control, &c);
+    a->n.control_requests = c.requests;
+    a->n.control_errors = c.errors;
+    a->n.control_rejected_connections = c.rejected_connections;
+}
+
 static void report_view(struct agent *a, struct report_view *v)
 {
     memset(v, 0, sizeof(*v));
+    report_control_counters(a);
     const struct report *r = a->report;
     if (r != NULL && r->have_stat) {
         v->st = &r->st;
@@ -342,7 +362,7 @@ static void json_ms(struct isoprof_buf *b, const char *key, uint64_t ns, int fir
  * (agent/daemon/warm.h), the figures auto compares, the keep-alive's life. */
 static void status_cpu_mode(struct isoprof_buf *b, const struct target *t, uint64_t now)
 {
-    const struct warm *k = &t->warm;
+    const struct warm *k = &t->ka.warm;
     uint64_t cold, sampler;
     warm_costs(k, t->a->cfg, &cold, &sampler);
     isoprof_buf_putc(b, '{');
