@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -39,6 +40,19 @@
 #include <unistd.h>
 
 #define SHUTDOWN_DEADLINE_MS 800
+
+/* The socket's counters (control_counters) into a->n, where the pages and
+ * the exit log read every counter. */
+static void agent_control_counters(struct agent *a)
+{
+    if (a->control == NULL)
+        return;
+    struct ctl_counters c;
+    control_counters(a->control, &c);
+    a->n.control_requests = c.requests;
+    a->n.control_errors = c.errors;
+    a->n.control_rejected_connections = c.rejected_connections;
+}
 
 static void agent_close_all(struct agent *a)
 {
@@ -54,7 +68,7 @@ static void agent_close_all(struct agent *a)
     }
     discover_close(a);
     anomaly_stop(a);
-    report_control_counters(a); /* the socket's last figures, for the exit log */
+    agent_control_counters(a); /* the socket's last figures, for the exit log */
     control_stop(a->control);
     a->control = NULL;
     report_stop(a);
@@ -508,20 +522,43 @@ static int agent_store_open(struct agent *a, const struct cfg *cfg)
 
 static char *host_status(void *arg, size_t *len)
 {
+    agent_control_counters(arg);
     return report_status(arg, len);
 }
 
 static char *host_metrics(void *arg, size_t *len)
 {
+    agent_control_counters(arg);
     return report_metrics(arg, len);
 }
 
 static int host_profile(void *arg, const struct ctl_profile_req *r, ctl_profile_cb cb, void *cbarg,
                         void **ticket, struct ctl_refusal *ref)
 {
+    const struct od_ask ask = {
+        .worker = r->worker,
+        .version = r->has_version ? r->version : NULL,
+        /* an isolate named by id needs no thread; else the main thread by default */
+        .thread = r->has_thread || !r->has_isolate ? r->thread : NULL,
+        .has_thread = r->has_thread,
+        .has_isolate = r->has_isolate,
+        .all = r->all,
+        .isolate = r->isolate,
+        .type = r->type,
+        .duration_ns = r->seconds * 1000000000ull,
+        .interval_ns = r->interval_ns,
+    };
+    struct od_refusal no = {0};
     struct od_waiter *w = NULL;
-    int rc = ondemand_request(arg, r, cb, cbarg, &w, ref);
+    int rc = ondemand_request(arg, &ask, cb, cbarg, &w, &no);
     *ticket = w;
+    if (rc != 0) {
+        ref->status = no.status;
+        snprintf(ref->why, sizeof(ref->why), "%s", no.why);
+        _Static_assert(OD_REFUSAL_ISOLATES == CTL_REFUSAL_ISOLATES, "the isolates listed");
+        ref->nisolates = no.nisolates;
+        memcpy(ref->isolates, no.isolates, no.nisolates * sizeof(no.isolates[0]));
+    }
     return rc;
 }
 

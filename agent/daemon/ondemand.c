@@ -24,7 +24,6 @@
  * od_reqs' buffers (they are complete and no longer written) and writes
  * only its own fields.
  */
-#include "control.h"
 #include "daemon.h"
 #include "ondemand.h"
 #include "snapshot.h"
@@ -349,37 +348,36 @@ int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t t
 }
 
 /* t is one of the isolates r names (attached or not). */
-static int request_names(const struct ctl_profile_req *r, const struct target *t)
+static int request_names(const struct od_ask *r, const struct target *t)
 {
     if (t->removing || t->worker == NULL || strcmp(t->worker, r->worker) != 0)
         return 0;
-    if (r->has_version && (t->version == NULL || strcmp(t->version, r->version) != 0))
+    if (r->version != NULL && (t->version == NULL || strcmp(t->version, r->version) != 0))
         return 0;
     if (r->has_isolate && t->isolate != r->isolate)
         return 0;
-    /* an isolate named by id needs no thread; else the main thread by default */
-    return !((r->has_thread || !r->has_isolate) && strcmp(t->thread, r->thread) != 0);
+    return r->thread == NULL || strcmp(t->thread, r->thread) == 0;
 }
 
 /* Why no isolate matched r, in ref. */
-static void request_unmatched(const struct ctl_profile_req *r, size_t nworker,
-                              struct ctl_refusal *ref)
+static void request_unmatched(const struct od_ask *r, size_t nworker,
+                              struct od_refusal *ref)
 {
     ref->status = 404;
     if (nworker == 0)
         snprintf(ref->why, sizeof(ref->why), "unknown worker %s", r->worker);
     else if (r->has_thread && !r->has_isolate)
         snprintf(ref->why, sizeof(ref->why), "worker %s has no thread %s%s%s", r->worker,
-                 r->thread, r->has_version ? " in version " : "", r->has_version ? r->version : "");
+                 r->thread, r->version ? " in version " : "", r->version ? r->version : "");
     else if (r->has_isolate)
         snprintf(ref->why, sizeof(ref->why), "worker %s has no isolate %" PRIu32 "%s%s", r->worker,
-                 r->isolate, r->has_version ? " of version " : "", r->has_version ? r->version : "");
+                 r->isolate, r->version ? " of version " : "", r->version ? r->version : "");
     else
         snprintf(ref->why, sizeof(ref->why), "worker %s has no version %s", r->worker, r->version);
 }
 
 /* ondemand_start's error as the answer to r. */
-static void request_refused(const struct ctl_profile_req *r, int rc, struct ctl_refusal *ref)
+static void request_refused(const struct od_ask *r, int rc, struct od_refusal *ref)
 {
     ref->status = 500;
     if (rc == -ESHUTDOWN) {
@@ -403,8 +401,8 @@ static void request_refused(const struct ctl_profile_req *r, int rc, struct ctl_
     }
 }
 
-int ondemand_request(struct agent *a, const struct ctl_profile_req *r, od_done_cb cb, void *arg,
-                     struct od_waiter **out, struct ctl_refusal *ref)
+int ondemand_request(struct agent *a, const struct od_ask *r, od_done_cb cb, void *arg,
+                     struct od_waiter **out, struct od_refusal *ref)
 {
     size_t nworker = 0, nmatch = 0, nready = 0;
     for (const struct target *t = a->targets; t; t = t->next) {
@@ -433,7 +431,7 @@ int ondemand_request(struct agent *a, const struct ctl_profile_req *r, od_done_c
                      : "worker %s has %zu attached isolates: name one with isolate=ID, or ask "
                        "for all=1 (one merged profile)",
                  r->worker, nready);
-        for (const struct target *t = a->targets; t && ref->nisolates < CTL_REFUSAL_ISOLATES;
+        for (const struct target *t = a->targets; t && ref->nisolates < OD_REFUSAL_ISOLATES;
              t = t->next)
             if (request_names(r, t) && t->state == TARGET_READY)
                 ref->isolates[ref->nisolates++] = t->isolate;
@@ -449,8 +447,8 @@ int ondemand_request(struct agent *a, const struct ctl_profile_req *r, od_done_c
     for (struct target *t = a->targets; t && n < nready; t = t->next)
         if (request_names(r, t) && t->state == TARGET_READY)
             ts[n++] = t;
-    int rc = ondemand_start(a, (struct target *const *)ts, n, r->type,
-                            r->seconds * 1000000000ull, r->interval_ns, cb, arg, out);
+    int rc = ondemand_start(a, (struct target *const *)ts, n, r->type, r->duration_ns,
+                            r->interval_ns, cb, arg, out);
     isoprof_free(ts);
     if (rc != 0)
         request_refused(r, rc, ref);

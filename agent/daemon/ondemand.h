@@ -33,18 +33,39 @@ typedef void (*od_done_cb)(int err, const char *why, uint8_t *gz, size_t len, vo
 int ondemand_start(struct agent *a, struct target *const *t, size_t n, uint8_t type,
                    uint64_t duration_ns, uint64_t interval_ns, od_done_cb cb, void *arg,
                    struct od_waiter **out);
+/* What a person asked for (POST /profile, as the root copies it from the
+ * control socket's request). Strings borrowed for the call. */
+struct od_ask {
+    const char *worker;
+    const char *version; /* NULL: any */
+    const char *thread;  /* NULL: any (an isolate named by id); else its label */
+    int has_thread;      /* the thread was named (for the refusal's words) */
+    int has_isolate, all;
+    uint32_t isolate;
+    uint8_t type;
+    uint64_t duration_ns, interval_ns;
+};
+/* Why it was refused: an HTTP status (400-599) and the words; for a 409
+ * because the worker has several isolates, their ids (at most
+ * OD_REFUSAL_ISOLATES; why says how many there are). */
+#define OD_REFUSAL_ISOLATES 64
+#define OD_LABEL_MAX 1024
+struct od_refusal {
+    int status;
+    char why[3 * OD_LABEL_MAX + 200];
+    uint32_t isolates[OD_REFUSAL_ISOLATES];
+    size_t nisolates;
+};
 /*
  * ondemand_request - POST /profile's entry point: the READY isolates r
- * names (worker; version, isolate and thread when given, else the main
- * thread), one of them or all (all=1), handed to ondemand_start. 0 as
- * ondemand_start; else ref says how to answer (404: nothing named, 503:
- * none attached or stopping, 409: several and not all=1, or too many
- * queued; 400, 500) and cb is not called.
+ * names (worker; version, isolate and thread when given), one of them or
+ * all (all=1), handed to ondemand_start. 0 as ondemand_start; else ref
+ * says how to answer (404: nothing named, 503: none attached or stopping,
+ * 409: several and not all=1, or too many queued; 400, 500) and cb is not
+ * called.
  */
-struct ctl_profile_req;
-struct ctl_refusal;
-int ondemand_request(struct agent *a, const struct ctl_profile_req *r, od_done_cb cb, void *arg,
-                     struct od_waiter **out, struct ctl_refusal *ref);
+int ondemand_request(struct agent *a, const struct od_ask *r, od_done_cb cb, void *arg,
+                     struct od_waiter **out, struct od_refusal *ref);
 /* The requester went away: cb will not be called; the windows are still
  * taken and stored. */
 void ondemand_cancel(struct od_waiter *w);

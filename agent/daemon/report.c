@@ -2,7 +2,8 @@
  * report.c - what the agent says about itself: the bodies of GET /status
  * (one compact JSON object) and GET /metrics (Prometheus text exposition
  * format 0.0.4). The control socket serves them (agent_run hands them to
- * it as struct ctl_host's status and metrics); this file only builds them.
+ * it as struct ctl_host's status and metrics, with the socket's own
+ * counters copied into a->n first); this file only builds them.
  *
  * Both pages are built on the loop thread from the agent's own state
  * (targets, schedule, counters, the uploader's totals), which the loop
@@ -28,7 +29,6 @@
  * U+FFFD, so the page is always valid JSON in valid UTF-8. Both pages are
  * capped at REPORT_MAX_BODY.
  */
-#include "control.h"
 #include "daemon.h"
 #include "snapshot.h"
 #include "anomaly.h"
@@ -292,21 +292,9 @@ struct report_view {
     uint64_t lag_last_ms, lag_max_ms;
 };
 
-void report_control_counters(struct agent *a)
-{
-    if (a->control == NULL)
-        return;
-    struct ctl_counters c;
-    control_counters(a->control, &c);
-    a->n.control_requests = c.requests;
-    a->n.control_errors = c.errors;
-    a->n.control_rejected_connections = c.rejected_connections;
-}
-
 static void report_view(struct agent *a, struct report_view *v)
 {
     memset(v, 0, sizeof(*v));
-    report_control_counters(a);
     const struct report *r = a->report;
     if (r != NULL && r->have_stat) {
         v->st = &r->st;

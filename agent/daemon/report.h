@@ -24,10 +24,6 @@ int report_start(struct agent *a);
  * freed by the loop once the timers closed and a running job finished (the
  * store must stay open until the loop ran dry). No-op without report_start. */
 void report_stop(struct agent *a);
-/* The control socket's counters (control_counters) copied into a->n, as
- * both pages do before they read it; the daemon does it once more before
- * it stops the socket, for the exit log. */
-void report_control_counters(struct agent *a);
 /* "closed", "evicted", "protocol_error", "oversized", "timeout",
  * "connect_failed", "agent"; NULL outside enum agent_drop_reason. */
 const char *report_drop_name(unsigned reason);
