@@ -343,8 +343,6 @@ void anomaly_memory(struct target *t, uint64_t used)
 {
     struct agent *a = t->a;
     uint64_t now = isoprof_now_mono_ns();
-    memacc_add(&t->mem_cpu, used);
-    memacc_add(&t->mem_heap, used);
     if (a->stopping) {
         t->mw.last = used;
         return; /* a poll answered after the stop began: nothing new starts */

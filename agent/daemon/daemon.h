@@ -136,7 +136,10 @@ struct target_ka {
 
 /* One isolate on one endpoint: a target of /json/list (the main thread,
  * with a session of its own), or one of its worker threads (threads.c),
- * which rides its parent's session under a NodeWorker session id. */
+ * which rides its parent's session under a NodeWorker session id. Every
+ * field is written by target.c alone unless its comment names another
+ * owner (w: windows.c's; thr, ka and the anomaly's and snapshot's fields:
+ * those modules'). Any module of the daemon may read any of them. */
 struct target {
     struct agent *a;
     struct endpoint *ep;
@@ -179,14 +182,17 @@ struct target {
     int heap_restart_logged;
     int mem_inflight;
     struct memacc mem_cpu,
-        mem_heap;         /* polls in the running CPU window / since the last heap window */
-    struct memwatch mw;   /* its limit, memory episodes and their evidence (anomaly.c drives it) */
-    uint64_t limit_probe; /* the limit job asked for it (anomaly.c), 0: none out */
+        mem_heap; /* polls in the running CPU window / since the last heap window */
+    /* anomaly.c's */
+    struct memwatch mw;   /* its limit, memory episodes and their evidence */
+    uint64_t limit_probe; /* the limit job asked for it, 0: none out */
+    uint32_t proc_pid;    /* its process, as the limit job found it (0: unknown) */
+    /* snapshot.c's */
     struct od_req *snap_od; /* an on-demand snapshot waiting to start (a reference) */
-    /* wall start of the last window stored, per type (writer.c); 0: none yet */
+    /* wall start of the last window stored, per type (daemon.c, as the
+     * writer tells it); 0: none yet */
     uint64_t last_cpu_ns, last_heap_ns;
     struct target_ka ka; /* keepalive.c's: warm windows */
-    uint32_t proc_pid;   /* its process, as the limit job found it (0: unknown; anomaly.c) */
     struct target *next; /* a->targets */
 };
 

@@ -538,8 +538,11 @@ static void target_on_heap_usage(struct target *t, struct cdp_reply *r)
                     num_field(r->result, "embedderHeapUsedSize") +
                     num_field(r->result, "backingStorageSize");
     log_debug("memory", "worker=%s isolate=%u used=%U", t->worker, t->isolate, used);
-    if (used > 0)
+    if (used > 0) {
+        memacc_add(&t->mem_cpu, used); /* the windows' figures */
+        memacc_add(&t->mem_heap, used);
         t->a->tops->anomaly.memory(t, used);
+    }
 }
 
 static void target_on_mem_timer(uv_timer_t *timer)
