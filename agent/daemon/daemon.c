@@ -72,11 +72,7 @@ static void agent_close_all(struct agent *a)
     control_stop(a->control);
     a->control = NULL;
     report_stop(a);
-    if (a->upl != NULL) {
-        agent_upload_stats(a, &a->upl_base); /* its totals outlive it, as at a reload */
-        upl_close(a->upl);                   /* before the HTTP client it sends through */
-        a->upl = NULL;
-    }
+    agent_upload_stop(a); /* before the HTTP client it sends through */
     if (a->http) {
         http_client_close(a->http);
         a->http = NULL;
@@ -667,6 +663,7 @@ int agent_run(struct cfg *cfg)
     log_counters(a);
     anomaly_free(a);
     deploy_free(a);
+    agent_upload_free(a);
     store_close(a->store);
     discover_free(a);
     agent_free_configs(a);
@@ -684,7 +681,7 @@ fail_discover:
 fail_control:
     report_stop(a);
 fail_report:
-    upl_close(a->upl);
+    agent_upload_stop(a);
 fail_upload:
     writer_free(a->writer);
 fail_writer:
@@ -696,6 +693,7 @@ fail_http:
 fail_store:
     uv_run(&loop, UV_RUN_DEFAULT);
     discover_free(a);
+    agent_upload_free(a);
     uv_loop_close(&loop);
 fail_loop:
     isoprof_free(a);

@@ -209,14 +209,7 @@ struct agent {
     struct http_client *http;
     struct writer *writer;
     struct srcmap_cache *srcmaps; /* parsed source maps, all targets (writer.c reads) */
-    struct upl *upl;              /* NULL when upload.url is "" */
-    struct upl_stats upl_base;    /* totals of uploaders closed (reload, shutdown) */
-    int upl_failing;              /* uplink.c: the last request failed */
-    int upl_restarting;           /* a reload closes the uploader; the new one starts after */
-    long upl_last_code;
-    int upl_last_err;
-    uint64_t upl_expired_run;   /* uplink.c: windows expired since the server last took a batch */
-    int upl_skew_logged;        /* uplink.c: the clock skew error was logged */
+    struct uplink *uplink;        /* uplink.c's: the uploader and its totals */
     struct endpoint *endpoints; /* polled, in config order */
     struct endpoint *retired_endpoints; /* dropped by a reload; freed at exit */
     struct endpoint *found_endpoints;   /* found on the host by procs.c */

@@ -23,6 +23,18 @@
 #include <errno.h>
 #include <string.h>
 
+/* The daemon's side of the upload, behind a->uplink. */
+struct uplink {
+    struct upl *upl;       /* NULL when upload.url is "", or between a restart's two */
+    struct upl_stats base; /* totals of uploaders closed (reload, shutdown) */
+    int failing;           /* the last request failed */
+    int restarting;        /* a reload closes the uploader; the new one starts after */
+    long last_code;
+    int last_err;
+    uint64_t expired_run; /* windows expired since the server last took a batch */
+    int skew_logged;      /* the clock skew error was logged */
+};
+
 static const char *api_name(enum cfg_upload_api api)
 {
     return api == CFG_UPLOAD_INGEST ? "ingest" : "push";
@@ -31,41 +43,42 @@ static const char *api_name(enum cfg_upload_api api)
 static void uplink_on_event(const struct upl_event *ev, void *arg)
 {
     struct agent *a = arg;
+    struct uplink *u = a->uplink;
     char id[STORE_ID_LEN + 1] = "";
     if (ev->first_id)
         store_id_format(a->store, ev->first_id, id);
     switch (ev->kind) {
     case UPL_EV_SENT:
-        if (a->upl_failing)
+        if (u->failing)
             log_info("upload recovered", "profiles=%U status=%d", (uint64_t)ev->profiles,
                      (int)ev->code);
         else
             log_debug("upload batch sent", "profiles=%U bytes=%U status=%d", (uint64_t)ev->profiles,
                       ev->bytes, (int)ev->code);
-        if (a->upl_expired_run > 0)
+        if (u->expired_run > 0)
             log_warn("windows expired unsent during the upload outage, kept in the store",
-                     "expired=%U max_age_s=%U", a->upl_expired_run,
+                     "expired=%U max_age_s=%U", u->expired_run,
                      a->cfg->upload.max_age_ns / 1000000000u);
-        a->upl_expired_run = 0;
-        a->upl_skew_logged = 0;
-        a->upl_failing = 0;
-        a->upl_last_code = 0;
-        a->upl_last_err = 0;
+        u->expired_run = 0;
+        u->skew_logged = 0;
+        u->failing = 0;
+        u->last_code = 0;
+        u->last_err = 0;
         break;
     case UPL_EV_EXPIRED:
         /* Logged once per outage, with the count, when the server takes a
          * batch again (the count is known then); each one in debug. */
-        a->upl_expired_run += ev->profiles;
+        u->expired_run += ev->profiles;
         log_debug("windows expired, never sent", "profiles=%U status=%d id=%s reason=%s",
                   (uint64_t)ev->profiles, (int)ev->code, id, ev->why);
         break;
     case UPL_EV_CLOCK_SKEW:
-        if (!a->upl_skew_logged)
+        if (!u->skew_logged)
             log_error("clock skew: the upload server refuses profiles as too new, this host's "
                       "clock is ahead of it; the windows are kept (isoprof upload --since resends "
                       "them once the clock is right)",
                       "status=%d reason=%s id=%s", (int)ev->code, ev->why, id);
-        a->upl_skew_logged = 1;
+        u->skew_logged = 1;
         break;
     case UPL_EV_RETRY:
         if (ev->delay_ms == 0 && ev->code >= 400) {
@@ -74,7 +87,7 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
                      ev->why);
             break;
         }
-        if (!a->upl_failing || a->upl_last_code != ev->code || a->upl_last_err != ev->err)
+        if (!u->failing || u->last_code != ev->code || u->last_err != ev->err)
             log_warn("upload failed, will retry",
                      "status=%d err=%e reason=%s profiles=%U "
                      "retry_ms=%U",
@@ -84,9 +97,9 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
                       "status=%d err=%e reason=%s profiles=%U "
                       "retry_ms=%U",
                       (int)ev->code, ev->err, ev->why, (uint64_t)ev->profiles, ev->delay_ms);
-        a->upl_failing = 1;
-        a->upl_last_code = ev->code;
-        a->upl_last_err = ev->err;
+        u->failing = 1;
+        u->last_code = ev->code;
+        u->last_err = ev->err;
         break;
     case UPL_EV_REJECTED:
         log_warn("upload rejected, window kept", "status=%d reason=%s profiles=%U id=%s",
@@ -107,6 +120,11 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
 int agent_upload_start(struct agent *a)
 {
     const struct cfg *c = a->cfg;
+    if (a->uplink == NULL) {
+        a->uplink = isoprof_calloc(1, sizeof(*a->uplink));
+        if (a->uplink == NULL)
+            return -ENOMEM;
+    }
     /* upload.url is restart-only: the store queues windows only when it
      * was opened with upload on. */
     const char *url = a->cfg_boot->upload.url;
@@ -126,7 +144,7 @@ int agent_upload_start(struct agent *a)
                       path, why);
         return rc;
     }
-    rc = upl_init(a->loop, a->http, a->store, &set.o, uplink_on_event, a, &a->upl);
+    rc = upl_init(a->loop, a->http, a->store, &set.o, uplink_on_event, a, &a->uplink->upl);
     if (rc != 0) {
         upl_settings_free(&set);
         log_error("cannot start the uploader", "url=%s err=%e", url, rc);
@@ -148,10 +166,11 @@ void agent_upload_stats(const struct agent *a, struct upl_stats *out)
 {
     /* struct upl_stats is all uint64_t totals: add them up as such. */
     _Static_assert(sizeof(struct upl_stats) % sizeof(uint64_t) == 0, "upl_stats: uint64_t only");
-    struct upl_stats cur = {0};
-    if (a->upl != NULL)
-        upl_stats(a->upl, &cur);
-    const uint64_t *b = (const uint64_t *)&a->upl_base, *c = (const uint64_t *)&cur;
+    struct upl_stats cur = {0}, none = {0};
+    const struct uplink *u = a->uplink;
+    if (u != NULL && u->upl != NULL)
+        upl_stats(u->upl, &cur);
+    const uint64_t *b = (const uint64_t *)(u ? &u->base : &none), *c = (const uint64_t *)&cur;
     uint64_t *o = (uint64_t *)out;
     for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
         o[i] = b[i] + c[i];
@@ -161,7 +180,7 @@ void agent_upload_stats(const struct agent *a, struct upl_stats *out)
 static void uplink_on_old_closed(void *arg)
 {
     struct agent *a = arg;
-    a->upl_restarting = 0;
+    a->uplink->restarting = 0;
     if (a->stopping)
         return;
     if (agent_upload_start(a) == 0)
@@ -175,9 +194,10 @@ static void uplink_on_old_closed(void *arg)
 int agent_upload_reload(struct agent *a, const struct cfg *old)
 {
     const char *url = a->cfg_boot->upload.url;
-    if (url == NULL || url[0] == '\0' || a->upl_restarting)
+    struct uplink *u = a->uplink;
+    if (url == NULL || url[0] == '\0' || u == NULL || u->restarting)
         return 0; /* off, or a restart under way (it reads the newest config) */
-    if (a->upl == NULL) {
+    if (u->upl == NULL) {
         /* The last reload's settings did not start: try these. */
         uplink_on_old_closed(a);
         return 0;
@@ -191,10 +211,32 @@ int agent_upload_reload(struct agent *a, const struct cfg *old)
         return 0;
     /* The request in flight, if any, is cancelled and its batch goes again
      * with the new settings; an ack in the thread pool commits first. */
-    agent_upload_stats(a, &a->upl_base);
-    a->upl_restarting = 1;
-    struct upl *u = a->upl;
-    a->upl = NULL;
-    upl_close_then(u, uplink_on_old_closed, a);
+    agent_upload_stats(a, &u->base);
+    u->restarting = 1;
+    struct upl *old_upl = u->upl;
+    u->upl = NULL;
+    upl_close_then(old_upl, uplink_on_old_closed, a);
     return 0;
+}
+
+void agent_upload_notify(struct agent *a, uint64_t bytes)
+{
+    if (a->uplink != NULL && a->uplink->upl != NULL)
+        upl_notify(a->uplink->upl, bytes);
+}
+
+void agent_upload_stop(struct agent *a)
+{
+    struct uplink *u = a->uplink;
+    if (u == NULL || u->upl == NULL)
+        return;
+    agent_upload_stats(a, &u->base); /* its totals outlive it, as at a reload */
+    upl_close(u->upl);
+    u->upl = NULL;
+}
+
+void agent_upload_free(struct agent *a)
+{
+    isoprof_free(a->uplink);
+    a->uplink = NULL;
 }

@@ -42,6 +42,7 @@
 #include "deploy.h"
 #include "target.h"
 #include "writer.h"
+#include "uplink.h"
 #include "log.h"
 #include "pprof.h"
 
@@ -908,7 +909,7 @@ static void put_on_done(uv_work_t *req, int status)
     uint64_t queued = 0; /* the uploader's production rate counts these */
     for (struct writer_job *j = batch; j; j = j->next)
         queued += j->res.pprof.len;
-    upl_notify(a->upl, queued);
+    agent_upload_notify(a, queued);
     if (w->put_stats.evicted) {
         a->n.windows_evicted += w->put_stats.evicted;
         log_info("windows evicted", "count=%U bytes=%U reason=store.max_size", w->put_stats.evicted,
