@@ -569,12 +569,77 @@ static uint64_t host_interval_ns(void *arg)
     return a->cfg->sampling.cpu.interval_ns;
 }
 
-int agent_run(struct cfg *cfg)
+/* --- start-up: one table, one pattern ---
+ *
+ * Every module starts the same way: its part's start, in the order of
+ * agent_parts, returns 0 or an error it has logged. When one fails, it and
+ * every part before it are undone, in reverse: undo closes what start
+ * opened and is a no-op for what it did not (so a part undoes itself after
+ * a partial start). Shutdown (agent_close_all) closes the same parts in
+ * the same reverse order (the targets go between the process scan and the
+ * endpoints), except the writer, the source maps and the store, which
+ * outlive the loop's last callbacks and are freed after it ran dry. */
+
+struct agent_part {
+    int (*start)(struct agent *a);
+    void (*undo)(struct agent *a);
+};
+
+static int part_store(struct agent *a)
 {
-    struct agent *a = isoprof_calloc(1, sizeof(*a));
-    if (a == NULL)
-        return -ENOMEM;
-    struct ctl_host host = {
+    return agent_store_open(a, a->cfg);
+}
+
+static void part_store_undo(struct agent *a)
+{
+    store_close(a->store);
+    a->store = NULL;
+}
+
+static int part_http(struct agent *a)
+{
+    return http_client_init(a->loop, &a->http);
+}
+
+static void part_http_undo(struct agent *a)
+{
+    if (a->http != NULL)
+        http_client_close(a->http);
+    a->http = NULL;
+}
+
+static int part_srcmaps(struct agent *a)
+{
+    const struct cfg *cfg = a->cfg;
+    int rc = srcmap_cache_new(cfg->source_maps_cache, cfg->source_maps_max_file, &a->srcmaps);
+    if (rc == 0)
+        srcmap_cache_allowance(a->srcmaps, cpu_ppm(cfg->source_maps_cpu), 0);
+    return rc;
+}
+
+/* After the writer (undone first): its jobs are gone once the loop ran. */
+static void part_srcmaps_undo(struct agent *a)
+{
+    srcmap_cache_free(a->srcmaps);
+    a->srcmaps = NULL;
+}
+
+static int part_writer(struct agent *a)
+{
+    return writer_init(a, &agent_writer_hooks, &a->writer);
+}
+
+static void part_writer_undo(struct agent *a)
+{
+    if (a->writer != NULL)
+        writer_free(a->writer);
+    a->writer = NULL;
+}
+
+static int part_control(struct agent *a)
+{
+    const struct ctl_host host = {
+        .loop = a->loop,
         .arg = a,
         .status = host_status,
         .metrics = host_metrics,
@@ -582,6 +647,41 @@ int agent_run(struct cfg *cfg)
         .cancel = host_cancel,
         .interval_ns = host_interval_ns,
     };
+    return control_start(&host, a->cfg, &a->control);
+}
+
+static void part_control_undo(struct agent *a)
+{
+    control_stop(a->control);
+    a->control = NULL;
+}
+
+/* A latency listener that cannot bind is logged and left off (anomaly.h):
+ * the agent runs on without it. */
+static int part_anomaly(struct agent *a)
+{
+    anomaly_start(a);
+    return 0;
+}
+
+static const struct agent_part agent_parts[] = {
+    {part_store, part_store_undo},
+    {part_http, part_http_undo},
+    {part_srcmaps, part_srcmaps_undo},
+    {part_writer, part_writer_undo},
+    {agent_upload_start, agent_upload_stop},
+    {report_start, report_stop},
+    {part_control, part_control_undo},
+    {part_anomaly, anomaly_stop},
+    {discover_start, discover_close},
+    {procs_start, procs_stop},
+};
+
+int agent_run(struct cfg *cfg)
+{
+    struct agent *a = isoprof_calloc(1, sizeof(*a));
+    if (a == NULL)
+        return -ENOMEM;
     int rc;
     uv_loop_t loop;
     a->cfg = a->cfg_boot = cfg;
@@ -590,7 +690,6 @@ int agent_run(struct cfg *cfg)
     a->msg_budget.reserve = AGENT_MSG_RESERVE;
     a->start_mono_ns = isoprof_now_mono_ns();
     a->loop = &loop;
-    host.loop = &loop;
     isoprof_rng_init(&a->rng);
     win_sched_init(&a->wins, cfg, &agent_win_ops, &a->rng, &a->n);
     agent_log_set_level(cfg->log.level);
@@ -601,35 +700,24 @@ int agent_run(struct cfg *cfg)
     if (rc != 0)
         goto fail_loop;
 
-    rc = agent_store_open(a, cfg);
-    if (rc != 0)
-        goto fail_store;
-    rc = http_client_init(&loop, &a->http);
-    if (rc != 0)
-        goto fail_http;
-    rc = srcmap_cache_new(cfg->source_maps_cache, cfg->source_maps_max_file, &a->srcmaps);
-    if (rc != 0)
-        goto fail_srcmaps;
-    srcmap_cache_allowance(a->srcmaps, cpu_ppm(cfg->source_maps_cpu), 0);
-    rc = writer_init(a, &agent_writer_hooks, &a->writer);
-    if (rc != 0)
-        goto fail_writer;
-    rc = agent_upload_start(a);
-    if (rc != 0)
-        goto fail_upload;
-    rc = report_start(a);
-    if (rc != 0)
-        goto fail_report;
-    rc = control_start(&host, cfg, &a->control);
-    if (rc != 0)
-        goto fail_control;
-    rc = discover_start(a);
-    if (rc != 0)
-        goto fail_discover;
-    rc = procs_start(a);
-    if (rc != 0)
-        goto fail_discover;
-    anomaly_start(a);
+    const size_t nparts = sizeof(agent_parts) / sizeof(agent_parts[0]);
+    size_t started = 0;
+    for (; started < nparts; started++) {
+        rc = agent_parts[started].start(a);
+        if (rc != 0)
+            break;
+    }
+    if (rc != 0) {
+        /* The one that failed undoes what it started, then the others. */
+        for (size_t k = started + 1; k-- > 0;)
+            agent_parts[k].undo(a);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        discover_free(a);
+        agent_upload_free(a);
+        uv_loop_close(&loop);
+        isoprof_free(a);
+        return rc;
+    }
 
     uv_signal_init(&loop, &a->sigint);
     uv_signal_init(&loop, &a->sigterm);
@@ -674,27 +762,6 @@ int agent_run(struct cfg *cfg)
     isoprof_free(a);
     return 0;
 
-fail_discover:
-    discover_close(a);
-    control_stop(a->control);
-    a->control = NULL;
-fail_control:
-    report_stop(a);
-fail_report:
-    agent_upload_stop(a);
-fail_upload:
-    writer_free(a->writer);
-fail_writer:
-    srcmap_cache_free(a->srcmaps); /* the writer's jobs are gone once the loop ran */
-fail_srcmaps:
-    http_client_close(a->http);
-fail_http:
-    store_close(a->store);
-fail_store:
-    uv_run(&loop, UV_RUN_DEFAULT);
-    discover_free(a);
-    agent_upload_free(a);
-    uv_loop_close(&loop);
 fail_loop:
     isoprof_free(a);
     return rc;
