@@ -246,6 +246,9 @@ int store_agg_put(struct store *s, struct store_agg *a, const void *bytes, size_
     uint8_t key[AGG_KEY_MAX];
     size_t klen = agg_key_encode(key, a->worker, a->version);
     size_t wlen = strlen(a->worker) + 1;
+    /* labels_ok held both within STORE_LABELS_MAX: the key fits, the
+     * worker's part is a prefix of it. */
+    ISOPROF_ASSERT(klen <= AGG_KEY_MAX && wlen < klen);
     if (klen + vlen > s->budget) {
         isoprof_free(val);
         return -E2BIG;

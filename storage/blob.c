@@ -772,6 +772,8 @@ static int commit_txn(struct store_blob *b, uint64_t end_ns, uint64_t pin, unsig
     if ((rc = store_window_delete(s, txn, &c, b->key, b->klen, &old)) != 0)
         goto end;
     c.stored = c.stored > old ? c.stored - old : 0;
+    ISOPROF_ASSERT(b->klen > STORE_KEY_TAIL && b->klen <= STORE_KEY_MAX); /* as put.c's */
+    ISOPROF_ASSERT(b->rlen >= STORE_REC_FIXED && *seq != 0);
     MDB_val k = {b->klen, b->key}, d = {b->rlen, b->rec};
     if ((rc = mdb_put(txn, s->windows, &k, &d, 0)) != 0)
         goto end;

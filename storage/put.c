@@ -378,6 +378,11 @@ static int put_txn(struct store *s, struct store_record *recs, struct put_item *
         if ((rc = store_window_delete(s, txn, &c, it[i].key, it[i].klen, &old)) != 0)
             goto end;
         c.stored = c.stored > old ? c.stored - old : 0;
+        /* store_key_encode kept the key within the time index's (STORE_KEY_MAX)
+         * and the record was encoded whole; seq only grows (0 is never an id). */
+        ISOPROF_ASSERT(it[i].klen > STORE_KEY_TAIL && it[i].klen <= STORE_KEY_MAX);
+        ISOPROF_ASSERT(it[i].vlen >= STORE_REC_FIXED);
+        ISOPROF_ASSERT(c.next_seq != 0);
         uint64_t seq = c.next_seq++;
         store_be64_put(it[i].val + STORE_REC_SEQ_OFF, seq);
         MDB_val k = {it[i].klen, it[i].key}, d = {it[i].vlen, it[i].val};
