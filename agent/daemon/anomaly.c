@@ -404,6 +404,17 @@ struct lat_open {
     struct episode *e;
 };
 
+/* The latency detector's state, behind a->lat (anomaly_start makes it). */
+struct anomaly_lat {
+    struct statsd *statsd;   /* NULL: anomaly.latency.listen is off or did not bind */
+    struct latency *latency; /* the detector */
+    uv_timer_t latency_timer;
+    int latency_timer_on;
+    struct lat_open *lat_open; /* open latency_p999_spike episodes */
+    uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
+    uint64_t latency_refused_logged, latency_refused_log_mono_ns; /* the refusal warning */
+};
+
 #define LATENCY_TICK_MAX_MS 250
 #define STATSD_GARBAGE_LOG_NS (60ull * 1000000000ull)
 #define LATENCY_REFUSED_LOG_NS (60ull * 1000000000ull)
@@ -416,7 +427,7 @@ static int label_eq(const char *s, const char *p, size_t n)
 static void latency_on_obs(const struct statsd_obs *o, void *arg)
 {
     struct agent *a = arg;
-    int rc = latency_observe(a->latency, o->worker, o->worker_len, o->version, o->version_len,
+    int rc = latency_observe(a->lat->latency, o->worker, o->worker_len, o->version, o->version_len,
                              o->value_ns, o->count, isoprof_now_mono_ns());
     if (rc == -ENOSPC || rc == -ENOMEM)
         a->n.latency_refused++;
@@ -443,20 +454,20 @@ static int latency_worker_known(const char *worker, size_t wlen, void *arg)
  * a minute, with how many since the last warning. */
 static void latency_refused_log(struct agent *a, uint64_t now)
 {
-    struct latency_stats ls = latency_stats(a->latency);
-    if (ls.refused_series <= a->latency_refused_logged ||
-        (a->latency_refused_log_mono_ns != 0 &&
-         now - a->latency_refused_log_mono_ns < LATENCY_REFUSED_LOG_NS))
+    struct latency_stats ls = latency_stats(a->lat->latency);
+    if (ls.refused_series <= a->lat->latency_refused_logged ||
+        (a->lat->latency_refused_log_mono_ns != 0 &&
+         now - a->lat->latency_refused_log_mono_ns < LATENCY_REFUSED_LOG_NS))
         return;
     log_warn("latency detection refused new series: table full",
              "refused_lines=%U refused_total=%U series=%U known_series=%U displaced=%U "
              "hint=%s",
-             ls.refused_series - a->latency_refused_logged, ls.refused_series, ls.series, ls.known,
+             ls.refused_series - a->lat->latency_refused_logged, ls.refused_series, ls.series, ls.known,
              ls.displaced,
              "too many distinct worker/version tags; other workers get in again as idle "
              "series expire");
-    a->latency_refused_logged = ls.refused_series;
-    a->latency_refused_log_mono_ns = now;
+    a->lat->latency_refused_logged = ls.refused_series;
+    a->lat->latency_refused_log_mono_ns = now;
 }
 
 /* An attached isolate of worker/version. */
@@ -481,8 +492,8 @@ static void latency_on_start(struct agent *a, const struct latency_event *ev)
         return;
     }
     o->e = e;
-    o->next = a->lat_open;
-    a->lat_open = o;
+    o->next = a->lat->lat_open;
+    a->lat->lat_open = o;
     a->n.anomalies[e->kind]++;
     unsigned windows = 0;
     for (struct target *t = a->targets; t; t = t->next)
@@ -500,7 +511,7 @@ static void latency_on_start(struct agent *a, const struct latency_event *ev)
 
 static void latency_on_end(struct agent *a, const struct latency_event *ev)
 {
-    for (struct lat_open **pp = &a->lat_open; *pp; pp = &(*pp)->next) {
+    for (struct lat_open **pp = &a->lat->lat_open; *pp; pp = &(*pp)->next) {
         struct episode *e = (*pp)->e;
         if (!label_eq(e->worker, ev->worker, ev->worker_len) ||
             !label_eq(e->version, ev->version, ev->version_len))
@@ -531,26 +542,29 @@ static void latency_on_event(const struct latency_event *ev, void *arg)
 static void latency_on_timer(uv_timer_t *timer)
 {
     struct agent *a = timer->data;
-    latency_tick(a->latency, isoprof_now_mono_ns(), latency_on_event, a);
+    latency_tick(a->lat->latency, isoprof_now_mono_ns(), latency_on_event, a);
     /* Garbage is counted, not logged per line; say so once a minute. */
-    struct statsd_counts c = statsd_counts(a->statsd);
+    struct statsd_counts c = statsd_counts(a->lat->statsd);
     uint64_t bad = c.garbage + c.unattributed + c.truncated;
     uint64_t now = isoprof_now_mono_ns();
     latency_refused_log(a, now);
-    if (bad > a->statsd_garbage_logged &&
-        (a->statsd_garbage_log_mono_ns == 0 ||
-         now - a->statsd_garbage_log_mono_ns >= STATSD_GARBAGE_LOG_NS)) {
+    if (bad > a->lat->statsd_garbage_logged &&
+        (a->lat->statsd_garbage_log_mono_ns == 0 ||
+         now - a->lat->statsd_garbage_log_mono_ns >= STATSD_GARBAGE_LOG_NS)) {
         log_warn("DogStatsD input ignored",
                  "garbage_lines=%U unattributed_lines=%U truncated_datagrams=%U accepted_lines=%U",
                  c.garbage, c.unattributed, c.truncated, c.accepted);
-        a->statsd_garbage_logged = bad;
-        a->statsd_garbage_log_mono_ns = now;
+        a->lat->statsd_garbage_logged = bad;
+        a->lat->statsd_garbage_log_mono_ns = now;
     }
 }
 
 int anomaly_start(struct agent *a)
 {
     const struct cfg *c = a->cfg;
+    a->lat = isoprof_calloc(1, sizeof(*a->lat));
+    if (a->lat == NULL)
+        return -ENOMEM;
     if (c->anomaly.latency.listen == NULL || *c->anomaly.latency.listen == '\0')
         return 0;
     struct latency_params p;
@@ -562,24 +576,24 @@ int anomaly_start(struct agent *a)
     p.cooldown_ns = c->anomaly.cooldown_ns;
     if (p.idle_ns < p.cooldown_ns + 2 * p.window_ns)
         p.idle_ns = p.cooldown_ns + 2 * p.window_ns;
-    int rc = latency_new(&p, &a->latency);
+    int rc = latency_new(&p, &a->lat->latency);
     if (rc != 0) {
         log_error("latency detection off", "err=%e why=%s", rc, "bad detector parameters");
         return 0;
     }
-    latency_set_known(a->latency, latency_worker_known, a);
+    latency_set_known(a->lat->latency, latency_worker_known, a);
     struct statsd_tags tags = {c->anomaly.latency.worker_tag, c->anomaly.latency.version_tag};
     char *why = NULL;
-    rc = statsd_listen(a->loop, c->anomaly.latency.listen, &tags, latency_on_obs, a, &a->statsd,
+    rc = statsd_listen(a->loop, c->anomaly.latency.listen, &tags, latency_on_obs, a, &a->lat->statsd,
                        &why);
     if (rc != 0) {
         /* The profiler is worth more than the latency input: go on without it. */
         log_error("latency detection off: cannot listen for DogStatsD", "listen=%s err=%e why=%s",
                   c->anomaly.latency.listen, rc, why ? why : "");
         isoprof_free(why);
-        latency_free(a->latency);
-        a->latency = NULL;
-        a->statsd = NULL;
+        latency_free(a->lat->latency);
+        a->lat->latency = NULL;
+        a->lat->statsd = NULL;
         return 0;
     }
     uint64_t tick = p.window_ns / 4000000u;
@@ -587,40 +601,53 @@ int anomaly_start(struct agent *a)
         tick = LATENCY_TICK_MAX_MS;
     if (tick == 0)
         tick = 1;
-    uv_timer_init(a->loop, &a->latency_timer);
-    a->latency_timer.data = a;
-    a->latency_timer_on = 1;
-    uv_timer_start(&a->latency_timer, latency_on_timer, tick, tick);
+    uv_timer_init(a->loop, &a->lat->latency_timer);
+    a->lat->latency_timer.data = a;
+    a->lat->latency_timer_on = 1;
+    uv_timer_start(&a->lat->latency_timer, latency_on_timer, tick, tick);
     log_info("listening for DogStatsD latency", "listen=%s port=%u", c->anomaly.latency.listen,
-             (unsigned)statsd_port(a->statsd));
+             (unsigned)statsd_port(a->lat->statsd));
     return 0;
+}
+
+int anomaly_statsd_counts(const struct agent *a, struct statsd_counts *out)
+{
+    if (a->lat == NULL || a->lat->statsd == NULL)
+        return 0;
+    *out = statsd_counts(a->lat->statsd);
+    return 1;
 }
 
 void anomaly_stop(struct agent *a)
 {
-    if (a->statsd) {
-        struct statsd_counts c = statsd_counts(a->statsd);
+    if (a->lat == NULL)
+        return;
+    if (a->lat->statsd) {
+        struct statsd_counts c = statsd_counts(a->lat->statsd);
         log_info("DogStatsD counters",
                  "datagrams=%U accepted=%U ignored=%U unattributed=%U garbage=%U truncated=%U",
                  c.datagrams, c.accepted, c.ignored, c.unattributed, c.garbage, c.truncated);
-        statsd_close(a->statsd, NULL, NULL);
-        a->statsd = NULL;
+        statsd_close(a->lat->statsd, NULL, NULL);
+        a->lat->statsd = NULL;
     }
-    if (a->latency_timer_on) {
-        uv_close((uv_handle_t *)&a->latency_timer, NULL);
-        a->latency_timer_on = 0;
+    if (a->lat->latency_timer_on) {
+        uv_close((uv_handle_t *)&a->lat->latency_timer, NULL);
+        a->lat->latency_timer_on = 0;
     }
 }
 
 /* After the loop has stopped: what anomaly_start allocated. */
 void anomaly_free(struct agent *a)
 {
-    for (struct lat_open *o = a->lat_open, *n; o; o = n) {
+    if (a->lat == NULL)
+        return;
+    for (struct lat_open *o = a->lat->lat_open, *n; o; o = n) {
         n = o->next;
         episode_unref(o->e);
         isoprof_free(o);
     }
-    a->lat_open = NULL;
-    latency_free(a->latency);
-    a->latency = NULL;
+    a->lat->lat_open = NULL;
+    latency_free(a->lat->latency);
+    isoprof_free(a->lat);
+    a->lat = NULL;
 }

@@ -28,7 +28,10 @@ struct episode *anomaly_memory_episode(const struct target *t, enum memwatch_kin
 void anomaly_target_gone(struct target *t, int gone_by_itself);
 /* The latency listener and detector, if anomaly.latency.listen is set. A
  * listener that cannot bind is logged and left off: the agent runs on. */
-int anomaly_start(struct agent *a);
+int anomaly_start(struct agent *a); /* -ENOMEM, else 0 */
+/* The DogStatsD listener's counts: 1 with *out, 0 when it is off. */
+struct statsd_counts;
+int anomaly_statsd_counts(const struct agent *a, struct statsd_counts *out);
 void anomaly_stop(struct agent *a); /* closes the handles (shutdown) */
 void anomaly_free(struct agent *a); /* after the loop ran dry */
 

@@ -656,14 +656,6 @@ static void part_control_undo(struct agent *a)
     a->control = NULL;
 }
 
-/* A latency listener that cannot bind is logged and left off (anomaly.h):
- * the agent runs on without it. */
-static int part_anomaly(struct agent *a)
-{
-    anomaly_start(a);
-    return 0;
-}
-
 static const struct agent_part agent_parts[] = {
     {part_store, part_store_undo},
     {part_http, part_http_undo},
@@ -672,7 +664,7 @@ static const struct agent_part agent_parts[] = {
     {agent_upload_start, agent_upload_stop},
     {report_start, report_stop},
     {part_control, part_control_undo},
-    {part_anomaly, anomaly_stop},
+    {anomaly_start, anomaly_stop}, /* a listener that cannot bind is logged and left off */
     {discover_start, discover_close},
     {procs_start, procs_stop},
 };
@@ -713,6 +705,7 @@ int agent_run(struct cfg *cfg)
             agent_parts[k].undo(a);
         uv_run(&loop, UV_RUN_DEFAULT);
         discover_free(a);
+        anomaly_free(a);
         agent_upload_free(a);
         uv_loop_close(&loop);
         isoprof_free(a);

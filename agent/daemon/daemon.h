@@ -227,15 +227,8 @@ struct agent {
     int stopping;
     uint64_t stop_mono_ns;
     struct agent_counters n;
-    /* latency (anomaly.c) */
-    struct statsd *statsd;
-    struct latency *latency;
-    uv_timer_t latency_timer;
-    int latency_timer_on;
-    struct lat_open *lat_open; /* open latency_p999_spike episodes */
+    struct anomaly_lat *lat; /* anomaly.c's: the latency detector and its listener */
     struct snap_run *snap;     /* the heap snapshot being taken or written (snapshot.c) */
-    uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
-    uint64_t latency_refused_logged, latency_refused_log_mono_ns; /* the refusal warning */
     uint64_t threads_warn_mono_ns; /* threads.c: the last "not watched" warning */
     unsigned threads_fences;       /* threads.c: main threads fencing (the stop waits for them) */
     /* the control socket (daemon.c starts it), report.c, ondemand.c */

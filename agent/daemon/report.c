@@ -858,8 +858,7 @@ char *report_metrics(struct agent *a, size_t *len)
 
     /* DogStatsD */
     struct statsd_counts sc = {0};
-    if (a->statsd != NULL)
-        sc = statsd_counts(a->statsd);
+    anomaly_statsd_counts(a, &sc);
     prom_counter(&b, "isoprof_statsd_datagrams_total", "DogStatsD datagrams received.",
                  sc.datagrams);
     prom_family(&b, "isoprof_statsd_lines_total", "counter",
