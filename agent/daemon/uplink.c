@@ -66,8 +66,17 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
         u->last_err = 0;
         break;
     case UPL_EV_EXPIRED:
-        /* Logged once per outage, with the count, when the server takes a
-         * batch again (the count is known then); each one in debug. */
+        /* During an outage: logged once, with the count, when the server
+         * takes a batch again (the count is known then); each one in
+         * debug. Past it (the server took a batch since, then refused one
+         * as too old, or the queue's oldest aged out behind it): said as
+         * it happens, not as the outage's. */
+        if (!u->failing) {
+            log_info("windows expired unsent, kept in the store",
+                     "profiles=%U status=%d id=%s reason=%s", (uint64_t)ev->profiles,
+                     (int)ev->code, id, ev->why);
+            break;
+        }
         u->expired_run += ev->profiles;
         log_debug("windows expired, never sent", "profiles=%U status=%d id=%s reason=%s",
                   (uint64_t)ev->profiles, (int)ev->code, id, ev->why);
