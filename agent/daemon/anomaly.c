@@ -32,14 +32,14 @@
  * Episodes are recorded through the writer (writer_episode), so the store
  * sees them in order with the windows.
  */
-#include "daemon.h"
 #include "anomaly.h"
-#include "snapshot.h"
-#include "target.h"
-#include "writer.h"
+#include "daemon.h"
 #include "latency.h"
 #include "log.h"
+#include "snapshot.h"
 #include "statsd.h"
+#include "target.h"
+#include "writer.h"
 
 #include "base.h"
 
@@ -462,8 +462,8 @@ static void latency_refused_log(struct agent *a, uint64_t now)
     log_warn("latency detection refused new series: table full",
              "refused_lines=%U refused_total=%U series=%U known_series=%U displaced=%U "
              "hint=%s",
-             ls.refused_series - a->lat->latency_refused_logged, ls.refused_series, ls.series, ls.known,
-             ls.displaced,
+             ls.refused_series - a->lat->latency_refused_logged, ls.refused_series, ls.series,
+             ls.known, ls.displaced,
              "too many distinct worker/version tags; other workers get in again as idle "
              "series expire");
     a->lat->latency_refused_logged = ls.refused_series;
@@ -584,8 +584,8 @@ int anomaly_start(struct agent *a)
     latency_set_known(a->lat->latency, latency_worker_known, a);
     struct statsd_tags tags = {c->anomaly.latency.worker_tag, c->anomaly.latency.version_tag};
     char *why = NULL;
-    rc = statsd_listen(a->loop, c->anomaly.latency.listen, &tags, latency_on_obs, a, &a->lat->statsd,
-                       &why);
+    rc = statsd_listen(a->loop, c->anomaly.latency.listen, &tags, latency_on_obs, a,
+                       &a->lat->statsd, &why);
     if (rc != 0) {
         /* The profiler is worth more than the latency input: go on without it. */
         log_error("latency detection off: cannot listen for DogStatsD", "listen=%s err=%e why=%s",

@@ -1,6 +1,7 @@
 /*
- * anomaly.h - episodes, the memory watch's glue, OOM suspicion, latency (anomaly.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * anomaly.h - episodes, the memory watch's glue, OOM suspicion, latency (anomaly.c). Declared apart
+ * from daemon.h, which holds the structs every module shares, so that a file includes what it
+ * calls.
  */
 #ifndef ISOPROF_AGENT_ANOMALY_H
 #define ISOPROF_AGENT_ANOMALY_H

@@ -10,9 +10,9 @@
  */
 #include "counters.h"
 #include "daemon.h"
+#include "log.h"
 #include "report.h"
 #include "snapshot.h"
-#include "log.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -9,12 +9,14 @@
  * answered by then are given up (and counted) so the process exits in
  * time. A second signal skips the wait.
  */
-#include "control.h"
 #include "daemon.h"
+#include "agent.h"
 #include "anomaly.h"
+#include "control.h"
 #include "deploy.h"
 #include "discover.h"
 #include "keepalive.h"
+#include "log.h"
 #include "ondemand.h"
 #include "procs.h"
 #include "report.h"
@@ -23,8 +25,6 @@
 #include "threads.h"
 #include "uplink.h"
 #include "writer.h"
-#include "agent.h"
-#include "log.h"
 
 #include "base.h"
 

@@ -46,7 +46,6 @@ struct cfg_hold {
 
 #include "counters.h"
 
-
 /* The label of a main thread. */
 #define TARGET_THREAD_MAIN "main"
 
@@ -124,13 +123,13 @@ struct target_thr {
 /* keepalive.c: warm windows (warm.h decides, keepalive.c drives). */
 struct target_ka {
     struct warm warm;
-    int win_warm;        /* the open CPU window started warm */
-    uint64_t seen;       /* the keep-alive whose consoleProfileStarted came */
-    uint64_t sent_ns;    /* its call in flight was sent (its stall) */
-    int logged_want;     /* the choice last logged */
+    int win_warm;     /* the open CPU window started warm */
+    uint64_t seen;    /* the keep-alive whose consoleProfileStarted came */
+    uint64_t sent_ns; /* its call in flight was sent (its stall) */
+    int logged_want;  /* the choice last logged */
     enum warm_why logged_why;
-    uint64_t probe;      /* the sampler probe out (its seq), 0: none */
-    uint32_t tid;        /* the sampler thread last read, its CPU and when */
+    uint64_t probe; /* the sampler probe out (its seq), 0: none */
+    uint32_t tid;   /* the sampler thread last read, its CPU and when */
     uint64_t tid_cpu_ns, tid_mono_ns;
 };
 
@@ -160,7 +159,7 @@ struct target {
                               it at the latest after THREADS_HOLD_MS; a main thread: ends
                               its fence after THREADS_FENCE_MS */
     struct target_thr thr; /* threads.c's state of it */
-    unsigned inflight;         /* calls sent and not yet answered (target_call) */
+    unsigned inflight;     /* calls sent and not yet answered (target_call) */
     enum target_state state;
     struct cdp_session *cdp;
     uv_timer_t timer;     /* the next attach */
@@ -204,13 +203,13 @@ struct agent {
     uv_loop_t *loop;
     struct cfg *cfg;
     const struct target_ops *tops; /* what targets tell the modules (agent_run's) */
-    struct ws_budget msg_budget; /* every inspector message byte held (budget.h) */
+    struct ws_budget msg_budget;   /* every inspector message byte held (budget.h) */
     struct store *store;
     struct http_client *http;
     struct writer *writer;
-    struct srcmap_cache *srcmaps; /* parsed source maps, all targets (writer.c reads) */
-    struct uplink *uplink;        /* uplink.c's: the uploader and its totals */
-    struct endpoint *endpoints; /* polled, in config order */
+    struct srcmap_cache *srcmaps;       /* parsed source maps, all targets (writer.c reads) */
+    struct uplink *uplink;              /* uplink.c's: the uploader and its totals */
+    struct endpoint *endpoints;         /* polled, in config order */
     struct endpoint *retired_endpoints; /* dropped by a reload; freed at exit */
     struct endpoint *found_endpoints;   /* found on the host by procs.c */
     struct endpoint *found_retired;     /* found ones gone; freed once nothing points to them */
@@ -227,8 +226,8 @@ struct agent {
     int stopping;
     uint64_t stop_mono_ns;
     struct agent_counters n;
-    struct anomaly_lat *lat; /* anomaly.c's: the latency detector and its listener */
-    struct snap_run *snap;     /* the heap snapshot being taken or written (snapshot.c) */
+    struct anomaly_lat *lat;       /* anomaly.c's: the latency detector and its listener */
+    struct snap_run *snap;         /* the heap snapshot being taken or written (snapshot.c) */
     uint64_t threads_warn_mono_ns; /* threads.c: the last "not watched" warning */
     unsigned threads_fences;       /* threads.c: main threads fencing (the stop waits for them) */
     /* the control socket (daemon.c starts it), report.c, ondemand.c */

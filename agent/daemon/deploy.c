@@ -48,12 +48,12 @@
  * workload, its garbage collector took 6.7 % of the first window's CPU
  * against 2.5 % steady, enough to be flagged against the version before).
  */
-#include "daemon.h"
 #include "deploy.h"
-#include "target.h"
-#include "writer.h"
+#include "daemon.h"
 #include "log.h"
 #include "regress.h"
+#include "target.h"
+#include "writer.h"
 
 #include "base.h"
 

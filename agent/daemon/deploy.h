@@ -1,6 +1,6 @@
 /*
- * deploy.h - deploy regressions (version_regression) (deploy.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * deploy.h - deploy regressions (version_regression) (deploy.c). Declared apart from daemon.h,
+ * which holds the structs every module shares, so that a file includes what it calls.
  */
 #ifndef ISOPROF_AGENT_DEPLOY_H
 #define ISOPROF_AGENT_DEPLOY_H

@@ -10,12 +10,12 @@
  * webSocketDebuggerUrl is used: the agent always connects to the endpoint
  * the config names, never to a host a target advertises.
  */
-#include "daemon.h"
 #include "discover.h"
+#include "daemon.h"
+#include "log.h"
 #include "procs.h"
 #include "target.h"
 #include "threads.h"
-#include "log.h"
 
 #include "base.h"
 

@@ -1,6 +1,7 @@
 /*
- * discover.h - the endpoints polled, /json/list and /json/version parsed (discover.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * discover.h - the endpoints polled, /json/list and /json/version parsed (discover.c). Declared
+ * apart from daemon.h, which holds the structs every module shares, so that a file includes what it
+ * calls.
  */
 #ifndef ISOPROF_AGENT_DISCOVER_H
 #define ISOPROF_AGENT_DISCOVER_H

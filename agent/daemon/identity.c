@@ -26,8 +26,8 @@
  *
  * identity_isolate is a pure function of its inputs (the unit test's).
  */
-#include "daemon.h"
 #include "identity.h"
+#include "daemon.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
- * identity.h - an isolate's number from what it is (identity.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * identity.h - an isolate's number from what it is (identity.c). Declared apart from daemon.h,
+ * which holds the structs every module shares, so that a file includes what it calls.
  */
 #ifndef ISOPROF_AGENT_IDENTITY_H
 #define ISOPROF_AGENT_IDENTITY_H

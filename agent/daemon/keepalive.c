@@ -34,11 +34,11 @@
  * default), so a rotation or a reload's mode change takes effect within
  * one poll.
  */
-#include "daemon.h"
 #include "keepalive.h"
+#include "daemon.h"
+#include "log.h"
 #include "snapshot.h"
 #include "target.h"
-#include "log.h"
 #include "warm.h"
 
 #include "base.h"
@@ -203,7 +203,7 @@ static void ka_probe_done(uv_work_t *req, int status)
         if (status != 0 || t->removing || t->state != TARGET_READY)
             break;
         /* The profiler's interval now: the keep-alive's, or the window's. */
-        uint64_t iv = t->ka.warm.st == WARM_ON     ? t->ka.warm.interval_ns
+        uint64_t iv = t->ka.warm.st == WARM_ON  ? t->ka.warm.interval_ns
                       : t->w.cpu == WIN_RUNNING ? t->w.tags.interval_ns
                                                 : 0;
         if (j->tid != 0 && j->tid == t->ka.tid && iv != 0 && j->cpu_ns >= t->ka.tid_cpu_ns &&

@@ -1,6 +1,7 @@
 /*
- * keepalive.h - warm windows' driver (the keep-alive console profile) (keepalive.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * keepalive.h - warm windows' driver (the keep-alive console profile) (keepalive.c). Declared apart
+ * from daemon.h, which holds the structs every module shares, so that a file includes what it
+ * calls.
  */
 #ifndef ISOPROF_AGENT_KEEPALIVE_H
 #define ISOPROF_AGENT_KEEPALIVE_H

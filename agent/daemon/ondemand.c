@@ -24,11 +24,11 @@
  * od_reqs' buffers (they are complete and no longer written) and writes
  * only its own fields.
  */
-#include "daemon.h"
 #include "ondemand.h"
-#include "snapshot.h"
+#include "daemon.h"
 #include "log.h"
 #include "pprof.h"
+#include "snapshot.h"
 
 #include "base.h"
 
@@ -360,15 +360,14 @@ static int request_names(const struct od_ask *r, const struct target *t)
 }
 
 /* Why no isolate matched r, in ref. */
-static void request_unmatched(const struct od_ask *r, size_t nworker,
-                              struct od_refusal *ref)
+static void request_unmatched(const struct od_ask *r, size_t nworker, struct od_refusal *ref)
 {
     ref->status = 404;
     if (nworker == 0)
         snprintf(ref->why, sizeof(ref->why), "unknown worker %s", r->worker);
     else if (r->has_thread && !r->has_isolate)
-        snprintf(ref->why, sizeof(ref->why), "worker %s has no thread %s%s%s", r->worker,
-                 r->thread, r->version ? " in version " : "", r->version ? r->version : "");
+        snprintf(ref->why, sizeof(ref->why), "worker %s has no thread %s%s%s", r->worker, r->thread,
+                 r->version ? " in version " : "", r->version ? r->version : "");
     else if (r->has_isolate)
         snprintf(ref->why, sizeof(ref->why), "worker %s has no isolate %" PRIu32 "%s%s", r->worker,
                  r->isolate, r->version ? " of version " : "", r->version ? r->version : "");
@@ -385,8 +384,9 @@ static void request_refused(const struct od_ask *r, int rc, struct od_refusal *r
         snprintf(ref->why, sizeof(ref->why), "isoprofd is stopping");
     } else if (rc == -EAGAIN) {
         ref->status = 503;
-        snprintf(ref->why, sizeof(ref->why), "target not attached: worker %s is not ready for a %s window",
-                 r->worker, store_type_name(r->type));
+        snprintf(ref->why, sizeof(ref->why),
+                 "target not attached: worker %s is not ready for a %s window", r->worker,
+                 store_type_name(r->type));
     } else if (rc == -EBUSY) {
         ref->status = 409;
         snprintf(ref->why, sizeof(ref->why),

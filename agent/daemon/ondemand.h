@@ -1,6 +1,6 @@
 /*
- * ondemand.h - windows a person asked for (POST /profile) (ondemand.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * ondemand.h - windows a person asked for (POST /profile) (ondemand.c). Declared apart from
+ * daemon.h, which holds the structs every module shares, so that a file includes what it calls.
  */
 #ifndef ISOPROF_AGENT_ONDEMAND_H
 #define ISOPROF_AGENT_ONDEMAND_H

@@ -27,11 +27,11 @@
  * logged) lives in one array rebuilt from each scan, so it is bounded by
  * PROCSCAN_MAX_PROCS and forgets the processes that exited.
  */
+#include "procs.h"
 #include "daemon.h"
 #include "discover.h"
-#include "procs.h"
-#include "target.h"
 #include "log.h"
+#include "target.h"
 
 #include "base.h"
 

@@ -1,6 +1,6 @@
 /*
- * procs.h - host process discovery (discovery.processes) (procs.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * procs.h - host process discovery (discovery.processes) (procs.c). Declared apart from daemon.h,
+ * which holds the structs every module shares, so that a file includes what it calls.
  */
 #ifndef ISOPROF_AGENT_PROCS_H
 #define ISOPROF_AGENT_PROCS_H

@@ -29,15 +29,15 @@
  * U+FFFD, so the page is always valid JSON in valid UTF-8. Both pages are
  * capped at REPORT_MAX_BODY.
  */
-#include "daemon.h"
-#include "snapshot.h"
-#include "anomaly.h"
-#include "procs.h"
 #include "report.h"
+#include "anomaly.h"
+#include "daemon.h"
+#include "log.h"
+#include "procs.h"
+#include "snapshot.h"
+#include "statsd.h"
 #include "target.h"
 #include "uplink.h"
-#include "log.h"
-#include "statsd.h"
 
 #include "base.h"
 
@@ -493,11 +493,11 @@ static void status_target(struct isoprof_buf *b, const struct target *t)
      * of polls). */
     json_key(b, "growth", 0);
     if (t->mw.g.judged) {
-        isoprof_buf_printf(b, "{\"floor\":%" PRIu64 ",\"growth\":%" PRIu64
-                              ",\"rate_mib_per_min\":%.3f,\"steady\":%s",
-                           t->mw.g.envelope_last, t->mw.g.growth,
-                           t->mw.g.rate * 60.0 / (1024.0 * 1024.0),
-                           t->mw.g.steady ? "true" : "false");
+        isoprof_buf_printf(
+            b,
+            "{\"floor\":%" PRIu64 ",\"growth\":%" PRIu64 ",\"rate_mib_per_min\":%.3f,\"steady\":%s",
+            t->mw.g.envelope_last, t->mw.g.growth, t->mw.g.rate * 60.0 / (1024.0 * 1024.0),
+            t->mw.g.steady ? "true" : "false");
         json_u64_or_null(b, "limit_in_s", t->mw.g.eta_ns != UINT64_MAX,
                          t->mw.g.eta_ns / 1000000000u);
         isoprof_buf_putc(b, '}');

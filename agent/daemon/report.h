@@ -1,6 +1,6 @@
 /*
- * report.h - the bodies of GET /status and GET /metrics (report.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * report.h - the bodies of GET /status and GET /metrics (report.c). Declared apart from daemon.h,
+ * which holds the structs every module shares, so that a file includes what it calls.
  */
 #ifndef ISOPROF_AGENT_REPORT_H
 #define ISOPROF_AGENT_REPORT_H

@@ -30,15 +30,15 @@
  * session is then dropped: an endless stream), the store failing or falling behind. Nothing else
  * the daemon holds is lost.
  */
+#include "snapshot.h"
 #include "daemon.h"
 #include "deploy.h"
+#include "heapsnap.h"
+#include "log.h"
 #include "ondemand.h"
-#include "snapshot.h"
 #include "target.h"
 #include "threads.h"
 #include "writer.h"
-#include "heapsnap.h"
-#include "log.h"
 
 #include "base.h"
 

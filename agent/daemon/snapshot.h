@@ -1,6 +1,7 @@
 /*
- * snapshot.h - heap snapshots near the limit and on demand, their retained profiles (snapshot.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * snapshot.h - heap snapshots near the limit and on demand, their retained profiles (snapshot.c).
+ * Declared apart from daemon.h, which holds the structs every module shares, so that a file
+ * includes what it calls.
  */
 #ifndef ISOPROF_AGENT_SNAPSHOT_H
 #define ISOPROF_AGENT_SNAPSHOT_H

@@ -31,13 +31,13 @@
  * through target_call on its parent's session, under its NodeWorker
  * session id; it has no connection, backoff or reattach of its own.
  */
+#include "target.h"
 #include "daemon.h"
 #include "deploy.h"
 #include "discover.h"
 #include "identity.h"
-#include "target.h"
-#include "writer.h"
 #include "log.h"
+#include "writer.h"
 
 #include "base.h"
 
@@ -477,15 +477,17 @@ static void target_on_heap_profile(struct target *t, struct cdp_reply *r)
                          "worker=%s isolate=%u why=%s", t->worker, t->isolate, why);
             t->heap_restart_logged = 1;
             target_heap_start(t);
-            t->a->tops->window_done(od, -EAGAIN, NULL,
-                                 "another client had stopped the heap sampler; it was restarted, "
-                                 "ask again");
+            t->a->tops->window_done(
+                od, -EAGAIN, NULL,
+                "another client had stopped the heap sampler; it was restarted, "
+                "ask again");
         } else {
             a->n.windows_lost++;
             log_warn("window not taken", "worker=%s isolate=%u step=%s err=%e why=%s", t->worker,
                      t->isolate, "HeapProfiler.getSamplingProfile", r->status, why);
-            t->a->tops->window_done(od, r->status ? r->status : -EIO, NULL,
-                                 "HeapProfiler.getSamplingProfile failed (see the daemon's log)");
+            t->a->tops->window_done(
+                od, r->status ? r->status : -EIO, NULL,
+                "HeapProfiler.getSamplingProfile failed (see the daemon's log)");
         }
         episode_unref(tags.pin);
         return;
@@ -555,9 +557,9 @@ static void target_on_mem_timer(uv_timer_t *timer)
      * it only after that call, and its reply, arriving next, would move
      * the arrival the kernel reports (ws_message_arrival_ns) past the
      * measured call's own when the loop reads both late. */
-    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping || t->a->tops->snapshot.busy(t) ||
-        t->call_sent_ns[WIN_CALL_START] != 0 || t->call_sent_ns[WIN_CALL_STOP] != 0 ||
-        t->call_sent_ns[WIN_CALL_HEAP] != 0)
+    if (t->state != TARGET_READY || t->mem_inflight || t->a->stopping ||
+        t->a->tops->snapshot.busy(t) || t->call_sent_ns[WIN_CALL_START] != 0 ||
+        t->call_sent_ns[WIN_CALL_STOP] != 0 || t->call_sent_ns[WIN_CALL_HEAP] != 0)
         return;
     t->mem_inflight = 1;
     if (target_call(t, "Runtime.getHeapUsage", NULL, TARGET_CALL_TIMEOUT_MS, 0,
@@ -975,8 +977,9 @@ static void target_on_started(struct target *t, struct cdp_reply *r)
     uint64_t pause = target_pause(t, WIN_CALL_START, r);
     t->a->tops->keepalive.window_cost(t, WIN_CALL_START, pause);
     log_debug("window started", "worker=%s isolate=%u interval_ns=%U start_us=%U warm=%d",
-              t->worker, t->isolate, t->ka.win_warm ? t->ka.warm.interval_ns : t->w.tags.interval_ns,
-              pause / 1000u, t->ka.win_warm);
+              t->worker, t->isolate,
+              t->ka.win_warm ? t->ka.warm.interval_ns : t->w.tags.interval_ns, pause / 1000u,
+              t->ka.win_warm);
     win_cpu_started(&t->w, isoprof_now_mono_ns(), 1);
 }
 

@@ -1,6 +1,7 @@
 /*
- * target.h - the CDP driver of one isolate, and what it tells the modules built on it (target.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * target.h - the CDP driver of one isolate, and what it tells the modules built on it (target.c).
+ * Declared apart from daemon.h, which holds the structs every module shares, so that a file
+ * includes what it calls.
  */
 #ifndef ISOPROF_AGENT_TARGET_H
 #define ISOPROF_AGENT_TARGET_H
@@ -31,8 +32,7 @@ struct target_ops {
     } anomaly;
     struct {
         void (*tick)(struct target *t);
-        int (*on_event)(struct target *t, const char *session, const char *method,
-                        yajl_val params);
+        int (*on_event)(struct target *t, const char *session, const char *method, yajl_val params);
         int (*on_big_event)(struct target *t, const char *method, const char *data, size_t len);
         void (*window_start)(struct target *t);
         void (*window_cost)(struct target *t, enum win_call call, uint64_t pause_ns);
@@ -41,8 +41,7 @@ struct target_ops {
     } keepalive;
     struct {
         int (*busy)(const struct target *t);
-        int (*on_event)(struct target *t, const char *session, const char *method,
-                        yajl_val params);
+        int (*on_event)(struct target *t, const char *session, const char *method, yajl_val params);
         int (*on_big_event)(struct target *t, const char *method, char *data, size_t len);
     } snapshot;
     struct {

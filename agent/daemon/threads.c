@@ -61,10 +61,10 @@
  * (each call armed the session's timer by walking every call pending) and
  * 0.14 s since (tests/bench/bench_fairness.js, scenario announce).
  */
-#include "daemon.h"
-#include "target.h"
 #include "threads.h"
+#include "daemon.h"
 #include "log.h"
+#include "target.h"
 
 #include "base.h"
 
@@ -429,11 +429,12 @@ static void attached(struct target *t, yajl_val params)
                         THREADS_CALL_TIMEOUT_MS, 0, on_ignored, NULL);
         return;
     }
-    const char *refuse = a->stopping                              ? "isoprofd is stopping"
-                         : !threads_wanted(t) || !t->thr.on   ? "worker threads are not watched"
-                         : t->thr.nworkers >= t->ep->cfg->threads.max ? "threads.max workers attached"
-                         : !rate_ok(t, isoprof_now_mono_ns())     ? "the attach rate was exceeded"
-                                                                  : NULL;
+    const char *refuse = a->stopping                        ? "isoprofd is stopping"
+                         : !threads_wanted(t) || !t->thr.on ? "worker threads are not watched"
+                         : t->thr.nworkers >= t->ep->cfg->threads.max
+                             ? "threads.max workers attached"
+                         : !rate_ok(t, isoprof_now_mono_ns()) ? "the attach rate was exceeded"
+                                                              : NULL;
     if (refuse != NULL) {
         a->n.threads_refused++;
         warn_refused(a, t, refuse);

@@ -1,6 +1,6 @@
 /*
- * threads.h - the worker threads of a Node or Deno target (threads.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * threads.h - the worker threads of a Node or Deno target (threads.c). Declared apart from
+ * daemon.h, which holds the structs every module shares, so that a file includes what it calls.
  */
 #ifndef ISOPROF_AGENT_THREADS_H
 #define ISOPROF_AGENT_THREADS_H

@@ -13,8 +13,8 @@
  * otherwise at debug, so an outage of hours writes a few lines, not one a
  * retry; the recovery is logged at info.
  */
-#include "daemon.h"
 #include "uplink.h"
+#include "daemon.h"
 #include "log.h"
 #include "settings.h"
 
@@ -73,8 +73,8 @@ static void uplink_on_event(const struct upl_event *ev, void *arg)
          * it happens, not as the outage's. */
         if (!u->failing) {
             log_info("windows expired unsent, kept in the store",
-                     "profiles=%U status=%d id=%s reason=%s", (uint64_t)ev->profiles,
-                     (int)ev->code, id, ev->why);
+                     "profiles=%U status=%d id=%s reason=%s", (uint64_t)ev->profiles, (int)ev->code,
+                     id, ev->why);
             break;
         }
         u->expired_run += ev->profiles;

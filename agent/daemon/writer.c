@@ -38,13 +38,13 @@
  * window's end (stored or not, with the on-demand request it was for) and
  * the moment it has nothing left to do.
  */
+#include "writer.h"
 #include "daemon.h"
 #include "deploy.h"
-#include "target.h"
-#include "writer.h"
-#include "uplink.h"
 #include "log.h"
 #include "pprof.h"
+#include "target.h"
+#include "uplink.h"
 
 #include "base.h"
 
@@ -514,8 +514,8 @@ static void conv_on_work(uv_work_t *req)
         mapper.arg = j->sms;
     const struct pprof_mapper *mp = mapper.arg ? &mapper : NULL;
     if (j->type == STORE_TYPE_RETAINED) {
-        j->err = w->hooks->retained(w->a->store, w->a->cfg_boot->store.path, j->snap_id,
-                                    j->time_ns, &j->res, &j->why);
+        j->err = w->hooks->retained(w->a->store, w->a->cfg_boot->store.path, j->snap_id, j->time_ns,
+                                    &j->res, &j->why);
     } else if (j->type == STORE_TYPE_HEAP) {
         struct pprof_heap_opts ho = {
             .time_ns = j->time_ns, .interval_bytes = j->interval_ns, .mapper = mp};

@@ -1,6 +1,7 @@
 /*
- * writer.h - raw profile to pprof to the store, in order, off the loop (writer.c). Declared apart from daemon.h, which holds
- * the structs every module shares, so that a file includes what it calls.
+ * writer.h - raw profile to pprof to the store, in order, off the loop (writer.c). Declared apart
+ * from daemon.h, which holds the structs every module shares, so that a file includes what it
+ * calls.
  */
 #ifndef ISOPROF_AGENT_WRITER_H
 #define ISOPROF_AGENT_WRITER_H

@@ -147,8 +147,9 @@ void agent_log(enum cfg_log_level level, const char *msg, const char *fmt, ...)
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(tmp, sizeof(tmp), "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    int n = snprintf(
+        tmp, sizeof(tmp), "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=", tm.tm_year + 1900,
+        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
     put_raw(b, sizeof(b) - 1, &len, tmp, (size_t)n);
     const char *lv = cfg_log_level_name(level);
     put_raw(b, sizeof(b) - 1, &len, lv, strlen(lv));

@@ -25,8 +25,8 @@
  */
 #include "daemon.h"
 #include "identity.h"
-#include "threads.h"
 #include "store.h"
+#include "threads.h"
 
 #include <inttypes.h>
 #include <stdio.h>

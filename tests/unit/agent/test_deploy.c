@@ -12,10 +12,10 @@
 #include "base.h"
 #include "daemon.h"
 #include "deploy.h"
-#include "writer.h"
 #include "regress.h"
 #include "regress_synth.h"
 #include "store.h"
+#include "writer.h"
 
 #include <errno.h>
 #include <string.h>

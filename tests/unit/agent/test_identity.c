@@ -9,8 +9,8 @@
 #include "../test.h"
 #include "daemon.h"
 #include "identity.h"
-#include "threads.h"
 #include "store.h"
+#include "threads.h"
 
 #include <string.h>
 
