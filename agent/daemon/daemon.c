@@ -54,6 +54,11 @@ static void agent_control_counters(struct agent *a)
     a->n.control_rejected_connections = c.rejected_connections;
 }
 
+/* The start-up table's (below); shutdown closes these parts as a failed
+ * start-up undoes them. */
+static void part_control_undo(struct agent *a);
+static void part_http_undo(struct agent *a);
+
 static void agent_close_all(struct agent *a)
 {
     static int closed;
@@ -68,15 +73,10 @@ static void agent_close_all(struct agent *a)
     }
     discover_close(a);
     anomaly_stop(a);
-    agent_control_counters(a); /* the socket's last figures, for the exit log */
-    control_stop(a->control);
-    a->control = NULL;
+    part_control_undo(a);
     report_stop(a);
     agent_upload_stop(a); /* before the HTTP client it sends through */
-    if (a->http) {
-        http_client_close(a->http);
-        a->http = NULL;
-    }
+    part_http_undo(a);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sighup, NULL);
@@ -652,6 +652,7 @@ static int part_control(struct agent *a)
 
 static void part_control_undo(struct agent *a)
 {
+    agent_control_counters(a); /* the socket's last figures, for the exit log */
     control_stop(a->control);
     a->control = NULL;
 }
