@@ -91,7 +91,7 @@ static void agent_close_all(struct agent *a)
 static void agent_on_drained(uv_timer_t *timer)
 {
     struct agent *a = container_of(timer, struct agent, drained_timer);
-    if (a->stopping && a->wins.open == 0 && !writer_busy(a->writer) && a->threads_fences == 0)
+    if (a->stopping && a->wins.open == 0 && !writer_busy(a->writer) && threads_fencing(a) == 0)
         agent_close_all(a);
 }
 

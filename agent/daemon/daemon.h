@@ -229,7 +229,6 @@ struct agent {
     struct anomaly_lat *lat;       /* anomaly.c's: the latency detector and its listener */
     struct snap_run *snap;         /* the heap snapshot being taken or written (snapshot.c) */
     uint64_t threads_warn_mono_ns; /* threads.c: the last "not watched" warning */
-    unsigned threads_fences;       /* threads.c: main threads fencing (the stop waits for them) */
     /* the control socket (daemon.c starts it), report.c, ondemand.c */
     struct control *control;
     struct report *report;
@@ -237,10 +236,7 @@ struct agent {
     uint64_t start_mono_ns;       /* for uptime */
     uv_timer_t notify_timer;      /* STATUS= for the service manager, under systemd */
     int notify_on;
-    /* deploy.c: the (worker, version) pairs heard of lately */
-    struct deploy_pair *deploy;
-    unsigned deploy_pairs;
-    uint64_t deploy_tick;
+    struct deploy_book *deploy; /* deploy.c's: the (worker, version) pairs heard of lately */
 };
 
 /* daemon.c: a piece of work the stop waits for went idle: the stop ends

@@ -378,9 +378,19 @@ struct deploy_pair {
     struct deploy_pair *next;
 };
 
-static struct deploy_pair *pair_find(struct agent *a, const char *worker, const char *version)
+/* a->deploy: made at the first CPU window of a pair, freed by deploy_free. */
+struct deploy_book {
+    struct deploy_pair *pairs; /* most recently added first */
+    unsigned n;                /* at most DEPLOY_PAIRS_MAX */
+    uint64_t tick;             /* the last touched */
+};
+
+static struct deploy_pair *pair_find(const struct deploy_book *b, const char *worker,
+                                     const char *version)
 {
-    for (struct deploy_pair *p = a->deploy; p; p = p->next)
+    if (b == NULL)
+        return NULL;
+    for (struct deploy_pair *p = b->pairs; p; p = p->next)
         if (strcmp(p->worker, worker) == 0 && strcmp(p->version, version) == 0)
             return p;
     return NULL;
@@ -396,21 +406,25 @@ static void pair_free(struct deploy_pair *p)
 
 static struct deploy_pair *pair_get(struct agent *a, const char *worker, const char *version)
 {
-    struct deploy_pair *p = pair_find(a, worker, version);
+    if (a->deploy == NULL && (a->deploy = isoprof_calloc(1, sizeof(*a->deploy))) == NULL)
+        return NULL;
+    struct deploy_book *b = a->deploy;
+    struct deploy_pair *p = pair_find(b, worker, version);
     if (p != NULL) {
-        p->touched = ++a->deploy_tick;
+        p->touched = ++b->tick;
         return p;
     }
-    if (a->deploy_pairs >= DEPLOY_PAIRS_MAX) {
-        struct deploy_pair **old = &a->deploy;
-        for (struct deploy_pair **pp = &a->deploy; *pp; pp = &(*pp)->next)
+    if (b->n >= DEPLOY_PAIRS_MAX) {
+        struct deploy_pair **old = &b->pairs;
+        for (struct deploy_pair **pp = &b->pairs; *pp; pp = &(*pp)->next)
             if ((*pp)->touched < (*old)->touched)
                 old = pp;
         struct deploy_pair *gone = *old;
         *old = gone->next;
         pair_free(gone);
-        a->deploy_pairs--;
+        b->n--;
     }
+    ISOPROF_ASSERT(b->n < DEPLOY_PAIRS_MAX);
     if ((p = isoprof_calloc(1, sizeof(*p))) == NULL)
         return NULL;
     p->worker = isoprof_strdup(worker);
@@ -419,10 +433,10 @@ static struct deploy_pair *pair_get(struct agent *a, const char *worker, const c
         pair_free(p);
         return NULL;
     }
-    p->touched = ++a->deploy_tick;
-    p->next = a->deploy;
-    a->deploy = p;
-    a->deploy_pairs++;
+    p->touched = ++b->tick;
+    p->next = b->pairs;
+    b->pairs = p;
+    b->n++;
     return p;
 }
 
@@ -449,7 +463,7 @@ void deploy_meta(struct agent *a, const struct target *t, struct writer_meta *m)
     m->deploy.p.alpha = c->anomaly.regression.alpha;
     m->deploy.keep = c->anomaly.regression.max_versions;
     m->deploy.max_fns = c->anomaly.regression.max_functions;
-    const struct deploy_pair *p = pair_find(a, t->worker, t->version);
+    const struct deploy_pair *p = pair_find(a->deploy, t->worker, t->version);
     if (p != NULL && p->ep != NULL && m->anomaly == 0 && m->pin == NULL) {
         /* A flagged version: its windows are evidence, labelled as such. */
         m->anomaly = STORE_ANOMALY_VERSION_REGRESSION;
@@ -545,10 +559,12 @@ void deploy_done(struct agent *a, const char *worker, const char *version,
 
 void deploy_free(struct agent *a)
 {
-    for (struct deploy_pair *p = a->deploy, *n; p; p = n) {
+    if (a->deploy == NULL)
+        return;
+    for (struct deploy_pair *p = a->deploy->pairs, *n; p; p = n) {
         n = p->next;
         pair_free(p);
     }
+    isoprof_free(a->deploy);
     a->deploy = NULL;
-    a->deploy_pairs = 0;
 }

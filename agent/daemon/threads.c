@@ -260,7 +260,6 @@ static void fence_end(struct target *t, int disable)
         return;
     t->thr.fencing = 0;
     uv_timer_stop(&t->hold_timer);
-    t->a->threads_fences--;
     if (disable && t->cdp != NULL && !t->removing)
         target_call(t, "NodeWorker.disable", NULL, THREADS_CALL_TIMEOUT_MS, 0, on_fence_reply);
     t->a->tops->check_drained(t->a);
@@ -285,8 +284,15 @@ static void fence_start(struct target *t)
                     THREADS_CALL_TIMEOUT_MS, 0, on_fence_reply) != 0)
         return; /* nothing can be sent on that session */
     t->thr.fencing = 1;
-    t->a->threads_fences++;
     uv_timer_start(&t->hold_timer, on_fence_timer, THREADS_FENCE_MS, 0);
+}
+
+unsigned threads_fencing(const struct agent *a)
+{
+    unsigned n = 0;
+    for (const struct target *t = a->targets; t; t = t->next)
+        n += t->thr.fencing != 0;
+    return n;
 }
 
 void threads_stop(struct agent *a)

@@ -46,9 +46,10 @@ void threads_parent_gone(struct target *t, int gone_by_itself);
 void threads_reload(struct target *t);
 /* The agent stops: every main thread watching workers fences (no new
  * worker waits; one already told to wait is released as it shows up).
- * a->threads_fences counts those still fencing; each end calls
+ * threads_fencing counts those still fencing; each end calls
  * agent_check_drained. */
 void threads_stop(struct agent *a);
+unsigned threads_fencing(const struct agent *a);
 /* A worker's heap sampler answered (started or not): release it. No-op
  * for a target that is not held. */
 void threads_release(struct target *t);

@@ -62,8 +62,12 @@ test('workerd: per-service targets, hot function, eviction backs off then resume
         'alpha profiled again');
     } catch (e) {
       // Once, under ASan beside a CPU hog, no window of alpha came in the
-      // minute after its reattach: what the daemon said of alpha since.
-      e.message += `\n--- alpha since its reattach ---\n${d.lines.slice(back).filter((l) => l.worker === 'alpha').map((l) => l.raw).join('\n')}`;
+      // minute after its reattach: what the daemon said since of alpha, of
+      // workerd's endpoint, and every warning.
+      const ep = `127.0.0.1:${wd.port}`;
+      const said = d.lines.slice(back).filter((l) => l.inspector === ep || l.level === 'warn' || l.level === 'error' ||
+        (l.worker === 'alpha' && l.level !== 'debug'));
+      e.message += `\n--- since alpha's reattach ---\n${said.slice(-80).map((l) => l.raw).join('\n')}`;
       throw e;
     }
     // beta was never disturbed.
