@@ -54,10 +54,9 @@ static void agent_control_counters(struct agent *a)
     a->n.control_rejected_connections = c.rejected_connections;
 }
 
-/* The start-up table's (below); shutdown closes these parts as a failed
- * start-up undoes them. */
-static void part_control_undo(struct agent *a);
-static void part_http_undo(struct agent *a);
+/* The start-up table (below): shutdown undoes its parts as a failed
+ * start-up does. */
+static void agent_undo_parts(struct agent *a, size_t started, int at_stop);
 
 static void agent_close_all(struct agent *a)
 {
@@ -65,18 +64,7 @@ static void agent_close_all(struct agent *a)
     if (closed)
         return;
     closed = 1;
-    ondemand_stop(a); /* before the targets go: their requests are told why */
-    procs_stop(a);
-    for (struct target *t = a->targets, *n; t; t = n) {
-        n = t->next;
-        target_remove(t);
-    }
-    discover_close(a);
-    anomaly_stop(a);
-    part_control_undo(a);
-    report_stop(a);
-    agent_upload_stop(a); /* before the HTTP client it sends through */
-    part_http_undo(a);
+    agent_undo_parts(a, (size_t)-1, 1);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sighup, NULL);
@@ -575,14 +563,15 @@ static uint64_t host_interval_ns(void *arg)
  * agent_parts, returns 0 or an error it has logged. When one fails, it and
  * every part before it are undone, in reverse: undo closes what start
  * opened and is a no-op for what it did not (so a part undoes itself after
- * a partial start). Shutdown (agent_close_all) closes the same parts in
- * the same reverse order (the targets go between the process scan and the
- * endpoints), except the writer, the source maps and the store, which
- * outlive the loop's last callbacks and are freed after it ran dry. */
+ * a partial start). Shutdown (agent_close_all) undoes the same parts in
+ * the same reverse order, except those marked after_loop (the writer, the
+ * source maps and the store), which outlive the loop's last callbacks and
+ * are freed once it ran dry. */
 
 struct agent_part {
     int (*start)(struct agent *a);
     void (*undo)(struct agent *a);
+    int after_loop; /* shutdown leaves it to agent_run's end */
 };
 
 static int part_store(struct agent *a)
@@ -657,18 +646,54 @@ static void part_control_undo(struct agent *a)
     a->control = NULL;
 }
 
+/* Targets are made by discovery as endpoints answer; their part removes
+ * them, after the process scan and before the endpoints. */
+static int part_targets(struct agent *a)
+{
+    (void)a;
+    return 0;
+}
+
+static void part_targets_undo(struct agent *a)
+{
+    for (struct target *t = a->targets, *n; t; t = n) {
+        n = t->next;
+        target_remove(t);
+    }
+}
+
+/* On-demand requests come through the control socket; their part answers
+ * the pending ones first, before the targets they wait on go. */
+static int part_ondemand(struct agent *a)
+{
+    (void)a;
+    return 0;
+}
+
 static const struct agent_part agent_parts[] = {
-    {part_store, part_store_undo},
-    {part_http, part_http_undo},
-    {part_srcmaps, part_srcmaps_undo},
-    {part_writer, part_writer_undo},
-    {agent_upload_start, agent_upload_stop},
-    {report_start, report_stop},
-    {part_control, part_control_undo},
-    {anomaly_start, anomaly_stop}, /* a listener that cannot bind is logged and left off */
-    {discover_start, discover_close},
-    {procs_start, procs_stop},
+    {part_store, part_store_undo, 1},
+    {part_http, part_http_undo, 0},
+    {part_srcmaps, part_srcmaps_undo, 1},
+    {part_writer, part_writer_undo, 1},
+    {agent_upload_start, agent_upload_stop, 0}, /* undone before the HTTP client */
+    {report_start, report_stop, 0},
+    {part_control, part_control_undo, 0},
+    {anomaly_start, anomaly_stop, 0}, /* a listener that cannot bind is logged and left off */
+    {discover_start, discover_close, 0},
+    {part_targets, part_targets_undo, 0},
+    {procs_start, procs_stop, 0},
+    {part_ondemand, ondemand_stop, 0},
 };
+#define AGENT_NPARTS (sizeof(agent_parts) / sizeof(agent_parts[0]))
+
+/* Undoes, in reverse, the parts before started and that one (all of them
+ * for (size_t)-1); at_stop: only those that do not outlive the loop. */
+static void agent_undo_parts(struct agent *a, size_t started, int at_stop)
+{
+    for (size_t k = started < AGENT_NPARTS ? started + 1 : AGENT_NPARTS; k-- > 0;)
+        if (!at_stop || !agent_parts[k].after_loop)
+            agent_parts[k].undo(a);
+}
 
 int agent_run(struct cfg *cfg)
 {
@@ -693,17 +718,15 @@ int agent_run(struct cfg *cfg)
     if (rc != 0)
         goto fail_loop;
 
-    const size_t nparts = sizeof(agent_parts) / sizeof(agent_parts[0]);
     size_t started = 0;
-    for (; started < nparts; started++) {
+    for (; started < AGENT_NPARTS; started++) {
         rc = agent_parts[started].start(a);
         if (rc != 0)
             break;
     }
     if (rc != 0) {
         /* The one that failed undoes what it started, then the others. */
-        for (size_t k = started + 1; k-- > 0;)
-            agent_parts[k].undo(a);
+        agent_undo_parts(a, started, 0);
         uv_run(&loop, UV_RUN_DEFAULT);
         discover_free(a);
         anomaly_free(a);
@@ -739,14 +762,14 @@ int agent_run(struct cfg *cfg)
     uv_run(&loop, UV_RUN_DEFAULT);
 
     /* Every handle is closed; the writer is idle or gave up at the deadline. */
-    writer_free(a->writer);
+    part_writer_undo(a);
     uv_run(&loop, UV_RUN_DEFAULT);
-    srcmap_cache_free(a->srcmaps);
+    part_srcmaps_undo(a);
     log_counters(a);
     anomaly_free(a);
     deploy_free(a);
     agent_upload_free(a);
-    store_close(a->store);
+    part_store_undo(a);
     discover_free(a);
     agent_free_configs(a);
     rc = uv_loop_close(&loop);
