@@ -5,8 +5,10 @@
  * GET /json/list every discovery.interval. The list is validated entry by
  * entry and handed to target_sync(), which attaches new targets and
  * detaches vanished ones. An endpoint that refuses, times out or answers
- * garbage is retried with capped exponential backoff, and its targets are
- * detached (their sessions would be dead anyway). Only the path of
+ * garbage is retried with capped exponential backoff, and its targets
+ * without a session up are detached; an attached one keeps its session (a
+ * poll times out on a busy machine; a target that is gone closes its
+ * session, and is detached at the next failed or answered poll). Only the path of
  * webSocketDebuggerUrl is used: the agent always connects to the endpoint
  * the config names, never to a host a target advertises.
  */
@@ -76,10 +78,14 @@ static void ep_failed(struct endpoint *ep, const char *what, int err, const char
         log_debug("endpoint still unreachable", "inspector=%s step=%s why=%s failures=%d",
                   ep->cfg->inspector, what, why ? why : "", ep->failures);
     }
+    int was_reachable = ep->reachable;
     ep->reachable = 0;
     isoprof_free(ep->runtime);
     ep->runtime = NULL;
-    target_sync(ep, NULL, 0);
+    size_t kept = target_endpoint_down(ep);
+    if (kept > 0 && was_reachable)
+        log_info("sessions kept while the endpoint is unreachable", "inspector=%s sessions=%U",
+                 ep->cfg->inspector, (uint64_t)kept);
     if (ep->backoff_ms == 0)
         ep->backoff_ms = DISCOVER_BACKOFF_MIN_MS;
     uint64_t delay = ep->backoff_ms;

@@ -870,6 +870,24 @@ void target_sync(struct endpoint *ep, const struct discovered *d, size_t n)
     }
 }
 
+size_t target_endpoint_down(struct endpoint *ep)
+{
+    size_t kept = 0;
+    for (struct target *t = ep->a->targets, *next; t; t = next) {
+        next = t->next;
+        if (t->ep != ep || t->parent != NULL || t->removing)
+            continue;
+        if (t->state == TARGET_READY) {
+            kept++;
+            continue;
+        }
+        log_info("target detached", "worker=%s isolate=%u inspector=%s id=%s", t->worker,
+                 t->isolate, ep->cfg->inspector, t->id);
+        target_remove(t);
+    }
+    return kept;
+}
+
 /* --- windows (asked for by windows.c) --- */
 
 void target_win_label(const struct win_iso *w, const char **worker, uint32_t *isolate)

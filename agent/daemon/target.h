@@ -63,6 +63,11 @@ struct target_ops {
 
 /* Attach new targets of ep, detach the ones no longer listed. */
 void target_sync(struct endpoint *ep, const struct discovered *d, size_t n);
+/* ep's poll failed: detach its targets that have no session up, keep the
+ * ones attached (a live session outweighs a listing that did not come: a
+ * busy machine makes polls time out, and a target that is gone closes its
+ * session by itself). Returns how many it kept. */
+size_t target_endpoint_down(struct endpoint *ep);
 void target_remove(struct target *t);
 const char *target_runtime(const struct target *t);
 /* ep->cfg changed (reload): give t the labels it names. 0, or -EAGAIN when

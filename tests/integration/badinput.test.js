@@ -96,11 +96,11 @@ test('a profile with dangling node ids is rejected, the session kept', () => {
   assert.strictEqual(errs[0].level, 'error');
   assert.strictEqual(d.count(is('window stored', 'bad-profile')), 0);
   // The contract: a rejected profile never ends its session. A session
-  // ends here only through the load: on a machine busy enough that a poll
-  // of /json/list misses the discovery timeout, the endpoint is
-  // unreachable for a while, its target detached, and a new session opened
-  // when it answers again; or a call times out and the session is dropped
-  // as timed out. Each session after the first is one of those, never the
+  // ends here only through the load: a call times out and the session is
+  // dropped as timed out; or, between two sessions, a poll of /json/list
+  // misses the discovery timeout, the endpoint is unreachable for a while,
+  // the target (without a session then) detached, and a new session opened
+  // when it answers again (an attached target keeps its session). Each session after the first is one of those, never the
   // bad profile.
   const fake = fakes['bad-profile'];
   const drops = d.lines.filter(is('session dropped', 'bad-profile'));

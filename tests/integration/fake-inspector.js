@@ -26,6 +26,8 @@
 // `onOpen(sock)` runs when a session opens (to send what the target likes).
 // style 'workerd' answers like workerd (empty results echo the request,
 // Browser "workerd"); the default is Node 20.
+// fake.listStall (set any time): /json/list requests are left unanswered,
+// as a runtime too busy to serve its listing; the sessions go on.
 // `times` (default Infinity) bounds how many times the misbehaviour fires;
 // after that the fake behaves normally, so a reattach can succeed.
 //
@@ -236,6 +238,7 @@ async function startFakeInspector(opts = {}) {
     snapshot: opts.snapshot || null,
     snapshots: 0,
     snapshotBytes: 0,
+    listStall: false,
     port: 0,
   };
   const workerSocks = new Set(); // sessions that sent NodeWorker.enable
@@ -260,6 +263,7 @@ async function startFakeInspector(opts = {}) {
       body = opts.versionBody !== undefined ? opts.versionBody
         : fake.mode === 'version-garbage' ? '<html>not json' : JSON.stringify({ Browser: fake.browser, 'Protocol-Version': '1.3' });
     } else if (req.url === '/json/list' || req.url === '/json') {
+      if (fake.listStall) return; // left unanswered: close() ends it
       body = opts.listBody !== undefined ? opts.listBody : JSON.stringify(targets(host));
     } else {
       res.writeHead(404); res.end(); return;

@@ -1,12 +1,13 @@
 // Faults around the daemon: a target killed mid-window and restarted on the
 // same port, an endpoint that refuses connections for a while and then
-// appears, a frozen target at shutdown, a signal during an open window, and
+// appears, one whose listing stops answering, a frozen target at shutdown, a signal during an open window, and
 // the daemon itself killed with SIGKILL and restarted on the same store.
 'use strict';
 const { test, after } = require('node:test');
 const assert = require('node:assert');
 const path = require('node:path');
 const L = require('./lib');
+const F = require('./fake-inspector');
 
 after(L.cleanup);
 
@@ -70,6 +71,31 @@ test('endpoint refusing connections, then appearing: one warning, then attached'
   assert.strictEqual((await L.stopDaemon(d)).code, 0, d.tail());
   L.storeCheck(store);
   await L.stop(node);
+});
+
+test('a listing that stops answering: the attached session is kept, its windows go on', { timeout: 90000 }, async () => {
+  // A busy runtime (or a busy machine) can leave a poll of /json/list past
+  // the discovery timeout while the sessions work: the endpoint is said
+  // unreachable, but the attached target keeps its session.
+  const fake = await F.startFakeInspector();
+  const dir = L.tmpdir();
+  const store = path.join(dir, 'store');
+  const d = await L.startDaemon(L.yamlConfig({ store, targets: [{ port: fake.port, worker: 'slow-list' }] }), { dir });
+  await d.waitLog(is('window stored', 'slow-list'), 20000, 'a first window stored');
+  fake.listStall = true;
+  const down = await d.waitLog((l) => l.msg === 'endpoint unreachable' && l.inspector === fake.inspector, 30000, 'the poll timed out');
+  assert.match(down.why, /timed out/, down.raw);
+  const kept = await d.waitLog((l) => l.msg === 'sessions kept while the endpoint is unreachable' && l.inspector === fake.inspector,
+    10000, 'the session kept');
+  assert.strictEqual(Number(kept.sessions), 1, kept.raw);
+  await d.waitLog((l) => is('window stored', 'slow-list')(l) && l.seq > down.seq, 30000, 'a window while the listing hangs', down.seq);
+  fake.listStall = false;
+  assert.strictEqual(d.count(is('target detached', 'slow-list')), 0, d.story());
+  assert.strictEqual(d.count(is('session dropped', 'slow-list')), 0, d.story());
+  assert.strictEqual(fake.sessions, 1, 'one session all along');
+  assert.strictEqual((await L.stopDaemon(d)).code, 0, d.tail());
+  L.storeCheck(store);
+  await fake.close();
 });
 
 test('SIGTERM during an open window: the window is stored, exit 0 within 2 s', { timeout: 40000 }, async () => {
