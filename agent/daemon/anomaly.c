@@ -71,16 +71,29 @@ static void memory_params(const struct target *t, struct memwatch_params *p)
     memwatch_params_from_cfg(t->a->cfg, t->w.plan.heap_period_ns, p);
 }
 
+/* a->anom: anomaly.c's agent-wide state (anomaly_start makes it). */
+struct anomaly_run {
+    struct statsd *statsd;   /* NULL: anomaly.latency.listen is off or did not bind */
+    struct latency *latency; /* the detector */
+    uv_timer_t latency_timer;
+    int latency_timer_on;
+    struct lat_open *lat_open; /* open latency_p999_spike episodes */
+    uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
+    uint64_t latency_refused_logged, latency_refused_log_mono_ns; /* the refusal warning */
+    int limit_job; /* a limit job is out (one at a time) */
+};
+
 /* --- the limit --- */
 
-/* A thread-pool job that learns a Node or Deno isolate's V8 limit from its
- * process: found by pid (a found endpoint, a Deno title), else by the
- * configured endpoint's port in a /proc scan. The loop finds its target
- * again by seq (t->limit_probe); a target gone or re-attached meanwhile
- * (another isolate number) drops the answer. */
-struct limit_job {
-    uv_work_t req;
-    struct agent *a;
+/* A thread-pool job that learns the V8 limits of Node and Deno isolates
+ * from their processes: each found by pid (a found endpoint, a Deno
+ * title), else by the configured endpoint's port in a /proc scan, one scan
+ * for every isolate of the job. One job at a time: it takes every target
+ * that wants its limit then (limit_wanted), so the isolates of many
+ * endpoints attaching together cost a scan or two, not one each. The loop
+ * finds each target again by seq (t->limit_probe); a target gone or
+ * re-attached meanwhile (another isolate number) drops its answer. */
+struct limit_ask {
     uint64_t seq;
     uint32_t isolate;
     uint32_t pid; /* in: known (0: find it by port); out: the process read */
@@ -89,8 +102,15 @@ struct limit_job {
     /* out */
     uint64_t limit;
     uint8_t src;
-    int read;    /* its command line was read */
+    int read;     /* its command line was read */
     char why[96]; /* why not, when not */
+};
+
+struct limit_job {
+    uv_work_t req;
+    struct agent *a;
+    size_t n;
+    struct limit_ask ask[]; /* n */
 };
 
 static uint64_t limit_seq;
@@ -122,58 +142,83 @@ static uint64_t phys_memory(void)
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
+/* The pid of the process listening on port in scan res (0: none). */
+static uint32_t limit_pid_of_port(const struct procscan_result *res, uint16_t port)
+{
+    for (size_t i = 0; i < res->n; i++)
+        for (unsigned k = 0; k < res->p[i].nports; k++)
+            if (res->p[i].ports[k] == port)
+                return res->p[i].pid;
+    return 0;
+}
+
+static void limit_ask_read(struct limit_ask *q)
+{
+    size_t clen = 0, elen = 0;
+    char *cmd = q->pid ? proc_read(q->pid, "cmdline", &clen) : NULL;
+    char *env = q->pid ? proc_read(q->pid, "environ", &elen) : NULL;
+    q->read = cmd != NULL;
+    if (q->pid == 0)
+        snprintf(q->why, sizeof(q->why), "no process of node, nodejs or deno listens on the port");
+    else if (cmd == NULL)
+        snprintf(q->why, sizeof(q->why), "its command line could not be read");
+    else if (env == NULL)
+        snprintf(q->why, sizeof(q->why), "its environment could not be read");
+    q->limit = memwatch_v8_limit(q->deno ? "deno" : "node", cmd, clen, env, elen, phys_memory(),
+                                 &q->src);
+    isoprof_free(cmd);
+    isoprof_free(env);
+}
+
 static void limit_job_work(uv_work_t *req)
 {
     struct limit_job *j = container_of(req, struct limit_job, req);
-    if (j->pid == 0 && j->port != 0) {
+    int scan = 0;
+    for (size_t i = 0; i < j->n; i++)
+        scan |= j->ask[i].pid == 0 && j->ask[i].port != 0;
+    if (scan) {
         static const char *const exe[] = {"node", "nodejs", "deno"};
         struct procscan_filter f = {.exe = exe, .nexe = 3, .self_pid = (uint32_t)getpid()};
         struct procscan_result res;
         char why[96];
         if (procscan_run("/proc", &f, &res, why, sizeof(why)) == 0) {
-            for (size_t i = 0; i < res.n && j->pid == 0; i++)
-                for (unsigned k = 0; k < res.p[i].nports; k++)
-                    if (res.p[i].ports[k] == j->port)
-                        j->pid = res.p[i].pid;
+            for (size_t i = 0; i < j->n; i++)
+                if (j->ask[i].pid == 0 && j->ask[i].port != 0)
+                    j->ask[i].pid = limit_pid_of_port(&res, j->ask[i].port);
             procscan_result_free(&res);
         }
     }
-    size_t clen = 0, elen = 0;
-    char *cmd = j->pid ? proc_read(j->pid, "cmdline", &clen) : NULL;
-    char *env = j->pid ? proc_read(j->pid, "environ", &elen) : NULL;
-    j->read = cmd != NULL;
-    if (j->pid == 0)
-        snprintf(j->why, sizeof(j->why), "no process of node, nodejs or deno listens on the port");
-    else if (cmd == NULL)
-        snprintf(j->why, sizeof(j->why), "its command line could not be read");
-    else if (env == NULL)
-        snprintf(j->why, sizeof(j->why), "its environment could not be read");
-    j->limit = memwatch_v8_limit(j->deno ? "deno" : "node", cmd, clen, env, elen, phys_memory(),
-                                 &j->src);
-    isoprof_free(cmd);
-    isoprof_free(env);
+    for (size_t i = 0; i < j->n; i++)
+        limit_ask_read(&j->ask[i]);
 }
 
 static void limit_set(struct target *t, uint64_t limit, uint8_t src);
+
+static void limit_ask_done(struct agent *a, const struct limit_ask *q, int status)
+{
+    for (struct target *t = a->targets; t; t = t->next) {
+        if (t->limit_probe != q->seq)
+            continue;
+        t->limit_probe = 0;
+        if (status != 0 || t->removing || t->state != TARGET_READY || t->isolate != q->isolate)
+            return;
+        t->proc_pid = q->pid; /* keepalive.c reads its sampler thread */
+        if (!q->read || q->why[0])
+            log_warn("heap limit taken from V8's defaults: the process's flags are not all known",
+                     "worker=%s isolate=%u pid=%u limit=%U source=%s why=%s", t->worker,
+                     t->isolate, (unsigned)q->pid, q->limit, memwatch_source_name(q->src), q->why);
+        limit_set(t, q->limit, q->src);
+        return;
+    }
+}
 
 static void limit_job_done(uv_work_t *req, int status)
 {
     struct limit_job *j = container_of(req, struct limit_job, req);
     struct agent *a = j->a;
-    for (struct target *t = a->targets; t; t = t->next) {
-        if (t->limit_probe != j->seq)
-            continue;
-        t->limit_probe = 0;
-        if (status != 0 || t->removing || t->state != TARGET_READY || t->isolate != j->isolate)
-            break;
-        t->proc_pid = j->pid; /* keepalive.c reads its sampler thread */
-        if (!j->read || j->why[0])
-            log_warn("heap limit taken from V8's defaults: the process's flags are not all known",
-                     "worker=%s isolate=%u pid=%u limit=%U source=%s why=%s", t->worker,
-                     t->isolate, (unsigned)j->pid, j->limit, memwatch_source_name(j->src), j->why);
-        limit_set(t, j->limit, j->src);
-        break;
-    }
+    for (size_t i = 0; i < j->n; i++)
+        limit_ask_done(a, &j->ask[i], status);
+    a->anom->limit_job = 0;
     isoprof_free(j);
 }
 
@@ -198,6 +243,51 @@ static void limit_set(struct target *t, uint64_t limit, uint8_t src)
                 limit_set(w, limit, MEMWATCH_SRC_PROCESS);
 }
 
+/* t's limit is auto, unknown, and only its process tells it. */
+static int limit_wanted(const struct target *t)
+{
+    return t->parent == NULL && !t->removing && t->state == TARGET_READY &&
+           limit_configured(t) == CFG_SIZE_AUTO && t->mw.limit == 0 && t->limit_probe == 0 &&
+           strcmp(target_runtime(t), "workerd") != 0;
+}
+
+/* One job for every target that wants its limit now (none while one is
+ * out: the others ask again at their next poll, which comes after it). */
+static void limit_probe_start(struct agent *a)
+{
+    if (a->anom->limit_job)
+        return;
+    size_t n = 0;
+    for (const struct target *t = a->targets; t; t = t->next)
+        n += limit_wanted(t);
+    if (n == 0)
+        return;
+    struct limit_job *j = isoprof_calloc(1, sizeof(*j) + n * sizeof(j->ask[0]));
+    if (j == NULL)
+        return; /* tried again at the next poll */
+    j->a = a;
+    for (struct target *t = a->targets; t && j->n < n; t = t->next) {
+        if (!limit_wanted(t))
+            continue;
+        struct limit_ask *q = &j->ask[j->n++];
+        q->seq = ++limit_seq;
+        q->isolate = t->isolate;
+        q->pid = t->ep->pid ? t->ep->pid : t->title_pid;
+        q->port = t->ep->pid ? 0 : t->ep->cfg->port;
+        q->deno = strcmp(target_runtime(t), "deno") == 0;
+        t->limit_probe = q->seq;
+    }
+    if (uv_queue_work(a->loop, &j->req, limit_job_work, limit_job_done) != 0) {
+        for (struct target *t = a->targets; t; t = t->next)
+            for (size_t i = 0; i < j->n; i++)
+                if (t->limit_probe == j->ask[i].seq)
+                    t->limit_probe = 0;
+        isoprof_free(j);
+        return;
+    }
+    a->anom->limit_job = 1;
+}
+
 /* Keep t's limit up to date with the config (a reload may change it);
  * start learning it when it is auto and not known. */
 static void limit_update(struct target *t)
@@ -211,8 +301,7 @@ static void limit_update(struct target *t)
     if (t->mw.limit != 0 && t->mw.source != MEMWATCH_SRC_CONFIG)
         return;
     t->mw.limit = 0; /* auto now, a size before the reload: learn it */
-    const char *rt = target_runtime(t);
-    if (strcmp(rt, "workerd") == 0) {
+    if (strcmp(target_runtime(t), "workerd") == 0) {
         limit_set(t, MEMWATCH_WORKERD_LIMIT, MEMWATCH_SRC_WORKERD);
         return;
     }
@@ -223,22 +312,7 @@ static void limit_update(struct target *t)
             limit_set(t, t->parent->mw.limit, MEMWATCH_SRC_PROCESS);
         return; /* else: set when the main thread's is known */
     }
-    if (t->limit_probe != 0)
-        return;
-    struct limit_job *j = isoprof_calloc(1, sizeof(*j));
-    if (j == NULL)
-        return; /* tried again at the next poll */
-    j->a = t->a;
-    j->seq = ++limit_seq;
-    j->isolate = t->isolate;
-    j->pid = t->ep->pid ? t->ep->pid : t->title_pid;
-    j->port = t->ep->pid ? 0 : t->ep->cfg->port;
-    j->deno = strcmp(rt, "deno") == 0;
-    if (uv_queue_work(t->a->loop, &j->req, limit_job_work, limit_job_done) != 0) {
-        isoprof_free(j);
-        return;
-    }
-    t->limit_probe = j->seq;
+    limit_probe_start(t->a);
 }
 
 /* --- the episodes --- */
@@ -404,17 +478,6 @@ struct lat_open {
     struct episode *e;
 };
 
-/* The latency detector's state, behind a->lat (anomaly_start makes it). */
-struct anomaly_lat {
-    struct statsd *statsd;   /* NULL: anomaly.latency.listen is off or did not bind */
-    struct latency *latency; /* the detector */
-    uv_timer_t latency_timer;
-    int latency_timer_on;
-    struct lat_open *lat_open; /* open latency_p999_spike episodes */
-    uint64_t statsd_garbage_logged, statsd_garbage_log_mono_ns;
-    uint64_t latency_refused_logged, latency_refused_log_mono_ns; /* the refusal warning */
-};
-
 #define LATENCY_TICK_MAX_MS 250
 #define STATSD_GARBAGE_LOG_NS (60ull * 1000000000ull)
 #define LATENCY_REFUSED_LOG_NS (60ull * 1000000000ull)
@@ -427,7 +490,7 @@ static int label_eq(const char *s, const char *p, size_t n)
 static void latency_on_obs(const struct statsd_obs *o, void *arg)
 {
     struct agent *a = arg;
-    int rc = latency_observe(a->lat->latency, o->worker, o->worker_len, o->version, o->version_len,
+    int rc = latency_observe(a->anom->latency, o->worker, o->worker_len, o->version, o->version_len,
                              o->value_ns, o->count, isoprof_now_mono_ns());
     if (rc == -ENOSPC || rc == -ENOMEM)
         a->n.latency_refused++;
@@ -454,20 +517,20 @@ static int latency_worker_known(const char *worker, size_t wlen, void *arg)
  * a minute, with how many since the last warning. */
 static void latency_refused_log(struct agent *a, uint64_t now)
 {
-    struct latency_stats ls = latency_stats(a->lat->latency);
-    if (ls.refused_series <= a->lat->latency_refused_logged ||
-        (a->lat->latency_refused_log_mono_ns != 0 &&
-         now - a->lat->latency_refused_log_mono_ns < LATENCY_REFUSED_LOG_NS))
+    struct latency_stats ls = latency_stats(a->anom->latency);
+    if (ls.refused_series <= a->anom->latency_refused_logged ||
+        (a->anom->latency_refused_log_mono_ns != 0 &&
+         now - a->anom->latency_refused_log_mono_ns < LATENCY_REFUSED_LOG_NS))
         return;
     log_warn("latency detection refused new series: table full",
              "refused_lines=%U refused_total=%U series=%U known_series=%U displaced=%U "
              "hint=%s",
-             ls.refused_series - a->lat->latency_refused_logged, ls.refused_series, ls.series,
+             ls.refused_series - a->anom->latency_refused_logged, ls.refused_series, ls.series,
              ls.known, ls.displaced,
              "too many distinct worker/version tags; other workers get in again as idle "
              "series expire");
-    a->lat->latency_refused_logged = ls.refused_series;
-    a->lat->latency_refused_log_mono_ns = now;
+    a->anom->latency_refused_logged = ls.refused_series;
+    a->anom->latency_refused_log_mono_ns = now;
 }
 
 /* An attached isolate of worker/version. */
@@ -492,8 +555,8 @@ static void latency_on_start(struct agent *a, const struct latency_event *ev)
         return;
     }
     o->e = e;
-    o->next = a->lat->lat_open;
-    a->lat->lat_open = o;
+    o->next = a->anom->lat_open;
+    a->anom->lat_open = o;
     a->n.anomalies[e->kind]++;
     unsigned windows = 0;
     for (struct target *t = a->targets; t; t = t->next)
@@ -511,7 +574,7 @@ static void latency_on_start(struct agent *a, const struct latency_event *ev)
 
 static void latency_on_end(struct agent *a, const struct latency_event *ev)
 {
-    for (struct lat_open **pp = &a->lat->lat_open; *pp; pp = &(*pp)->next) {
+    for (struct lat_open **pp = &a->anom->lat_open; *pp; pp = &(*pp)->next) {
         struct episode *e = (*pp)->e;
         if (!label_eq(e->worker, ev->worker, ev->worker_len) ||
             !label_eq(e->version, ev->version, ev->version_len))
@@ -542,28 +605,28 @@ static void latency_on_event(const struct latency_event *ev, void *arg)
 static void latency_on_timer(uv_timer_t *timer)
 {
     struct agent *a = timer->data;
-    latency_tick(a->lat->latency, isoprof_now_mono_ns(), latency_on_event, a);
+    latency_tick(a->anom->latency, isoprof_now_mono_ns(), latency_on_event, a);
     /* Garbage is counted, not logged per line; say so once a minute. */
-    struct statsd_counts c = statsd_counts(a->lat->statsd);
+    struct statsd_counts c = statsd_counts(a->anom->statsd);
     uint64_t bad = c.garbage + c.unattributed + c.truncated;
     uint64_t now = isoprof_now_mono_ns();
     latency_refused_log(a, now);
-    if (bad > a->lat->statsd_garbage_logged &&
-        (a->lat->statsd_garbage_log_mono_ns == 0 ||
-         now - a->lat->statsd_garbage_log_mono_ns >= STATSD_GARBAGE_LOG_NS)) {
+    if (bad > a->anom->statsd_garbage_logged &&
+        (a->anom->statsd_garbage_log_mono_ns == 0 ||
+         now - a->anom->statsd_garbage_log_mono_ns >= STATSD_GARBAGE_LOG_NS)) {
         log_warn("DogStatsD input ignored",
                  "garbage_lines=%U unattributed_lines=%U truncated_datagrams=%U accepted_lines=%U",
                  c.garbage, c.unattributed, c.truncated, c.accepted);
-        a->lat->statsd_garbage_logged = bad;
-        a->lat->statsd_garbage_log_mono_ns = now;
+        a->anom->statsd_garbage_logged = bad;
+        a->anom->statsd_garbage_log_mono_ns = now;
     }
 }
 
 int anomaly_start(struct agent *a)
 {
     const struct cfg *c = a->cfg;
-    a->lat = isoprof_calloc(1, sizeof(*a->lat));
-    if (a->lat == NULL)
+    a->anom = isoprof_calloc(1, sizeof(*a->anom));
+    if (a->anom == NULL)
         return -ENOMEM;
     if (c->anomaly.latency.listen == NULL || *c->anomaly.latency.listen == '\0')
         return 0;
@@ -576,24 +639,24 @@ int anomaly_start(struct agent *a)
     p.cooldown_ns = c->anomaly.cooldown_ns;
     if (p.idle_ns < p.cooldown_ns + 2 * p.window_ns)
         p.idle_ns = p.cooldown_ns + 2 * p.window_ns;
-    int rc = latency_new(&p, &a->lat->latency);
+    int rc = latency_new(&p, &a->anom->latency);
     if (rc != 0) {
         log_error("latency detection off", "err=%e why=%s", rc, "bad detector parameters");
         return 0;
     }
-    latency_set_known(a->lat->latency, latency_worker_known, a);
+    latency_set_known(a->anom->latency, latency_worker_known, a);
     struct statsd_tags tags = {c->anomaly.latency.worker_tag, c->anomaly.latency.version_tag};
     char *why = NULL;
     rc = statsd_listen(a->loop, c->anomaly.latency.listen, &tags, latency_on_obs, a,
-                       &a->lat->statsd, &why);
+                       &a->anom->statsd, &why);
     if (rc != 0) {
         /* The profiler is worth more than the latency input: go on without it. */
         log_error("latency detection off: cannot listen for DogStatsD", "listen=%s err=%e why=%s",
                   c->anomaly.latency.listen, rc, why ? why : "");
         isoprof_free(why);
-        latency_free(a->lat->latency);
-        a->lat->latency = NULL;
-        a->lat->statsd = NULL;
+        latency_free(a->anom->latency);
+        a->anom->latency = NULL;
+        a->anom->statsd = NULL;
         return 0;
     }
     uint64_t tick = p.window_ns / 4000000u;
@@ -601,53 +664,53 @@ int anomaly_start(struct agent *a)
         tick = LATENCY_TICK_MAX_MS;
     if (tick == 0)
         tick = 1;
-    uv_timer_init(a->loop, &a->lat->latency_timer);
-    a->lat->latency_timer.data = a;
-    a->lat->latency_timer_on = 1;
-    uv_timer_start(&a->lat->latency_timer, latency_on_timer, tick, tick);
+    uv_timer_init(a->loop, &a->anom->latency_timer);
+    a->anom->latency_timer.data = a;
+    a->anom->latency_timer_on = 1;
+    uv_timer_start(&a->anom->latency_timer, latency_on_timer, tick, tick);
     log_info("listening for DogStatsD latency", "listen=%s port=%u", c->anomaly.latency.listen,
-             (unsigned)statsd_port(a->lat->statsd));
+             (unsigned)statsd_port(a->anom->statsd));
     return 0;
 }
 
 int anomaly_statsd_counts(const struct agent *a, struct statsd_counts *out)
 {
-    if (a->lat == NULL || a->lat->statsd == NULL)
+    if (a->anom == NULL || a->anom->statsd == NULL)
         return 0;
-    *out = statsd_counts(a->lat->statsd);
+    *out = statsd_counts(a->anom->statsd);
     return 1;
 }
 
 void anomaly_stop(struct agent *a)
 {
-    if (a->lat == NULL)
+    if (a->anom == NULL)
         return;
-    if (a->lat->statsd) {
-        struct statsd_counts c = statsd_counts(a->lat->statsd);
+    if (a->anom->statsd) {
+        struct statsd_counts c = statsd_counts(a->anom->statsd);
         log_info("DogStatsD counters",
                  "datagrams=%U accepted=%U ignored=%U unattributed=%U garbage=%U truncated=%U",
                  c.datagrams, c.accepted, c.ignored, c.unattributed, c.garbage, c.truncated);
-        statsd_close(a->lat->statsd, NULL, NULL);
-        a->lat->statsd = NULL;
+        statsd_close(a->anom->statsd, NULL, NULL);
+        a->anom->statsd = NULL;
     }
-    if (a->lat->latency_timer_on) {
-        uv_close((uv_handle_t *)&a->lat->latency_timer, NULL);
-        a->lat->latency_timer_on = 0;
+    if (a->anom->latency_timer_on) {
+        uv_close((uv_handle_t *)&a->anom->latency_timer, NULL);
+        a->anom->latency_timer_on = 0;
     }
 }
 
 /* After the loop has stopped: what anomaly_start allocated. */
 void anomaly_free(struct agent *a)
 {
-    if (a->lat == NULL)
+    if (a->anom == NULL)
         return;
-    for (struct lat_open *o = a->lat->lat_open, *n; o; o = n) {
+    for (struct lat_open *o = a->anom->lat_open, *n; o; o = n) {
         n = o->next;
         episode_unref(o->e);
         isoprof_free(o);
     }
-    a->lat->lat_open = NULL;
-    latency_free(a->lat->latency);
-    isoprof_free(a->lat);
-    a->lat = NULL;
+    a->anom->lat_open = NULL;
+    latency_free(a->anom->latency);
+    isoprof_free(a->anom);
+    a->anom = NULL;
 }

@@ -226,7 +226,7 @@ struct agent {
     int stopping;
     uint64_t stop_mono_ns;
     struct agent_counters n;
-    struct anomaly_lat *lat;       /* anomaly.c's: the latency detector and its listener */
+    struct anomaly_run *anom;      /* anomaly.c's: the latency detector, its listener, the limit job */
     struct snap_run *snap;         /* the heap snapshot being taken or written (snapshot.c) */
     uint64_t threads_warn_mono_ns; /* threads.c: the last "not watched" warning */
     /* the control socket (daemon.c starts it), report.c, ondemand.c */
