@@ -109,6 +109,8 @@ struct limit_ask {
 struct limit_job {
     uv_work_t req;
     struct agent *a;
+    int scanned; /* out: a /proc scan was run */
+    uint64_t scan_ns;
     size_t n;
     struct limit_ask ask[]; /* n */
 };
@@ -181,7 +183,9 @@ static void limit_job_work(uv_work_t *req)
         struct procscan_filter f = {.exe = exe, .nexe = 3, .self_pid = (uint32_t)getpid()};
         struct procscan_result res;
         char why[96];
+        j->scanned = 1;
         if (procscan_run("/proc", &f, &res, why, sizeof(why)) == 0) {
+            j->scan_ns = res.cpu_ns;
             for (size_t i = 0; i < j->n; i++)
                 if (j->ask[i].pid == 0 && j->ask[i].port != 0)
                     j->ask[i].pid = limit_pid_of_port(&res, j->ask[i].port);
@@ -216,6 +220,8 @@ static void limit_job_done(uv_work_t *req, int status)
 {
     struct limit_job *j = container_of(req, struct limit_job, req);
     struct agent *a = j->a;
+    log_debug("heap limits read", "isolates=%U scanned=%d scan_cpu_ns=%U", (uint64_t)j->n,
+              j->scanned, j->scan_ns);
     for (size_t i = 0; i < j->n; i++)
         limit_ask_done(a, &j->ask[i], status);
     a->anom->limit_job = 0;
