@@ -166,8 +166,8 @@ static void limit_ask_read(struct limit_ask *q)
         snprintf(q->why, sizeof(q->why), "its command line could not be read");
     else if (env == NULL)
         snprintf(q->why, sizeof(q->why), "its environment could not be read");
-    q->limit = memwatch_v8_limit(q->deno ? "deno" : "node", cmd, clen, env, elen, phys_memory(),
-                                 &q->src);
+    q->limit =
+        memwatch_v8_limit(q->deno ? "deno" : "node", cmd, clen, env, elen, phys_memory(), &q->src);
     isoprof_free(cmd);
     isoprof_free(env);
 }
@@ -209,8 +209,8 @@ static void limit_ask_done(struct agent *a, const struct limit_ask *q, int statu
         t->proc_pid = q->pid; /* keepalive.c reads its sampler thread */
         if (!q->read || q->why[0])
             log_warn("heap limit taken from V8's defaults: the process's flags are not all known",
-                     "worker=%s isolate=%u pid=%u limit=%U source=%s why=%s", t->worker,
-                     t->isolate, (unsigned)q->pid, q->limit, memwatch_source_name(q->src), q->why);
+                     "worker=%s isolate=%u pid=%u limit=%U source=%s why=%s", t->worker, t->isolate,
+                     (unsigned)q->pid, q->limit, memwatch_source_name(q->src), q->why);
         limit_set(t, q->limit, q->src);
         return;
     }

@@ -172,6 +172,7 @@ struct target {
     int removing; /* vanished; freed once cdp and timer closed */
     int pending_closes;
     uint64_t backoff_ms;
+    int evicted;               /* waiting out an eviction (workerd: another client took it) */
     const char *close_reason;  /* static text when the agent itself closed the session */
     int close_reason_was_ours; /* the session that just ended was closed by the agent */
     uint64_t attached_mono_ns;
@@ -226,7 +227,8 @@ struct agent {
     int stopping;
     uint64_t stop_mono_ns;
     struct agent_counters n;
-    struct anomaly_run *anom;      /* anomaly.c's: the latency detector, its listener, the limit job */
+    /* anomaly.c's: the latency detector, its listener, the limit job */
+    struct anomaly_run *anom;
     struct snap_run *snap;         /* the heap snapshot being taken or written (snapshot.c) */
     uint64_t threads_warn_mono_ns; /* threads.c: the last "not watched" warning */
     /* the control socket (daemon.c starts it), report.c, ondemand.c */

@@ -84,7 +84,7 @@ static void ep_failed(struct endpoint *ep, const char *what, int err, const char
     ep->runtime = NULL;
     size_t kept = target_endpoint_down(ep);
     if (kept > 0 && was_reachable)
-        log_info("sessions kept while the endpoint is unreachable", "inspector=%s sessions=%U",
+        log_info("targets kept while the endpoint is unreachable", "inspector=%s targets=%U",
                  ep->cfg->inspector, (uint64_t)kept);
     if (ep->backoff_ms == 0)
         ep->backoff_ms = DISCOVER_BACKOFF_MIN_MS;

@@ -291,6 +291,7 @@ static void target_on_close(struct cdp_session *s, int status, void *arg)
         target_free_if_closed(t);
         return;
     }
+    t->evicted = evicted;
     if (evicted)
         log_info("session evicted, backing off", "worker=%s isolate=%u", t->worker, t->isolate);
     target_backoff(t, evicted);
@@ -591,6 +592,7 @@ void target_attach_start(struct target *t)
 {
     struct agent *a = t->a;
     t->state = TARGET_READY;
+    t->evicted = 0;
     t->attached_mono_ns = isoprof_now_mono_ns();
     t->isolate = identity_target(t);
     if (t->parent) {
@@ -877,8 +879,8 @@ size_t target_endpoint_down(struct endpoint *ep)
         next = t->next;
         if (t->ep != ep || t->parent != NULL || t->removing)
             continue;
-        if (t->state == TARGET_READY) {
-            kept++;
+        if (t->state == TARGET_READY || t->evicted) {
+            kept++; /* an evicted one's process is there: it waits its backoff out */
             continue;
         }
         log_info("target detached", "worker=%s isolate=%u inspector=%s id=%s", t->worker,

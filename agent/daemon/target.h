@@ -66,7 +66,9 @@ void target_sync(struct endpoint *ep, const struct discovered *d, size_t n);
 /* ep's poll failed: detach its targets that have no session up, keep the
  * ones attached (a live session outweighs a listing that did not come: a
  * busy machine makes polls time out, and a target that is gone closes its
- * session by itself). Returns how many it kept. */
+ * session by itself) and the ones waiting out an eviction (detached, one
+ * would come back at the next poll and evict the other client). Returns
+ * how many it kept. */
 size_t target_endpoint_down(struct endpoint *ep);
 void target_remove(struct target *t);
 const char *target_runtime(const struct target *t);

@@ -85,9 +85,9 @@ test('a listing that stops answering: the attached session is kept, its windows 
   fake.listStall = true;
   const down = await d.waitLog((l) => l.msg === 'endpoint unreachable' && l.inspector === fake.inspector, 30000, 'the poll timed out');
   assert.match(down.why, /timed out/, down.raw);
-  const kept = await d.waitLog((l) => l.msg === 'sessions kept while the endpoint is unreachable' && l.inspector === fake.inspector,
+  const kept = await d.waitLog((l) => l.msg === 'targets kept while the endpoint is unreachable' && l.inspector === fake.inspector,
     10000, 'the session kept');
-  assert.strictEqual(Number(kept.sessions), 1, kept.raw);
+  assert.strictEqual(Number(kept.targets), 1, kept.raw);
   await d.waitLog((l) => is('window stored', 'slow-list')(l) && l.seq > down.seq, 30000, 'a window while the listing hangs', down.seq);
   fake.listStall = false;
   assert.strictEqual(d.count(is('target detached', 'slow-list')), 0, d.story());
@@ -95,6 +95,30 @@ test('a listing that stops answering: the attached session is kept, its windows 
   assert.strictEqual(fake.sessions, 1, 'one session all along');
   assert.strictEqual((await L.stopDaemon(d)).code, 0, d.tail());
   L.storeCheck(store);
+  await fake.close();
+});
+
+test('a workerd target waiting out an eviction is kept through a failed poll: the backoff holds', { timeout: 90000 }, async () => {
+  // Detached by the failed poll, it would be found again at the next one
+  // and attach at once, evicting the client that took its session.
+  const fake = await F.startFakeInspector({ style: 'workerd', id: 'svc' });
+  const dir = L.tmpdir();
+  const store = path.join(dir, 'store');
+  const d = await L.startDaemon(L.yamlConfig({ store, targets: [{ port: fake.port }] }), { dir });
+  await d.waitLog(is('target attached', 'svc'), 20000, 'attached');
+  fake.dropAll(); // as workerd closes the session another client evicted
+  const ev = await d.waitLog(is('session evicted, backing off', 'svc'), 10000, 'the eviction');
+  fake.listStall = true;
+  const down = await d.waitLog((l) => l.msg === 'endpoint unreachable' && l.seq > ev.seq, 30000, 'the poll timed out', ev.seq);
+  const kept = await d.waitLog((l) => l.msg === 'targets kept while the endpoint is unreachable' && l.seq > ev.seq, 10000, 'the target kept', ev.seq);
+  assert.strictEqual(Number(kept.targets), 1, kept.raw);
+  fake.listStall = false;
+  const back = await d.waitLog((l) => is('target attached', 'svc')(l) && l.seq > ev.seq, 60000, 'attached again', ev.seq);
+  // TARGET_EVICTED_MIN_MS is 15 s, jittered down to half of it.
+  const waited = Date.parse(back.ts) - Date.parse(ev.ts);
+  assert.ok(waited >= 7000, `attached again ${waited} ms after the eviction (unreachable at ${down.ts}): the backoff was lost\n${d.story()}`);
+  assert.strictEqual(d.count((l) => l.msg === 'target detached' && l.seq > ev.seq), 0, d.story());
+  assert.strictEqual((await L.stopDaemon(d)).code, 0, d.tail());
   await fake.close();
 });
 
