@@ -8,9 +8,10 @@
  * garbage is retried with capped exponential backoff, and its targets
  * without a session up are detached; an attached one keeps its session (a
  * poll times out on a busy machine; a target that is gone closes its
- * session, and is detached at the next failed or answered poll). Only the path of
- * webSocketDebuggerUrl is used: the agent always connects to the endpoint
- * the config names, never to a host a target advertises.
+ * session, and is detached at the next failed or answered poll), and one
+ * waiting out an eviction its backoff (target_endpoint_down). Only the
+ * path of webSocketDebuggerUrl is used: the agent always connects to the
+ * endpoint the config names, never to a host a target advertises.
  */
 #include "discover.h"
 #include "daemon.h"
