@@ -284,10 +284,9 @@ static void limit_probe_start(struct agent *a)
         t->limit_probe = q->seq;
     }
     if (uv_queue_work(a->loop, &j->req, limit_job_work, limit_job_done) != 0) {
+        /* No other job is out: every probe marked is this one's. */
         for (struct target *t = a->targets; t; t = t->next)
-            for (size_t i = 0; i < j->n; i++)
-                if (t->limit_probe == j->ask[i].seq)
-                    t->limit_probe = 0;
+            t->limit_probe = 0;
         isoprof_free(j);
         return;
     }

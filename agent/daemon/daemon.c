@@ -54,25 +54,8 @@ static void agent_control_counters(struct agent *a)
     a->n.control_rejected_connections = c.rejected_connections;
 }
 
-/* The start-up table (below): shutdown undoes its parts as a failed
- * start-up does. */
-static void agent_undo_parts(struct agent *a, size_t started, int at_stop);
-
-static void agent_close_all(struct agent *a)
-{
-    static int closed;
-    if (closed)
-        return;
-    closed = 1;
-    agent_undo_parts(a, (size_t)-1, 1);
-    uv_close((uv_handle_t *)&a->sigint, NULL);
-    uv_close((uv_handle_t *)&a->sigterm, NULL);
-    uv_close((uv_handle_t *)&a->sighup, NULL);
-    if (a->notify_on)
-        uv_close((uv_handle_t *)&a->notify_timer, NULL);
-    uv_close((uv_handle_t *)&a->shutdown_timer, NULL);
-    uv_close((uv_handle_t *)&a->drained_timer, NULL);
-}
+/* Closes every part and handle (after the start-up table, below). */
+static void agent_close_all(struct agent *a);
 
 /* Stopping, and the last open window and the last writer job are done:
  * close everything (the loop then runs dry). */
@@ -646,28 +629,22 @@ static void part_control_undo(struct agent *a)
     a->control = NULL;
 }
 
-/* Targets are made by discovery as endpoints answer; their part removes
- * them, after the process scan and before the endpoints. */
-static int part_targets(struct agent *a)
+/* The start of a part whose pieces come later, made by another part:
+ * targets by discovery, on-demand requests by the control socket. */
+static int part_made_later(struct agent *a)
 {
     (void)a;
     return 0;
 }
 
+/* The targets' part removes them after the process scan and before the
+ * endpoints. */
 static void part_targets_undo(struct agent *a)
 {
     for (struct target *t = a->targets, *n; t; t = n) {
         n = t->next;
         target_remove(t);
     }
-}
-
-/* On-demand requests come through the control socket; their part answers
- * the pending ones first, before the targets they wait on go. */
-static int part_ondemand(struct agent *a)
-{
-    (void)a;
-    return 0;
 }
 
 static const struct agent_part agent_parts[] = {
@@ -680,19 +657,37 @@ static const struct agent_part agent_parts[] = {
     {part_control, part_control_undo, 0},
     {anomaly_start, anomaly_stop, 0}, /* a listener that cannot bind is logged and left off */
     {discover_start, discover_close, 0},
-    {part_targets, part_targets_undo, 0},
+    {part_made_later, part_targets_undo, 0},
     {procs_start, procs_stop, 0},
-    {part_ondemand, ondemand_stop, 0},
+    {part_made_later, ondemand_stop, 0}, /* the pending requests answered before the targets go */
 };
 #define AGENT_NPARTS (sizeof(agent_parts) / sizeof(agent_parts[0]))
 
-/* Undoes, in reverse, the parts before started and that one (all of them
- * for (size_t)-1); at_stop: only those that do not outlive the loop. */
-static void agent_undo_parts(struct agent *a, size_t started, int at_stop)
+/* Undoes the first n parts, in reverse; at_stop: only those that do not
+ * outlive the loop. */
+static void agent_undo_parts(struct agent *a, size_t n, int at_stop)
 {
-    for (size_t k = started < AGENT_NPARTS ? started + 1 : AGENT_NPARTS; k-- > 0;)
+    for (size_t k = n; k-- > 0;)
         if (!at_stop || !agent_parts[k].after_loop)
             agent_parts[k].undo(a);
+}
+
+/* Shutdown undoes the table's parts as a failed start-up does, then
+ * closes the agent's own handles. */
+static void agent_close_all(struct agent *a)
+{
+    static int closed;
+    if (closed)
+        return;
+    closed = 1;
+    agent_undo_parts(a, AGENT_NPARTS, 1);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sighup, NULL);
+    if (a->notify_on)
+        uv_close((uv_handle_t *)&a->notify_timer, NULL);
+    uv_close((uv_handle_t *)&a->shutdown_timer, NULL);
+    uv_close((uv_handle_t *)&a->drained_timer, NULL);
 }
 
 int agent_run(struct cfg *cfg)
@@ -726,7 +721,7 @@ int agent_run(struct cfg *cfg)
     }
     if (rc != 0) {
         /* The one that failed undoes what it started, then the others. */
-        agent_undo_parts(a, started, 0);
+        agent_undo_parts(a, started + 1, 0);
         uv_run(&loop, UV_RUN_DEFAULT);
         discover_free(a);
         anomaly_free(a);

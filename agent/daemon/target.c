@@ -837,6 +837,19 @@ void target_remove(struct target *t)
         cdp_close(t->cdp);
 }
 
+/* ep's main-thread targets not marked listed go. */
+static void target_detach_unlisted(struct endpoint *ep)
+{
+    for (struct target *t = ep->a->targets, *next; t; t = next) {
+        next = t->next;
+        if (t->ep == ep && t->parent == NULL && !t->listed && !t->removing) {
+            log_info("target detached", "worker=%s isolate=%u inspector=%s id=%s", t->worker,
+                     t->isolate, ep->cfg->inspector, t->id);
+            target_remove(t);
+        }
+    }
+}
+
 void target_sync(struct endpoint *ep, const struct discovered *d, size_t n)
 {
     struct agent *a = ep->a;
@@ -862,31 +875,20 @@ void target_sync(struct endpoint *ep, const struct discovered *d, size_t n)
                  t->id);
         target_connect(t);
     }
-    for (struct target *t = a->targets, *next; t; t = next) {
-        next = t->next;
-        if (t->ep == ep && t->parent == NULL && !t->listed && !t->removing) {
-            log_info("target detached", "worker=%s isolate=%u inspector=%s id=%s", t->worker,
-                     t->isolate, ep->cfg->inspector, t->id);
-            target_remove(t);
-        }
-    }
+    target_detach_unlisted(ep);
 }
 
 size_t target_endpoint_down(struct endpoint *ep)
 {
     size_t kept = 0;
-    for (struct target *t = ep->a->targets, *next; t; t = next) {
-        next = t->next;
+    for (struct target *t = ep->a->targets; t; t = t->next) {
         if (t->ep != ep || t->parent != NULL || t->removing)
             continue;
-        if (t->state == TARGET_READY || t->evicted) {
-            kept++; /* an evicted one's process is there: it waits its backoff out */
-            continue;
-        }
-        log_info("target detached", "worker=%s isolate=%u inspector=%s id=%s", t->worker,
-                 t->isolate, ep->cfg->inspector, t->id);
-        target_remove(t);
+        /* An evicted one's process is there: it waits its backoff out. */
+        t->listed = t->state == TARGET_READY || t->evicted;
+        kept += t->listed != 0;
     }
+    target_detach_unlisted(ep);
     return kept;
 }
 
