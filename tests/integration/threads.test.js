@@ -103,7 +103,11 @@ test(`${CHURN} short-lived workers: the daemon stays flat and counts them`, asyn
     if (early === null && c.threads_attached + c.threads_refused >= CHURN / 5) early = { rss: rss(), fds: fds() };
     const moved = c.threads_attached + c.threads_refused + c.threads_detached;
     if (moved !== seen) { seen = moved; since = Date.now(); }
-    if (Date.now() - since > 60000) throw new Error(`the churn stalled: no worker came or went for 60 s (${JSON.stringify(c)})`);
+    if (Date.now() - since > 60000) {
+      throw new Error(`the churn stalled: no worker came or went for 60 s (${JSON.stringify(c)})\n` +
+        `--- the workload: ${node.exitCode === null ? 'running' : `exited ${node.exitCode} ${node.signalCode || ''}`}, its stderr's end ---\n` +
+        `${node.stderrText.slice(-1500)}\n--- the daemon ---\n${d.story(40)}`);
+    }
     return new RegExp(`churn done ${CHURN}`).test(node.stderrText);
   }, 480000, 'the churn to finish');
   await L.waitFor(() => status(store).targets.length === 2, 20000, 'only main and pool-1 left');
